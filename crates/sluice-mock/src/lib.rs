@@ -1,0 +1,1 @@
+//! A real mock inference server with fault injection.
