@@ -1,14 +1,26 @@
 //! The `sluice` command line.
 #![forbid(unsafe_code)]
 
-use clap::Parser;
+mod mock_cmd;
+
+use clap::{Parser, Subcommand};
 
 /// Sluice: an LLM inference gateway.
 #[derive(Debug, Parser)]
 #[command(name = "sluice", version, about)]
-struct Cli {}
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Run the mock inference server (OpenAI and Anthropic shapes, fault injection).
+    Mock(mock_cmd::MockArgs),
+}
 
 fn main() -> anyhow::Result<()> {
-    let _cli = Cli::parse();
-    Ok(())
+    match Cli::parse().command {
+        Command::Mock(args) => mock_cmd::run(args),
+    }
 }

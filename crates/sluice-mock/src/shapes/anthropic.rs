@@ -1,0 +1,164 @@
+//! Anthropic Messages (`POST /v1/messages`).
+
+use serde_json::{json, Value};
+
+use super::{Completion, EventSeq, Finish, SseItem};
+
+fn stop_reason(c: &Completion) -> &'static str {
+    match c.finish {
+        Finish::Stop => "end_turn",
+        Finish::Length => "max_tokens",
+        Finish::Tools => "tool_use",
+    }
+}
+
+fn message(c: &Completion, content: Value, stop: Option<&str>, output_tokens: u32) -> Value {
+    json!({
+        "id": format!("msg_{}", c.id()),
+        "type": "message",
+        "role": "assistant",
+        "model": c.model,
+        "content": content,
+        "stop_reason": stop,
+        "stop_sequence": null,
+        "usage": { "input_tokens": c.prompt_tokens, "output_tokens": output_tokens },
+    })
+}
+
+fn tool_block(c: &Completion, input: Value) -> Value {
+    json!({ "type": "tool_use", "id": format!("toolu_{}", c.id()), "name": Completion::TOOL_NAME, "input": input })
+}
+
+/// The non-streaming message.
+pub(crate) fn message_body(c: &Completion) -> Value {
+    let content = if c.tools {
+        let input: Value = serde_json::from_str(&c.tool_args()).unwrap_or(Value::Null);
+        json!([tool_block(c, input)])
+    } else {
+        json!([{ "type": "text", "text": c.text() }])
+    };
+    message(c, content, Some(stop_reason(c)), c.completion_tokens())
+}
+
+/// The streaming message: message_start, content_block_start, ping, content_block_delta per
+/// token (or per tool-input piece), content_block_stop, message_delta with usage, message_stop.
+pub(crate) struct MessageStream {
+    pub(crate) c: Completion,
+}
+
+impl MessageStream {
+    fn body_events(&self) -> usize {
+        if self.c.tools {
+            self.c.tool_arg_pieces()
+        } else {
+            self.c.n_tokens as usize
+        }
+    }
+}
+
+impl EventSeq for MessageStream {
+    fn len(&self) -> usize {
+        self.body_events() + 6
+    }
+
+    fn event(&self, i: usize) -> SseItem {
+        let c = &self.c;
+        let body = self.body_events();
+        match i {
+            0 => (
+                Some("message_start"),
+                json!({ "type": "message_start", "message": message(c, json!([]), None, 1) })
+                    .to_string(),
+            ),
+            1 => {
+                let block = if c.tools {
+                    tool_block(c, json!({}))
+                } else {
+                    json!({ "type": "text", "text": "" })
+                };
+                (
+                    Some("content_block_start"),
+                    json!({ "type": "content_block_start", "index": 0, "content_block": block })
+                        .to_string(),
+                )
+            }
+            2 => (Some("ping"), json!({ "type": "ping" }).to_string()),
+            i if i < 3 + body => {
+                let delta = if c.tools {
+                    json!({ "type": "input_json_delta", "partial_json": c.tool_arg_piece(i - 3) })
+                } else {
+                    json!({ "type": "text_delta", "text": c.token((i - 3) as u32) })
+                };
+                (
+                    Some("content_block_delta"),
+                    json!({ "type": "content_block_delta", "index": 0, "delta": delta })
+                        .to_string(),
+                )
+            }
+            i if i == 3 + body => (
+                Some("content_block_stop"),
+                json!({ "type": "content_block_stop", "index": 0 }).to_string(),
+            ),
+            i if i == 4 + body => (
+                Some("message_delta"),
+                json!({
+                    "type": "message_delta",
+                    "delta": { "stop_reason": stop_reason(c), "stop_sequence": null },
+                    "usage": { "output_tokens": c.completion_tokens() },
+                })
+                .to_string(),
+            ),
+            _ => (
+                Some("message_stop"),
+                json!({ "type": "message_stop" }).to_string(),
+            ),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::knobs::Behavior;
+
+    #[test]
+    fn event_sequence() {
+        let b = Behavior::default().with_spec("tokens=2").unwrap();
+        let s = MessageStream {
+            c: Completion::new("claude", b"{}", None, &b),
+        };
+        let names: Vec<_> = (0..s.len()).map(|i| s.event(i).0.unwrap()).collect();
+        assert_eq!(
+            names,
+            [
+                "message_start",
+                "content_block_start",
+                "ping",
+                "content_block_delta",
+                "content_block_delta",
+                "content_block_stop",
+                "message_delta",
+                "message_stop"
+            ]
+        );
+        let delta: Value = serde_json::from_str(&s.event(6).1).unwrap();
+        assert_eq!(delta["usage"]["output_tokens"], 2);
+    }
+
+    #[test]
+    fn tool_input_pieces_join_to_the_input() {
+        let b = Behavior::default().with_spec("tools, tokens=3").unwrap();
+        let s = MessageStream {
+            c: Completion::new("claude", b"{}", None, &b),
+        };
+        let joined: String = (3..s.len() - 3)
+            .map(|i| {
+                let v: Value = serde_json::from_str(&s.event(i).1).unwrap();
+                v["delta"]["partial_json"].as_str().unwrap().to_string()
+            })
+            .collect();
+        let input: Value = serde_json::from_str(&joined).unwrap();
+        assert_eq!(message_body(&s.c)["content"][0]["input"], input);
+        assert_eq!(message_body(&s.c)["stop_reason"], "tool_use");
+    }
+}
