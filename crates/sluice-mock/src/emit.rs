@@ -192,9 +192,6 @@ async fn stream_events(
     wait_with_heartbeats(sink, b.ttft, b, &enc, req).await?;
     let mut buf = BytesMut::new();
     for i in 0..seq.len() {
-        if b.abort_after == Some(i as u32) {
-            return Ok(false);
-        }
         if let Some((after, stall)) = b.stall_after {
             if after as usize == i {
                 // A stall is silence: no heartbeats either.
@@ -203,6 +200,10 @@ async fn stream_events(
         }
         if i > 0 {
             wait_with_heartbeats(sink, b.interval, b, &enc, req).await?;
+        }
+        // The abort comes when the next event is due, as a crash between tokens would.
+        if b.abort_after == Some(i as u32) {
+            return Ok(false);
         }
         let (event, mut data) = seq.event(i);
         if b.malformed == Some(i as u32) {
@@ -231,6 +232,7 @@ async fn stream_events(
         req.sent(total, 1, blocked);
     }
     if b.abort_after == Some(seq.len() as u32) {
+        wait_with_heartbeats(sink, b.interval, b, &enc, req).await?;
         return Ok(false);
     }
     Ok(true)
