@@ -217,6 +217,17 @@ pub(crate) fn route(
         .pointer("/stream_options/include_usage")
         .and_then(Value::as_bool)
         .unwrap_or(false);
+    // The content depends on what was asked, not on how it is delivered: the same prompt
+    // streamed or not gives the same text.
+    let seed = {
+        let mut v = req.clone();
+        if let Some(o) = v.as_object_mut() {
+            o.remove("stream");
+            o.remove("stream_options");
+        }
+        v.to_string()
+    };
+    let body = seed.as_bytes();
     let done = |reply| Routed {
         reply,
         model: Some(model.clone()),
