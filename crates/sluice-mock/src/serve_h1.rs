@@ -115,7 +115,7 @@ async fn handle(
     let (parts, mut body) = req.into_parts();
     let path = parts.uri.path().to_string();
     if route::is_admin(&path) {
-        let Reply::Full { status, body, .. } = route::admin(&parts.method, &path, &ctx.stats)
+        let Reply::Full { status, body, .. } = route::admin(&parts.method, &parts.uri, &ctx.stats)
         else {
             unreachable!("admin replies are full")
         };

@@ -50,7 +50,7 @@ where
         }
         let (parts, body) = req.into_parts();
         if route::is_admin(parts.uri.path()) {
-            let reply = route::admin(&parts.method, parts.uri.path(), &ctx.stats);
+            let reply = route::admin(&parts.method, &parts.uri, &ctx.stats);
             streams.spawn(async move {
                 if let Reply::Full { status, body, .. } = reply {
                     if let Ok(mut s) =

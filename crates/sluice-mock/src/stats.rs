@@ -128,6 +128,8 @@ pub struct Totals {
     pub refused: u64,
     /// GOAWAYs begun.
     pub goaways: u64,
+    /// Requests being served right now.
+    pub in_progress: u64,
 }
 
 /// A point-in-time copy of everything recorded.
@@ -246,6 +248,11 @@ impl Stats {
         }
     }
 
+    /// The lifetime counters alone, without copying any record.
+    pub fn totals(&self) -> Totals {
+        lock(&self.inner).totals.clone()
+    }
+
     /// Forgets all records and zeroes the totals. Live connections and requests keep
     /// recording into records that are no longer listed.
     pub fn reset(&self) {
@@ -311,6 +318,7 @@ impl ConnStats {
         let id = inner.next_req;
         inner.next_req += 1;
         inner.totals.requests += 1;
+        inner.totals.in_progress += 1;
         let headers = parts
             .headers
             .iter()
@@ -428,12 +436,15 @@ impl ReqStats {
         }
         r.outcome = outcome.clone();
         drop(r);
-        self.stats.bump(|t| match outcome {
-            Outcome::Completed => t.completed += 1,
-            Outcome::Cancelled(_) => t.cancelled += 1,
-            Outcome::Aborted => t.aborted += 1,
-            Outcome::Refused => t.refused += 1,
-            Outcome::InProgress => {}
+        self.stats.bump(|t| {
+            t.in_progress = t.in_progress.saturating_sub(1);
+            match outcome {
+                Outcome::Completed => t.completed += 1,
+                Outcome::Cancelled(_) => t.cancelled += 1,
+                Outcome::Aborted => t.aborted += 1,
+                Outcome::Refused => t.refused += 1,
+                Outcome::InProgress => {}
+            }
         });
     }
 }
