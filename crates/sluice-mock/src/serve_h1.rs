@@ -21,7 +21,7 @@ use crate::conn::ConnCtx;
 use crate::emit::{self, Aborted, Gone, Sink};
 use crate::knobs::Behavior;
 use crate::route::{self, Reply, REQUEST_ID_HEADER};
-use crate::stats::Outcome;
+use crate::stats::{Outcome, ReqStats};
 
 /// hyper's write buffer is kept small so that a client that stops reading blocks the mock's
 /// writes soon, as a real server's would, instead of after hundreds of kilobytes.
@@ -55,14 +55,17 @@ pub(crate) struct H1Body {
     rx: Option<mpsc::Receiver<Result<Bytes, Aborted>>>,
     once: Option<Bytes>,
     len: Option<u64>,
+    /// For a `once` body: the request to mark completed when hyper takes the bytes.
+    req: Option<ReqStats>,
 }
 
 impl H1Body {
-    fn once(b: Bytes) -> Self {
+    fn once(b: Bytes, req: Option<ReqStats>) -> Self {
         H1Body {
             rx: None,
             len: Some(b.len() as u64),
             once: Some(b),
+            req,
         }
     }
 }
@@ -76,6 +79,10 @@ impl Body for H1Body {
         cx: &mut Context<'_>,
     ) -> Poll<Option<Result<Frame<Bytes>, Aborted>>> {
         if let Some(b) = self.once.take() {
+            if let Some(req) = self.req.take() {
+                req.sent(b.len(), 0, Duration::ZERO);
+                req.end(Outcome::Completed);
+            }
             return Poll::Ready(Some(Ok(Frame::data(b))));
         }
         match self.rx.as_mut() {
@@ -119,7 +126,7 @@ async fn handle(
         else {
             unreachable!("admin replies are full")
         };
-        let mut resp = Response::new(H1Body::once(body));
+        let mut resp = Response::new(H1Body::once(body, None));
         *resp.status_mut() = status;
         resp.headers_mut().insert(
             http::header::CONTENT_TYPE,
@@ -164,11 +171,11 @@ async fn handle(
     };
     let status = reply.status();
     req.set_status(status.as_u16());
-    let (tx, rx) = mpsc::channel(1);
     let mut resp = Response::new(H1Body {
-        rx: Some(rx),
+        rx: None,
         once: None,
         len: None,
+        req: None,
     });
     *resp.status_mut() = status;
     let h = resp.headers_mut();
@@ -192,12 +199,9 @@ async fn handle(
             if let Some(s) = retry_after {
                 h.insert(http::header::RETRY_AFTER, HeaderValue::from(s));
             }
-            resp.body_mut().len = Some(body.len() as u64);
-            if body.is_empty() {
-                req.end(Outcome::Completed);
-            } else {
-                tokio::spawn(async move { emit::full(Sink::H1(tx), body, &req).await });
-            }
+            // hyper takes the whole body at once and writes it under its own backpressure;
+            // no task or channel is needed, which keeps small requests cheap.
+            *resp.body_mut() = H1Body::once(body, Some(req));
         }
         Reply::Stream(seq) => {
             h.insert(
@@ -208,6 +212,8 @@ async fn handle(
                 http::header::CACHE_CONTROL,
                 HeaderValue::from_static("no-cache"),
             );
+            let (tx, rx) = mpsc::channel(1);
+            resp.body_mut().rx = Some(rx);
             // The task ends when the stream does or when hyper drops the body (client gone).
             tokio::spawn(async move { emit::stream(Sink::H1(tx), &*seq, &b, &req).await });
         }
