@@ -1,14 +1,29 @@
 //! The `sluice` command line.
 #![forbid(unsafe_code)]
 
-use clap::Parser;
+mod sse_decode;
+
+use clap::{Parser, Subcommand};
 
 /// Sluice: an LLM inference gateway.
 #[derive(Debug, Parser)]
 #[command(name = "sluice", version, about)]
-struct Cli {}
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Server-sent events tools.
+    Sse {
+        #[command(subcommand)]
+        command: sse_decode::SseCommand,
+    },
+}
 
 fn main() -> anyhow::Result<()> {
-    let _cli = Cli::parse();
-    Ok(())
+    match Cli::parse().command {
+        Command::Sse { command } => sse_decode::run(command),
+    }
 }
