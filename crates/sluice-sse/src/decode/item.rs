@@ -27,6 +27,7 @@ pub enum Item {
 impl Item {
     /// The upstream's exact bytes for this item (empty for a comment inside an event, whose bytes
     /// travel with the event's).
+    #[inline]
     pub fn raw(&self) -> &Bytes {
         match self {
             Item::Event(e) => &e.raw,
@@ -36,6 +37,7 @@ impl Item {
     }
 
     /// Consumes the item, returning its raw bytes.
+    #[inline]
     pub fn into_raw(self) -> Bytes {
         match self {
             Item::Event(e) => e.raw,
@@ -75,6 +77,7 @@ pub(crate) enum Data {
 impl Event {
     /// The event type: the last `event` field's value, or `message` when there was none or it was
     /// empty (the spec's default).
+    #[inline]
     pub fn event_type(&self) -> &[u8] {
         match &self.event_type {
             Some(r) if !r.is_empty() => &self.raw[r.clone()],
@@ -83,12 +86,14 @@ impl Event {
     }
 
     /// [`event_type`](Event::event_type) as text, invalid UTF-8 replaced by U+FFFD.
+    #[inline]
     pub fn event_type_str(&self) -> Cow<'_, str> {
         String::from_utf8_lossy(self.event_type())
     }
 
     /// The data: the values of the `data` lines joined with `\n` (a single `data:` line with no
     /// value gives empty data; an event with no `data` line is never dispatched).
+    #[inline]
     pub fn data(&self) -> &[u8] {
         match &self.data {
             Data::Line(r) => &self.raw[r.clone()],
@@ -97,6 +102,7 @@ impl Event {
     }
 
     /// The data as a `Bytes` that shares the input's memory (no copy).
+    #[inline]
     pub fn data_bytes(&self) -> Bytes {
         match &self.data {
             Data::Line(r) => self.raw.slice(r.clone()),
@@ -106,6 +112,7 @@ impl Event {
 
     /// [`data`](Event::data) as text, invalid UTF-8 replaced by U+FFFD. Borrows when the data is
     /// valid UTF-8.
+    #[inline]
     pub fn data_str(&self) -> Cow<'_, str> {
         String::from_utf8_lossy(self.data())
     }
@@ -113,32 +120,38 @@ impl Event {
     /// The value of this event's own `id` field, if it had one (the last one wins; an `id`
     /// containing NUL is ignored). `Some(b"")` means `id:` with no value, which resets the last
     /// event ID.
+    #[inline]
     pub fn id(&self) -> Option<&[u8]> {
         self.id.as_ref().map(|r| &self.raw[r.clone()])
     }
 
     /// The last event ID as a browser's `MessageEvent.lastEventId` would report it: the most
     /// recent `id` seen in this or any earlier block of the stream (empty if none).
+    #[inline]
     pub fn last_event_id(&self) -> &[u8] {
         &self.last_event_id
     }
 
     /// [`last_event_id`](Event::last_event_id) as text, invalid UTF-8 replaced by U+FFFD.
+    #[inline]
     pub fn last_event_id_str(&self) -> Cow<'_, str> {
         String::from_utf8_lossy(&self.last_event_id)
     }
 
     /// The reconnection time in milliseconds if this event's block carried a valid `retry` field.
+    #[inline]
     pub fn retry(&self) -> Option<u64> {
         self.retry
     }
 
     /// The upstream's exact bytes for this event.
+    #[inline]
     pub fn raw(&self) -> &Bytes {
         &self.raw
     }
 
     /// Consumes the event, returning its raw bytes.
+    #[inline]
     pub fn into_raw(self) -> Bytes {
         self.raw
     }
@@ -154,23 +167,27 @@ pub struct Comment {
 
 impl Comment {
     /// The text after the colon, with one leading space removed.
+    #[inline]
     pub fn text(&self) -> &Bytes {
         &self.text
     }
 
     /// [`text`](Comment::text) as text, invalid UTF-8 replaced by U+FFFD.
+    #[inline]
     pub fn text_str(&self) -> Cow<'_, str> {
         String::from_utf8_lossy(&self.text)
     }
 
     /// Whether the comment sat between the field lines of an event. Its bytes are then part of
     /// that event's [`raw`](Event::raw) and its own `raw` is empty.
+    #[inline]
     pub fn in_event(&self) -> bool {
         self.in_event
     }
 
     /// The comment line's exact bytes including its line break (empty if
     /// [`in_event`](Comment::in_event)).
+    #[inline]
     pub fn raw(&self) -> &Bytes {
         &self.raw
     }
@@ -184,6 +201,7 @@ pub struct Skipped {
 
 impl Skipped {
     /// The skipped bytes, exactly as received.
+    #[inline]
     pub fn raw(&self) -> &Bytes {
         &self.raw
     }
