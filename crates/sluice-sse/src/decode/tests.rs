@@ -462,3 +462,14 @@ fn event_spanning_chunks_is_copied_once_and_values_slice_the_copy() {
     let raw_range = ev.raw().as_ptr_range();
     assert!(raw_range.contains(&data.as_ptr()));
 }
+
+#[test]
+fn single_line_fast_path_matches_the_general_path() {
+    // In one chunk `data: x\n\n` takes the fast path; split between its two LFs it cannot.
+    let (fast, _) = decode(&[b"id: 3\n\ndata: x\n\n"]);
+    let (general, _) = decode(&[b"id: 3\n\ndata: x\n", b"\n"]);
+    assert_eq!(fast, general);
+    let Item::Event(ev) = &fast[1] else { panic!() };
+    assert_eq!(ev.last_event_id(), b"3");
+    assert_eq!(ev.data(), b"x");
+}
