@@ -62,7 +62,8 @@ pub struct Event {
     pub(crate) event_type: Option<Range<usize>>,
     pub(crate) data: Data,
     pub(crate) id: Option<Range<usize>>,
-    pub(crate) last_event_id: Bytes,
+    /// `None` when empty, so that dropping an event of an ID-less stream touches one `Bytes`.
+    pub(crate) last_event_id: Option<Bytes>,
     pub(crate) retry: Option<u64>,
 }
 
@@ -129,13 +130,13 @@ impl Event {
     /// recent `id` seen in this or any earlier block of the stream (empty if none).
     #[inline]
     pub fn last_event_id(&self) -> &[u8] {
-        &self.last_event_id
+        self.last_event_id.as_deref().unwrap_or_default()
     }
 
     /// [`last_event_id`](Event::last_event_id) as text, invalid UTF-8 replaced by U+FFFD.
     #[inline]
     pub fn last_event_id_str(&self) -> Cow<'_, str> {
-        String::from_utf8_lossy(&self.last_event_id)
+        String::from_utf8_lossy(self.last_event_id())
     }
 
     /// The reconnection time in milliseconds if this event's block carried a valid `retry` field.
