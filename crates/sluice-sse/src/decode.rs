@@ -154,10 +154,11 @@ impl Decoder {
     }
 
     /// Appends a chunk of the stream. Chunks may split the stream anywhere, even inside a line
-    /// break or the byte-order mark. Empty chunks, and chunks fed after [`finish`](Decoder::finish),
-    /// are ignored.
+    /// break or the byte-order mark. Empty chunks, and chunks fed after [`finish`](Decoder::finish)
+    /// or after an error, are ignored (so a caller that keeps feeding a failed decoder does not
+    /// grow its memory).
     pub fn feed(&mut self, chunk: Bytes) {
-        if !chunk.is_empty() && !self.finished {
+        if !chunk.is_empty() && !self.finished && !self.done {
             self.queue.push_back(chunk);
         }
     }

@@ -19,8 +19,8 @@ pub enum DecodeError {
     /// The input ended in the middle of an event or of a line: the upstream was cut off rather
     /// than finishing cleanly. Per the spec the unfinished event is not dispatched.
     #[error(
-        "the SSE stream ended in the middle of an event ({} bytes after the last complete \
-         item were never finished by a blank line); the upstream or the connection was cut off",
+        "the SSE stream ended in the middle of an event or line ({} unfinished bytes were not \
+         dispatched); the upstream or the connection was cut off before finishing the stream",
         raw.len()
     )]
     Truncated {

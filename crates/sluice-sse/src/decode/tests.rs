@@ -415,6 +415,16 @@ fn event_over_the_limit_across_chunks_is_an_error_without_growth() {
 }
 
 #[test]
+fn feeding_a_failed_decoder_holds_nothing() {
+    let mut dec = Decoder::with_max_event_bytes(8).unwrap();
+    dec.feed(Bytes::from_static(b"data: 0123456789"));
+    assert!(matches!(dec.next_item(), Some(Err(_))));
+    dec.feed(Bytes::from_static(b"\n\ndata: x\n\n"));
+    assert!(dec.queue.is_empty());
+    assert!(dec.next_item().is_none());
+}
+
+#[test]
 fn line_without_terminator_is_bounded_too() {
     let mut dec = Decoder::with_max_event_bytes(64).unwrap();
     let (_, err) = decode_chunks(&mut dec, &[&[b':'; 40], &[b'x'; 40]]);
