@@ -2,6 +2,7 @@
 #![forbid(unsafe_code)]
 
 mod mock_cmd;
+mod sse_decode;
 
 use clap::{Parser, Subcommand};
 
@@ -17,10 +18,16 @@ struct Cli {
 enum Command {
     /// Run the mock inference server (OpenAI and Anthropic shapes, fault injection).
     Mock(mock_cmd::MockArgs),
+    /// Server-sent events tools.
+    Sse {
+        #[command(subcommand)]
+        command: sse_decode::SseCommand,
+    },
 }
 
 fn main() -> anyhow::Result<()> {
     match Cli::parse().command {
         Command::Mock(args) => mock_cmd::run(args),
+        Command::Sse { command } => sse_decode::run(command),
     }
 }

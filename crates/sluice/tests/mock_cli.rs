@@ -42,6 +42,7 @@ fn readme_examples() -> Vec<String> {
         .split("## `sluice mock`")
         .nth(1)
         .expect("README has a sluice mock section");
+    let section = section.split("\n## ").next().unwrap();
     section
         .lines()
         .filter(|l| l.starts_with("curl "))

@@ -153,12 +153,19 @@ async fn http1_non_streaming_cancel_during_generation() {
     // a client that closes before any response byte is noticed too.
     let mock = mock("ttft_ms=5000").await;
     let mut send = h1_connect(mock.addr()).await;
-    let fut = h1_send(&mut send, request("POST", "/v1/chat/completions", "", r#"{"model":"m"}"#));
-    assert!(tokio::time::timeout(Duration::from_millis(100), fut).await.is_err());
+    let fut = h1_send(
+        &mut send,
+        request("POST", "/v1/chat/completions", "", r#"{"model":"m"}"#),
+    );
+    assert!(tokio::time::timeout(Duration::from_millis(100), fut)
+        .await
+        .is_err());
     drop(send);
     let t0 = Instant::now();
     let snap = wait_for(mock.stats(), "cancel recorded", |s| {
-        s.requests.first().is_some_and(|r| matches!(r.outcome, Outcome::Cancelled(_)))
+        s.requests
+            .first()
+            .is_some_and(|r| matches!(r.outcome, Outcome::Cancelled(_)))
     })
     .await;
     assert!(snap.requests[0].cancelled_at.unwrap() - t0 < LIMIT);

@@ -281,7 +281,9 @@ async fn stats_and_reset_over_http() {
         .collect();
     assert!(protos.contains(&"http/1.1".to_string()) && protos.contains(&"h2c".to_string()));
     assert_eq!(stats["requests"][0]["outcome"]["kind"], "completed");
-    let totals = h1(mock.addr(), request("GET", "/__mock/stats?totals", "", "")).await.json();
+    let totals = h1(mock.addr(), request("GET", "/__mock/stats?totals", "", ""))
+        .await
+        .json();
     assert_eq!(totals["totals"]["completed"], 2);
     assert_eq!(totals["totals"]["in_progress"], 0);
     assert!(totals.get("requests").is_none());
