@@ -6,7 +6,7 @@ use serde_json::Value;
 
 use crate::knobs::{Behavior, KnobError};
 use crate::shapes::{
-    anthropic, error_body, model_of, openai, responses, u64_field, Api, Completion, EventSeq,
+    self, anthropic, error_body, model_of, openai, responses, u64_field, Api, Completion, EventSeq,
 };
 use crate::stats::Stats;
 
@@ -222,17 +222,9 @@ pub(crate) fn route(
         .pointer("/stream_options/include_usage")
         .and_then(Value::as_bool)
         .unwrap_or(false);
-    // The content depends on what was asked, not on how it is delivered: the same prompt
-    // streamed or not gives the same text.
-    let seed = {
-        let mut v = req.clone();
-        if let Some(o) = v.as_object_mut() {
-            o.remove("stream");
-            o.remove("stream_options");
-        }
-        v.to_string()
-    };
-    let body = seed.as_bytes();
+    // The content depends on what was asked, not on how it is delivered.
+    let seed = shapes::request_seed(&req);
+    let completion = |max| Completion::with_seed(&model, seed, body.len(), max, b);
     let done = |reply| Routed {
         reply,
         model: Some(model.clone()),
@@ -241,12 +233,7 @@ pub(crate) fn route(
     let max_tokens = |names: &[&str]| names.iter().find_map(|n| u64_field(&req, n));
     let reply = match path {
         "/v1/chat/completions" => {
-            let c = Completion::new(
-                &model,
-                body,
-                max_tokens(&["max_completion_tokens", "max_tokens"]),
-                b,
-            );
+            let c = completion(max_tokens(&["max_completion_tokens", "max_tokens"]));
             if stream {
                 Reply::Stream(Box::new(openai::ChatStream { c, include_usage }))
             } else {
@@ -254,7 +241,7 @@ pub(crate) fn route(
             }
         }
         "/v1/completions" => {
-            let c = Completion::new(&model, body, max_tokens(&["max_tokens"]), b);
+            let c = completion(max_tokens(&["max_tokens"]));
             if stream {
                 Reply::Stream(Box::new(openai::CompletionsStream { c, include_usage }))
             } else {
@@ -274,7 +261,7 @@ pub(crate) fn route(
                     None,
                 ));
             };
-            let c = Completion::new(&model, body, Some(max), b);
+            let c = completion(Some(max));
             if stream {
                 Reply::Stream(Box::new(anthropic::MessageStream { c }))
             } else {
@@ -282,7 +269,7 @@ pub(crate) fn route(
             }
         }
         _ => {
-            let c = Completion::new(&model, body, max_tokens(&["max_output_tokens"]), b);
+            let c = completion(max_tokens(&["max_output_tokens"]));
             if stream {
                 Reply::Stream(Box::new(responses::ResponseStream { c }))
             } else {

@@ -103,7 +103,20 @@ const WORDS: &[&str] = &[
 impl Completion {
     /// `body` is the raw request body: its hash seeds the content. `max_tokens` caps the
     /// knob's token count, and then the finish reason is "length", as a real model reports it.
+    #[cfg(test)]
     pub(crate) fn new(model: &str, body: &[u8], max_tokens: Option<u64>, b: &Behavior) -> Self {
+        Self::with_seed(model, fnv1a(body), body.len(), max_tokens, b)
+    }
+
+    /// `seed` fixes the content (see [`request_seed`]); `prompt_len` (bytes) sizes the prompt's
+    /// token count.
+    pub(crate) fn with_seed(
+        model: &str,
+        seed: u64,
+        prompt_len: usize,
+        max_tokens: Option<u64>,
+        b: &Behavior,
+    ) -> Self {
         let mut n_tokens = b.tokens;
         let mut finish = if b.tools { Finish::Tools } else { Finish::Stop };
         if let Some(max) = max_tokens {
@@ -114,10 +127,10 @@ impl Completion {
         }
         Completion {
             model: model.to_string(),
-            seed: fnv1a(body),
+            seed,
             n_tokens,
             finish,
-            prompt_tokens: (body.len() / 4).max(1) as u32,
+            prompt_tokens: (prompt_len / 4).max(1) as u32,
             token_bytes: b.token_bytes,
             big_event: b.big_event,
             body_bytes: b.body_bytes,
@@ -204,6 +217,48 @@ impl Completion {
     }
 }
 
+/// A hash of what the request asks for, ignoring how the answer is delivered (`stream`,
+/// `stream_options`): the same prompt gives the same text streamed or not. Walks the parsed
+/// JSON instead of re-serialising it, to keep small requests cheap.
+pub(crate) fn request_seed(req: &Value) -> u64 {
+    fn mix(h: &mut u64, bytes: &[u8]) {
+        for &b in bytes {
+            *h ^= u64::from(b);
+            *h = h.wrapping_mul(0x0100_0000_01b3);
+        }
+    }
+    fn walk(v: &Value, h: &mut u64, top: bool) {
+        match v {
+            Value::Null => mix(h, b"n"),
+            Value::Bool(b) => mix(h, if *b { b"t" } else { b"f" }),
+            Value::Number(n) => mix(h, n.to_string().as_bytes()),
+            Value::String(s) => {
+                mix(h, b"\"");
+                mix(h, s.as_bytes());
+            }
+            Value::Array(a) => {
+                mix(h, b"[");
+                for x in a {
+                    walk(x, h, false);
+                }
+            }
+            Value::Object(o) => {
+                mix(h, b"{");
+                for (k, x) in o {
+                    if top && (k == "stream" || k == "stream_options") {
+                        continue;
+                    }
+                    mix(h, k.as_bytes());
+                    walk(x, h, false);
+                }
+            }
+        }
+    }
+    let mut h = 0xcbf2_9ce4_8422_2325;
+    walk(req, &mut h, true);
+    h
+}
+
 /// FNV-1a: tiny, stable across platforms and releases (unlike `DefaultHasher`).
 fn fnv1a(data: &[u8]) -> u64 {
     let mut h: u64 = 0xcbf2_9ce4_8422_2325;
@@ -227,6 +282,16 @@ pub(crate) fn u64_field(v: &Value, name: &str) -> Option<u64> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn seed_ignores_delivery_fields() {
+        let a: Value =
+            serde_json::from_str(r#"{"model":"m","messages":[1],"stream":true}"#).unwrap();
+        let b: Value = serde_json::from_str(r#"{"model":"m","messages":[1]}"#).unwrap();
+        let c: Value = serde_json::from_str(r#"{"model":"m","messages":[2]}"#).unwrap();
+        assert_eq!(request_seed(&a), request_seed(&b));
+        assert_ne!(request_seed(&b), request_seed(&c));
+    }
 
     #[test]
     fn content_is_a_function_of_the_body() {
