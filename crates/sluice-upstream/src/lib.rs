@@ -21,6 +21,7 @@
 //! # Ok(()) }
 //! ```
 #![forbid(unsafe_code)]
+#![deny(missing_docs)]
 
 mod body;
 mod connect;

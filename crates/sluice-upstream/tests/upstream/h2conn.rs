@@ -108,3 +108,19 @@ async fn goaway_lets_open_stream_finish_and_sends_new_ones_to_a_new_connection()
     );
     assert_eq!(snap.totals.connections, 2);
 }
+
+#[tokio::test]
+async fn dropping_the_upstream_closes_its_connections() {
+    for protocol in [Protocol::H2c, Protocol::Http1] {
+        let mock = mock().await;
+        let up = upstream(&mock, protocol);
+        let rec = complete(&up, &mock, "").await;
+        assert_eq!(up.stats().open_connections, 1);
+        drop(up);
+        wait_for(mock.stats(), "connection closed", |s| {
+            s.connection(rec.conn_id)
+                .is_some_and(|c| c.closed_at.is_some())
+        })
+        .await;
+    }
+}
