@@ -1,0 +1,213 @@
+//! Errors of this crate: one small enum per phase (config, request, body), each with a
+//! low-cardinality `metric_label` and, for requests, whether a retry is safe.
+
+use std::net::SocketAddr;
+use std::time::Duration;
+
+/// Why an [`UpstreamConfig`](crate::UpstreamConfig) was rejected by
+/// [`Upstream::new`](crate::Upstream::new). Each variant names the field at fault.
+#[derive(Debug, thiserror::Error)]
+pub enum UpstreamConfigError {
+    /// `base_url` is unusable (no host, a scheme other than http/https, a scheme the protocol
+    /// cannot run over).
+    #[error("upstream `{upstream}`: base_url `{url}`: {reason}")]
+    BaseUrl {
+        /// The upstream's name.
+        upstream: String,
+        /// The URL as configured.
+        url: String,
+        /// What is wrong with it.
+        reason: &'static str,
+    },
+    /// A numeric field is out of range.
+    #[error("upstream `{upstream}`: {field}: {reason}")]
+    Field {
+        /// The upstream's name.
+        upstream: String,
+        /// The field at fault.
+        field: &'static str,
+        /// What is wrong with it, with the numbers.
+        reason: String,
+    },
+    /// `ca_file` could not be read or holds no usable certificate.
+    #[error("upstream `{upstream}`: ca_file `{path}`: {reason}")]
+    CaFile {
+        /// The upstream's name.
+        upstream: String,
+        /// The path as configured.
+        path: String,
+        /// Why it is unusable.
+        reason: String,
+    },
+}
+
+/// Why [`Upstream::send`](crate::Upstream::send) did not produce response headers.
+///
+/// `is_retry_safe()` is true only when the upstream cannot have processed the request, so a
+/// caller may retry any method (DESIGN invariant 4).
+#[derive(Debug, thiserror::Error)]
+pub enum UpstreamError {
+    /// The TCP connection could not be made (refused, unreachable, DNS failure).
+    #[error("upstream `{upstream}` refused the connection at {addr}: {source}")]
+    Connect {
+        /// The upstream's name.
+        upstream: String,
+        /// The address tried last (`0.0.0.0:port` when name resolution itself failed).
+        addr: SocketAddr,
+        /// The OS error.
+        source: std::io::Error,
+    },
+    /// TCP connect plus TLS handshake took longer than `connect_timeout`.
+    #[error("connecting to the upstream timed out after {0:?} (TCP + TLS)")]
+    ConnectTimeout(Duration),
+    /// The TLS handshake failed; the message says why (e.g. the certificate is not trusted).
+    #[error("{0}")]
+    Tls(String),
+    /// No connection or stream slot became free before the request's deadline.
+    #[error("no upstream connection became free before the request's deadline")]
+    PoolTimeout,
+    /// The response headers did not arrive before the request's deadline.
+    #[error("the upstream did not answer before the request's deadline")]
+    Deadline,
+    /// HTTP/2 RST_STREAM(REFUSED_STREAM): the upstream did not process the request.
+    #[error("the upstream refused the stream (REFUSED_STREAM); it did not process the request")]
+    Refused,
+    /// The stream was above the last-stream-id of a graceful GOAWAY: not processed.
+    #[error(
+        "the upstream is shutting down the connection (GOAWAY); it did not process the request"
+    )]
+    GoAway,
+    /// The upstream reset the stream before the response headers.
+    #[error("the upstream reset the stream: {0}")]
+    Reset(h2::Reason),
+    /// The connection closed before the response headers arrived.
+    #[error("the upstream closed the connection before responding")]
+    Closed,
+    /// The upstream broke the protocol, or negotiated one we cannot use.
+    #[error("protocol error talking to the upstream: {0}")]
+    Protocol(String),
+}
+
+impl UpstreamError {
+    /// A short, fixed label for metrics (`upstream_errors_total{kind=...}`).
+    pub fn metric_label(&self) -> &'static str {
+        match self {
+            UpstreamError::Connect { .. } => "connect",
+            UpstreamError::ConnectTimeout(_) => "connect_timeout",
+            UpstreamError::Tls(_) => "tls",
+            UpstreamError::PoolTimeout => "pool_timeout",
+            UpstreamError::Deadline => "deadline",
+            UpstreamError::Refused => "refused_stream",
+            UpstreamError::GoAway => "goaway",
+            UpstreamError::Reset(_) => "reset",
+            UpstreamError::Closed => "closed",
+            UpstreamError::Protocol(_) => "protocol",
+        }
+    }
+
+    /// Whether the upstream cannot have processed the request, so any method may be retried
+    /// (on another connection). A TLS failure is not retry-safe because retrying cannot fix
+    /// it; `PoolTimeout` and `Deadline` are not, because the deadline is spent.
+    pub fn is_retry_safe(&self) -> bool {
+        matches!(
+            self,
+            UpstreamError::Connect { .. }
+                | UpstreamError::ConnectTimeout(_)
+                | UpstreamError::Refused
+                | UpstreamError::GoAway
+        )
+    }
+}
+
+/// Why reading a [`ResponseBody`](crate::ResponseBody) failed after the headers arrived.
+#[derive(Debug, thiserror::Error)]
+pub enum BodyError {
+    /// HTTP/2: the upstream reset the stream mid-body (e.g. INTERNAL_ERROR).
+    #[error("the upstream reset the stream mid-response: {0}")]
+    Reset(h2::Reason),
+    /// The connection closed mid-body (HTTP/2 connection loss, or an HTTP/1.1 read error).
+    #[error("the upstream connection closed mid-response")]
+    Closed,
+    /// HTTP/1.1: the connection ended before the body's declared length or final chunk.
+    #[error("the upstream response ended before it was complete")]
+    Incomplete,
+    /// The upstream sent something that is not valid HTTP.
+    #[error("protocol error in the upstream response: {0}")]
+    Protocol(String),
+}
+
+impl BodyError {
+    /// A short, fixed label for metrics.
+    pub fn metric_label(&self) -> &'static str {
+        match self {
+            BodyError::Reset(_) => "reset",
+            BodyError::Closed => "closed",
+            BodyError::Incomplete => "incomplete",
+            BodyError::Protocol(_) => "protocol",
+        }
+    }
+}
+
+/// Maps an `h2::Error` seen while waiting for response headers.
+///
+/// NOTE: h2 reports `is_go_away() && is_remote()` both for streams above a GOAWAY's
+/// last-stream-id (not processed) and for every stream still open when a GOAWAY *with an
+/// error code* closes the connection (maybe processed). We cannot see the last-stream-id, so
+/// only a graceful GOAWAY (NO_ERROR) counts as "not processed": a graceful close lets streams
+/// at or below the last id finish, so a stream failed by it must be above that id.
+pub(crate) fn from_h2_head(e: &h2::Error) -> UpstreamError {
+    if e.is_go_away() && e.is_remote() {
+        return match e.reason() {
+            Some(h2::Reason::NO_ERROR) => UpstreamError::GoAway,
+            Some(r) => UpstreamError::Reset(r),
+            None => UpstreamError::Closed,
+        };
+    }
+    if e.is_reset() && e.is_remote() {
+        return match e.reason() {
+            Some(h2::Reason::REFUSED_STREAM) => UpstreamError::Refused,
+            Some(r) => UpstreamError::Reset(r),
+            None => UpstreamError::Closed,
+        };
+    }
+    if e.is_io() || e.is_go_away() {
+        return UpstreamError::Closed;
+    }
+    UpstreamError::Protocol(e.to_string())
+}
+
+/// Maps an `h2::Error` seen while reading the response body.
+pub(crate) fn from_h2_body(e: &h2::Error) -> BodyError {
+    if e.is_reset() || (e.is_go_away() && e.reason() != Some(h2::Reason::NO_ERROR)) {
+        if let Some(r) = e.reason() {
+            return BodyError::Reset(r);
+        }
+    }
+    if e.is_io() || e.is_go_away() {
+        return BodyError::Closed;
+    }
+    BodyError::Protocol(e.to_string())
+}
+
+/// Maps a hyper error seen while waiting for HTTP/1.1 response headers.
+pub(crate) fn from_hyper_head(e: &hyper::Error) -> UpstreamError {
+    if e.is_incomplete_message() || e.is_closed() || e.is_canceled() {
+        UpstreamError::Closed
+    } else if e.is_parse() || e.is_parse_status() || e.is_parse_too_large() {
+        UpstreamError::Protocol(e.to_string())
+    } else {
+        // I/O errors (reset by peer, broken pipe) while writing or reading.
+        UpstreamError::Closed
+    }
+}
+
+/// Maps a hyper error seen while reading an HTTP/1.1 response body.
+pub(crate) fn from_hyper_body(e: &hyper::Error) -> BodyError {
+    if e.is_incomplete_message() {
+        BodyError::Incomplete
+    } else if e.is_parse() {
+        BodyError::Protocol(e.to_string())
+    } else {
+        BodyError::Closed
+    }
+}

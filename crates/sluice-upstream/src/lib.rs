@@ -1,0 +1,451 @@
+//! Upstream connections for the Sluice gateway: connectors (TCP, TLS with ALPN, h2c), an
+//! HTTP/1.1 keep-alive pool and an HTTP/2 connection on the `h2` crate.
+//!
+//! The gateway calls only [`Upstream::send`]. It gives a request whose body is already
+//! buffered and a deadline, and gets back response headers and a [`ResponseBody`] that
+//! reads from the upstream only as fast as it is polled, and cancels the upstream request
+//! when dropped early.
+//!
+//! ```no_run
+//! # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
+//! use sluice_upstream::{Protocol, Upstream, UpstreamConfig};
+//! let upstream = Upstream::new(UpstreamConfig {
+//!     name: "local".into(),
+//!     base_url: "http://127.0.0.1:9090/v1".parse()?,
+//!     protocol: Protocol::H2c,
+//!     ..UpstreamConfig::default()
+//! })?;
+//! let req = http::Request::post("/chat/completions").body(bytes::Bytes::from("{}"))?;
+//! let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(30);
+//! let resp = upstream.send(req, deadline).await?;
+//! # Ok(()) }
+//! ```
+#![forbid(unsafe_code)]
+#![deny(missing_docs)]
+
+mod body;
+mod connect;
+mod error;
+mod h1;
+mod h2;
+mod target;
+
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::Bytes;
+use http::uri::Scheme;
+use http_body_util::Full;
+use tokio::time::Instant;
+
+pub use body::ResponseBody;
+pub use error::{BodyError, UpstreamConfigError, UpstreamError};
+
+use connect::{Alpn, Connector};
+use h1::H1Pool;
+use h2::{AlpnPolicy, H2Pool, H2Settings, Sent};
+use target::Target;
+
+/// Which HTTP version to speak to the upstream, and how to agree on it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum Protocol {
+    /// HTTP/1.1 over `http://` or `https://` (ALPN offers only `http/1.1`).
+    Http1,
+    /// HTTP/2 over TLS; the server must select `h2` by ALPN, else requests fail with
+    /// [`UpstreamError::Protocol`]. Requires `https://`.
+    H2,
+    /// HTTP/2 with prior knowledge over plain TCP. Requires `http://`.
+    H2c,
+    /// Over `https://`: offer `h2` and `http/1.1` by ALPN and use what the server picks (the
+    /// first answer sticks for the life of the `Upstream`). Over `http://` there is nothing to
+    /// negotiate with, so this is HTTP/1.1. The default.
+    #[default]
+    Auto,
+}
+
+/// How to reach one upstream. Checked by [`Upstream::new`].
+#[derive(Clone, Debug)]
+pub struct UpstreamConfig {
+    /// Name used in errors and logs.
+    pub name: String,
+    /// Scheme (`http` or `https`), authority, and the path that request paths are appended
+    /// to, e.g. `http://127.0.0.1:9090/v1`. Default `http://127.0.0.1:9090/v1`.
+    pub base_url: http::Uri,
+    /// Wire protocol. Default [`Protocol::Auto`].
+    pub protocol: Protocol,
+    /// Extra PEM trust root(s), in addition to the webpki (Mozilla) roots. Default none.
+    pub ca_file: Option<PathBuf>,
+    /// Bound on DNS + TCP connect + TLS handshake. Default 5 s.
+    pub connect_timeout: Duration,
+    /// Cap on HTTP/1.1 connections (idle + in use). A request that finds the cap reached
+    /// waits, bounded by its deadline, for one to come back. Default 64.
+    pub max_http1_connections: usize,
+    /// HTTP/2 receive window per stream: how far one unread stream can run ahead of its
+    /// consumer. Default 256 KiB.
+    pub h2_stream_window: u32,
+    /// HTTP/2 receive window for the whole connection. Must be at least
+    /// `h2_max_streams * h2_stream_window`, so stalled streams can never pin the window their
+    /// neighbours need. Default 25 MiB (100 × 256 KiB).
+    pub h2_connection_window: u32,
+    /// Our cap on concurrent streams on the connection; the server's
+    /// SETTINGS_MAX_CONCURRENT_STREAMS applies too if lower. Default 100.
+    pub h2_max_streams: u32,
+}
+
+impl Default for UpstreamConfig {
+    fn default() -> Self {
+        UpstreamConfig {
+            name: "default".into(),
+            base_url: http::Uri::from_static("http://127.0.0.1:9090/v1"),
+            protocol: Protocol::Auto,
+            ca_file: None,
+            connect_timeout: Duration::from_secs(5),
+            max_http1_connections: 64,
+            h2_stream_window: 256 * 1024,
+            h2_connection_window: 100 * 256 * 1024,
+            h2_max_streams: 100,
+        }
+    }
+}
+
+/// The largest flow-control window HTTP/2 allows (RFC 9113 §6.9.1).
+const MAX_WINDOW: u32 = (1 << 31) - 1;
+
+/// A point-in-time view for metrics and the admin API.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct UpstreamStats {
+    /// The protocol in use: the configured one, except that `Auto` becomes `H2` or `Http1`
+    /// once the first TLS handshake has chosen (and `Http1` over `http://`).
+    pub protocol: Protocol,
+    /// Connections currently open (both protocols).
+    pub open_connections: usize,
+    /// HTTP/1.1 connections idle in the keep-alive pool.
+    pub idle_http1_connections: usize,
+    /// Requests from `send` until their response body ends or is dropped.
+    pub in_flight: usize,
+}
+
+/// One upstream: its connections and the way requests reach them.
+///
+/// Cheap to clone (an `Arc`); clones share connections. Connection tasks are owned by the
+/// `Upstream` and by the response bodies still reading from them: they end when the last
+/// clone is dropped and every body using that connection has ended or been dropped.
+#[derive(Clone)]
+pub struct Upstream {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    name: String,
+    target: Target,
+    mode: Mode,
+    h1: Arc<H1Pool>,
+    /// `None` when the protocol can never be HTTP/2 (Http1, or Auto over http://).
+    h2: Option<H2Pool>,
+    counters: Arc<Counters>,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Mode {
+    Http1,
+    H2,
+    H2c,
+    Auto,
+}
+
+impl std::fmt::Debug for Upstream {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Upstream")
+            .field("name", &self.inner.name)
+            .field("stats", &self.stats())
+            .finish()
+    }
+}
+
+impl Upstream {
+    /// Validates the config and builds the TLS client config. Opens no connection (the
+    /// first `send` does); reads `ca_file` if set.
+    ///
+    /// # Errors
+    /// [`UpstreamConfigError`] naming the field: a `base_url` without host or with a scheme
+    /// other than http/https or one the protocol cannot use (`H2` needs https, `H2c` http);
+    /// windows of 0 or above 2^31-1; `h2_connection_window < h2_max_streams *
+    /// h2_stream_window`; `h2_max_streams`, `max_http1_connections` or `connect_timeout` of
+    /// 0; an unreadable `ca_file` or one without certificates.
+    pub fn new(cfg: UpstreamConfig) -> Result<Upstream, UpstreamConfigError> {
+        // Destructured so that a new field cannot be silently ignored.
+        let UpstreamConfig {
+            name,
+            base_url,
+            protocol,
+            ca_file,
+            connect_timeout,
+            max_http1_connections,
+            h2_stream_window,
+            h2_connection_window,
+            h2_max_streams,
+        } = cfg;
+        let url_err = |reason| UpstreamConfigError::BaseUrl {
+            upstream: name.clone(),
+            url: base_url.to_string(),
+            reason,
+        };
+        let field_err = |field, reason: String| UpstreamConfigError::Field {
+            upstream: name.clone(),
+            field,
+            reason,
+        };
+        let tls = match base_url.scheme_str() {
+            Some("https") => true,
+            Some("http") => false,
+            _ => return Err(url_err("the scheme must be http or https")),
+        };
+        let authority = base_url
+            .authority()
+            .cloned()
+            .ok_or_else(|| url_err("it has no host"))?;
+        if authority.as_str().contains('@') {
+            return Err(url_err("credentials in the URL are not supported"));
+        }
+        let host = authority
+            .host()
+            .trim_start_matches('[')
+            .trim_end_matches(']');
+        let port = authority.port_u16().unwrap_or(if tls { 443 } else { 80 });
+        if base_url.query().is_some() {
+            return Err(url_err("it must not have a query"));
+        }
+        let mode = match (protocol, tls) {
+            (Protocol::H2, false) => return Err(url_err("protocol H2 needs https (use H2c)")),
+            (Protocol::H2c, true) => return Err(url_err("protocol H2c needs http (use H2)")),
+            (Protocol::Http1, _) => Mode::Http1,
+            (Protocol::H2, true) => Mode::H2,
+            (Protocol::H2c, false) => Mode::H2c,
+            (Protocol::Auto, true) => Mode::Auto,
+            (Protocol::Auto, false) => Mode::Http1,
+        };
+        if connect_timeout.is_zero() {
+            return Err(field_err("connect_timeout", "must be more than 0".into()));
+        }
+        if max_http1_connections == 0 {
+            return Err(field_err(
+                "max_http1_connections",
+                "must be at least 1".into(),
+            ));
+        }
+        if h2_max_streams == 0 {
+            return Err(field_err("h2_max_streams", "must be at least 1".into()));
+        }
+        for (field, w) in [
+            ("h2_stream_window", h2_stream_window),
+            ("h2_connection_window", h2_connection_window),
+        ] {
+            if w == 0 || w > MAX_WINDOW {
+                return Err(field_err(field, format!("{w} is not in 1..=2^31-1")));
+            }
+        }
+        let needed = u64::from(h2_max_streams) * u64::from(h2_stream_window);
+        if u64::from(h2_connection_window) < needed {
+            return Err(field_err(
+                "h2_connection_window",
+                format!(
+                    "{h2_connection_window} is below h2_max_streams × h2_stream_window = \
+                     {h2_max_streams} × {h2_stream_window} = {needed}; a few stalled streams \
+                     could then stall every stream on the connection"
+                ),
+            ));
+        }
+        let roots = match &ca_file {
+            None => Vec::new(),
+            Some(path) => {
+                connect::read_ca_file(path).map_err(|reason| UpstreamConfigError::CaFile {
+                    upstream: name.clone(),
+                    path: path.display().to_string(),
+                    reason,
+                })?
+            }
+        };
+        let alpn = match mode {
+            Mode::Http1 => Alpn::Http1,
+            Mode::H2 => Alpn::H2,
+            Mode::H2c => Alpn::H2, // unused: no TLS
+            Mode::Auto => Alpn::H2OrHttp1,
+        };
+        let connector = Connector::new(
+            &name,
+            host,
+            port,
+            connect_timeout,
+            tls.then_some((alpn, roots.as_slice())),
+        )
+        .map_err(|reason| match ca_file.as_ref() {
+            Some(path) if reason.contains("ca_file") => UpstreamConfigError::CaFile {
+                upstream: name.clone(),
+                path: path.display().to_string(),
+                reason,
+            },
+            _ => UpstreamConfigError::Field {
+                upstream: name.clone(),
+                field: "base_url",
+                reason,
+            },
+        })?;
+        let connector = Arc::new(connector);
+        let scheme = if tls { Scheme::HTTPS } else { Scheme::HTTP };
+        let target = Target::new(scheme, authority, base_url.path())
+            .ok_or_else(|| url_err("its host is not a valid Host header"))?;
+        let counters = Arc::new(Counters::default());
+        let h2 = match mode {
+            Mode::Http1 => None,
+            Mode::H2 | Mode::H2c | Mode::Auto => Some(H2Pool::new(
+                connector.clone(),
+                H2Settings {
+                    stream_window: h2_stream_window,
+                    connection_window: h2_connection_window,
+                    max_streams: h2_max_streams,
+                    alpn: match mode {
+                        Mode::H2c => AlpnPolicy::None,
+                        Mode::Auto => AlpnPolicy::FallBack,
+                        _ => AlpnPolicy::Required,
+                    },
+                },
+                counters.clone(),
+            )),
+        };
+        let h1 = Arc::new(H1Pool::new(
+            connector,
+            max_http1_connections,
+            counters.clone(),
+        ));
+        Ok(Upstream {
+            inner: Arc::new(Inner {
+                name,
+                target,
+                mode,
+                h1,
+                h2,
+                counters,
+            }),
+        })
+    }
+
+    /// Sends one request and waits for the response headers.
+    ///
+    /// `req.uri()` is a path and query relative to `base_url`'s path (`/chat/completions` →
+    /// `/v1/chat/completions`); scheme, authority and `Host` come from `base_url`.
+    /// Connection-specific headers (connection, keep-alive, proxy-connection,
+    /// transfer-encoding, upgrade, te other than `trailers`) are dropped, and Content-Length
+    /// is set from the body.
+    ///
+    /// The whole future (connect, waiting for a connection or stream slot, writing, waiting
+    /// for the response headers) is bounded by `deadline`. The returned body is not: the
+    /// caller bounds reading it.
+    ///
+    /// # Errors
+    /// See [`UpstreamError`]; [`UpstreamError::is_retry_safe`] tells whether the upstream can
+    /// have processed the request.
+    ///
+    /// # Cancel safety
+    /// Dropping the future cancels the request: on HTTP/2 its stream is reset with
+    /// RST_STREAM(CANCEL) and the connection stays up; on HTTP/1.1 the connection is closed
+    /// and never reused. Dropping it while connecting leaks nothing.
+    pub async fn send(
+        &self,
+        req: http::Request<Bytes>,
+        deadline: Instant,
+    ) -> Result<http::Response<ResponseBody>, UpstreamError> {
+        let inner = &self.inner;
+        let in_flight = InFlight::new(&inner.counters);
+        if let Some(h2) = inner.h2.as_ref().filter(|h2| !h2.fell_back()) {
+            let (head, body) = inner.target.for_h2(&req)?;
+            match h2.send(head, body, deadline).await? {
+                Sent::Response(resp, guard, lease) => {
+                    let (parts, recv) = resp.into_parts();
+                    let body = ResponseBody::h2(recv, guard, lease, in_flight);
+                    return Ok(http::Response::from_parts(parts, body));
+                }
+                Sent::Http1(io) => return self.send_h1(req, deadline, io, in_flight).await,
+            }
+        }
+        self.send_h1(req, deadline, None, in_flight).await
+    }
+
+    async fn send_h1(
+        &self,
+        req: http::Request<Bytes>,
+        deadline: Instant,
+        preconnected: Option<connect::Io>,
+        in_flight: InFlight,
+    ) -> Result<http::Response<ResponseBody>, UpstreamError> {
+        let req = self.inner.target.for_h1(req)?.map(Full::new);
+        let (resp, lease) = self.inner.h1.send(req, deadline, preconnected).await?;
+        let (parts, incoming) = resp.into_parts();
+        let body = ResponseBody::h1(incoming, lease, in_flight);
+        Ok(http::Response::from_parts(parts, body))
+    }
+
+    /// A snapshot for metrics and the admin API. Cheap: atomics and one short lock.
+    pub fn stats(&self) -> UpstreamStats {
+        let inner = &self.inner;
+        let protocol = match inner.mode {
+            Mode::Http1 => Protocol::Http1,
+            Mode::H2 => Protocol::H2,
+            Mode::H2c => Protocol::H2c,
+            Mode::Auto => match &inner.h2 {
+                Some(h2) if h2.fell_back() => Protocol::Http1,
+                _ if inner.counters.connections_ever.load(Ordering::Relaxed) > 0 => Protocol::H2,
+                _ => Protocol::Auto,
+            },
+        };
+        UpstreamStats {
+            protocol,
+            open_connections: inner.counters.open_connections.load(Ordering::Relaxed),
+            idle_http1_connections: inner.h1.idle_count(),
+            in_flight: inner.counters.in_flight.load(Ordering::Relaxed),
+        }
+    }
+}
+
+/// Counters shared by the pools, the connection tasks and the bodies.
+#[derive(Debug, Default)]
+pub(crate) struct Counters {
+    open_connections: AtomicUsize,
+    connections_ever: AtomicUsize,
+    in_flight: AtomicUsize,
+}
+
+impl Counters {
+    /// Counts a connection as open until the returned guard (moved into its task) drops.
+    pub(crate) fn connection_opened(self: &Arc<Self>) -> OpenConnection {
+        self.open_connections.fetch_add(1, Ordering::Relaxed);
+        self.connections_ever.fetch_add(1, Ordering::Relaxed);
+        OpenConnection(self.clone())
+    }
+}
+
+/// One open connection, for [`UpstreamStats::open_connections`].
+pub(crate) struct OpenConnection(Arc<Counters>);
+
+impl Drop for OpenConnection {
+    fn drop(&mut self) {
+        self.0.open_connections.fetch_sub(1, Ordering::Relaxed);
+    }
+}
+
+/// One request in flight, for [`UpstreamStats::in_flight`]; travels into the body.
+pub(crate) struct InFlight(Arc<Counters>);
+
+impl InFlight {
+    fn new(counters: &Arc<Counters>) -> Self {
+        counters.in_flight.fetch_add(1, Ordering::Relaxed);
+        InFlight(counters.clone())
+    }
+}
+
+impl Drop for InFlight {
+    fn drop(&mut self) {
+        self.0.in_flight.fetch_sub(1, Ordering::Relaxed);
+    }
+}

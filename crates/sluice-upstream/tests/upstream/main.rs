@@ -1,0 +1,9 @@
+//! Integration tests over real sockets against `sluice-mock`.
+
+mod backpressure;
+mod cancel;
+mod errors;
+mod h2conn;
+mod pool;
+mod support;
+mod tls;

@@ -1,0 +1,122 @@
+//! Shared helpers: a mock, an upstream pointed at it, requests, and polling the mock's stats.
+
+use std::time::Duration;
+
+use bytes::Bytes;
+use http::Request;
+use http_body_util::BodyExt;
+use sluice_mock::{Behavior, MockConfig, MockServer, ReqRecord, Snapshot, Stats};
+use sluice_upstream::{BodyError, Protocol, ResponseBody, Upstream, UpstreamConfig};
+use tokio::time::Instant;
+
+pub const STREAM: &str = r#"{"model":"m","stream":true}"#;
+pub const NON_STREAM: &str = r#"{"model":"m"}"#;
+
+pub async fn mock_with(cfg: MockConfig) -> MockServer {
+    MockServer::start(MockConfig {
+        defaults: Behavior::default().with_spec("tokens=5").unwrap(),
+        ..cfg
+    })
+    .await
+    .unwrap()
+}
+
+pub async fn mock() -> MockServer {
+    mock_with(MockConfig::default()).await
+}
+
+pub fn config(mock: &MockServer, protocol: Protocol) -> UpstreamConfig {
+    UpstreamConfig {
+        name: "local".into(),
+        base_url: format!("{}/v1", mock.url()).parse().unwrap(),
+        protocol,
+        ..UpstreamConfig::default()
+    }
+}
+
+pub fn upstream(mock: &MockServer, protocol: Protocol) -> Upstream {
+    Upstream::new(config(mock, protocol)).unwrap()
+}
+
+pub fn chat(xmock: &str, body: &str) -> Request<Bytes> {
+    let mut b = Request::post("/chat/completions").header("content-type", "application/json");
+    if !xmock.is_empty() {
+        b = b.header("x-mock", xmock);
+    }
+    b.body(Bytes::from(body.to_string())).unwrap()
+}
+
+pub fn secs(s: u64) -> Instant {
+    Instant::now() + Duration::from_secs(s)
+}
+
+pub fn ms(m: u64) -> Instant {
+    Instant::now() + Duration::from_millis(m)
+}
+
+pub fn request_id<B>(resp: &http::Response<B>) -> u64 {
+    resp.headers()[sluice_mock::REQUEST_ID_HEADER]
+        .to_str()
+        .unwrap()
+        .parse()
+        .unwrap()
+}
+
+/// Reads the body to its end.
+pub async fn read_all(body: &mut ResponseBody) -> Result<Bytes, BodyError> {
+    let mut out = Vec::new();
+    while let Some(frame) = body.frame().await {
+        if let Ok(data) = frame?.into_data() {
+            out.extend_from_slice(&data);
+        }
+    }
+    Ok(out.into())
+}
+
+/// Sends and reads a whole response, returning the mock's record of it.
+pub async fn complete(up: &Upstream, mock: &MockServer, xmock: &str) -> ReqRecord {
+    let resp = up.send(chat(xmock, STREAM), secs(5)).await.unwrap();
+    assert_eq!(resp.status(), 200);
+    let id = request_id(&resp);
+    let body = read_all(&mut resp.into_body()).await.unwrap();
+    assert!(!body.is_empty());
+    let snap = wait_for(mock.stats(), "request completed", |s| {
+        s.request(id)
+            .is_some_and(|r| r.outcome == sluice_mock::Outcome::Completed)
+    })
+    .await;
+    snap.request(id).unwrap().clone()
+}
+
+pub async fn wait_for(stats: &Stats, what: &str, pred: impl Fn(&Snapshot) -> bool) -> Snapshot {
+    let deadline = Instant::now() + Duration::from_secs(5);
+    loop {
+        let snap = stats.snapshot();
+        if pred(&snap) {
+            return snap;
+        }
+        assert!(Instant::now() < deadline, "timed out waiting for: {what}");
+        tokio::time::sleep(Duration::from_millis(2)).await;
+    }
+}
+
+/// The trust root file for a TLS mock, removed on drop.
+pub struct CaFile(pub std::path::PathBuf);
+
+impl CaFile {
+    pub fn new(mock: &MockServer) -> CaFile {
+        let path = std::env::temp_dir().join(format!(
+            "sluice-upstream-ca-{}-{}.pem",
+            std::process::id(),
+            mock.addr().port()
+        ));
+        std::fs::write(&path, mock.cert_pem().unwrap()).unwrap();
+        CaFile(path)
+    }
+}
+
+impl Drop for CaFile {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.0);
+    }
+}
