@@ -1,0 +1,259 @@
+//! Configuration: TOML in, a validated [`Config`] out.
+//!
+//! Parsing happens in two steps, as TensorZero does it: `raw` mirrors the file with
+//! `#[serde(deny_unknown_fields)]` (a typo is an error, never a silently ignored field), and
+//! [`Config::from_toml`] validates it into the types below, naming the field path and the reason
+//! of the first problem. Nothing downstream sees a raw value.
+
+mod raw;
+mod units;
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::time::Duration;
+
+pub use units::{parse_duration, parse_size};
+
+/// The whole validated configuration.
+#[derive(Clone, Debug)]
+pub struct Config {
+    /// The listener and server-wide limits.
+    pub server: ServerConfig,
+    /// Upstreams, in file order; names are unique.
+    pub upstreams: Vec<UpstreamConfig>,
+    /// Routes, in file order: the first whose globs match the request's model wins.
+    pub routes: Vec<RouteConfig>,
+}
+
+/// `[server]`.
+#[derive(Clone, Debug)]
+pub struct ServerConfig {
+    /// Where to listen (HTTP/1.1 and h2c on one port; h2 and http/1.1 by ALPN with `tls`).
+    /// Default `127.0.0.1:8080`.
+    pub listen: SocketAddr,
+    /// Certificate chain and key (PEM files) to serve TLS.
+    pub tls: Option<TlsFiles>,
+    /// An SSE comment (`: ping`) this often while the upstream is silent. Default 15 s.
+    pub heartbeat: Duration,
+    /// Largest request body accepted; larger gets 413. Default 16 MiB.
+    pub max_request_body: u64,
+    /// Largest non-streaming response body relayed; larger gets 502. Default 8 MiB.
+    pub max_response_body: u64,
+    /// How long streams may run on after SIGTERM before they are ended with an error event.
+    /// Default 30 s.
+    pub shutdown_grace: Duration,
+    /// Largest single SSE event relayed; a larger one ends the stream with an error event.
+    /// Default 1 MiB, at most 64 MiB.
+    pub max_event_bytes: usize,
+}
+
+/// PEM files for the listener's TLS.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct TlsFiles {
+    /// Certificate chain.
+    pub cert: PathBuf,
+    /// Private key.
+    pub key: PathBuf,
+}
+
+/// The wire protocol to an upstream.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum UpstreamProtocol {
+    /// HTTP/1.1 (over TLS for https).
+    Http1,
+    /// HTTP/2 over TLS, negotiated by ALPN (https only).
+    H2,
+    /// HTTP/2 with prior knowledge over plain TCP (http only).
+    H2c,
+    /// https: ALPN offers h2 and http/1.1; http: HTTP/1.1.
+    Auto,
+}
+
+/// How the gateway authenticates to an upstream.
+#[derive(Clone, PartialEq, Eq)]
+pub enum UpstreamAuth {
+    /// Forward the client's own `Authorization` / `x-api-key` untouched.
+    Passthrough,
+    /// Replace them with `Authorization: Bearer <secret>`.
+    Bearer {
+        /// The key, read from the environment at load time.
+        secret: String,
+    },
+    /// Replace them with `<header>: <secret>` (e.g. Anthropic's `x-api-key`).
+    Header {
+        /// Header name, lower case.
+        name: http::HeaderName,
+        /// The key, read from the environment at load time.
+        secret: String,
+    },
+}
+
+impl std::fmt::Debug for UpstreamAuth {
+    // Secrets never reach logs, not even through `{:?}` of the config.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            UpstreamAuth::Passthrough => f.write_str("Passthrough"),
+            UpstreamAuth::Bearer { .. } => f.write_str("Bearer(<redacted>)"),
+            UpstreamAuth::Header { name, .. } => write!(f, "Header({name}: <redacted>)"),
+        }
+    }
+}
+
+/// Copy a request header into the JSON body (some providers want the session id there).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SessionHeaderToBody {
+    /// The header to read, lower case.
+    pub header: http::HeaderName,
+    /// Where to put its value in the body, as an RFC 6901 JSON pointer (e.g. `/session_id`,
+    /// `/metadata/user_id`); missing objects on the way are created.
+    pub json_pointer: String,
+}
+
+/// Upstream timeouts.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Timeouts {
+    /// TCP connect plus TLS handshake. Default 5 s.
+    pub connect: Duration,
+    /// Until the response headers and, for streams, the first event. Default 60 s.
+    pub first_byte: Duration,
+    /// Longest gap between events (or upstream comments) of a stream. Default 30 s.
+    pub idle: Duration,
+    /// The whole exchange, stream included. Default 10 min.
+    pub total: Duration,
+}
+
+/// `[[upstream]]`.
+#[derive(Clone, Debug)]
+pub struct UpstreamConfig {
+    /// Unique name, used by routes and in metrics.
+    pub name: String,
+    /// Base URL including the API prefix, e.g. `http://127.0.0.1:9090/v1`. The client's path
+    /// after `/v1` is appended to it.
+    pub base_url: http::Uri,
+    /// Wire protocol. Default `auto`.
+    pub protocol: UpstreamProtocol,
+    /// Authentication. Default passthrough.
+    pub auth: UpstreamAuth,
+    /// Extra trust root (PEM) besides the webpki roots.
+    pub ca_file: Option<PathBuf>,
+    /// Optional header → body copy.
+    pub session_header_to_body: Option<SessionHeaderToBody>,
+    /// Timeouts.
+    pub timeouts: Timeouts,
+    /// Most HTTP/1.1 connections to this upstream. Default 64.
+    pub max_connections: usize,
+}
+
+/// What to do with the upstream when the client goes away mid-stream.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum OnClientDisconnect {
+    /// Cancel the upstream request at once (RST_STREAM / close). The default.
+    Cancel,
+    /// Read the upstream to its end (bounded by `total`) without forwarding, to record the
+    /// usage it reports.
+    Drain,
+}
+
+/// `[[route]]`.
+#[derive(Clone, Debug)]
+pub struct RouteConfig {
+    /// Globs on the request's `model` (`*` any run, `?` one character).
+    pub models: Vec<String>,
+    /// Index into [`Config::upstreams`].
+    pub upstream: usize,
+    /// Disconnect policy.
+    pub on_client_disconnect: OnClientDisconnect,
+}
+
+/// Why a configuration was rejected: the field path (`upstream[0].timeouts.idle`) and the
+/// reason.
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+#[error("{path}: {reason}")]
+pub struct ConfigError {
+    /// Where in the file, e.g. `route[1].upstream`.
+    pub path: String,
+    /// What is wrong and what would be right.
+    pub reason: String,
+}
+
+impl ConfigError {
+    pub(crate) fn new(path: impl Into<String>, reason: impl Into<String>) -> Self {
+        ConfigError {
+            path: path.into(),
+            reason: reason.into(),
+        }
+    }
+}
+
+impl Config {
+    /// Parses and validates a TOML document. `env` looks up environment variables named by
+    /// `auth.env` (passed in so tests need no process environment).
+    ///
+    /// # Errors
+    /// The first problem found, with its field path.
+    pub fn from_toml(
+        text: &str,
+        env: &dyn Fn(&str) -> Option<String>,
+    ) -> Result<Config, ConfigError> {
+        raw::parse(text, env)
+    }
+
+    /// Reads, parses and validates a file, taking secrets from the process environment.
+    ///
+    /// # Errors
+    /// An unreadable file, or the first problem found in it.
+    pub fn load(path: &std::path::Path) -> Result<Config, ConfigError> {
+        let text = std::fs::read_to_string(path)
+            .map_err(|e| ConfigError::new(path.display().to_string(), e.to_string()))?;
+        Config::from_toml(&text, &|k| std::env::var(k).ok())
+    }
+
+    /// The route for a model, if any.
+    pub fn route_for(&self, model: &str) -> Option<&RouteConfig> {
+        self.routes
+            .iter()
+            .find(|r| r.models.iter().any(|g| glob_match(g, model)))
+    }
+}
+
+/// `*` matches any run of characters (also empty), `?` exactly one; everything else itself.
+pub fn glob_match(glob: &str, s: &str) -> bool {
+    let (g, s): (Vec<char>, Vec<char>) = (glob.chars().collect(), s.chars().collect());
+    // Iterative matcher with one backtrack point: linear for the globs configs use.
+    let (mut gi, mut si) = (0, 0);
+    let mut star: Option<(usize, usize)> = None;
+    while si < s.len() {
+        if gi < g.len() && (g[gi] == '?' || g[gi] == s[si]) {
+            gi += 1;
+            si += 1;
+        } else if gi < g.len() && g[gi] == '*' {
+            star = Some((gi, si));
+            gi += 1;
+        } else if let Some((sg, ss)) = star {
+            gi = sg + 1;
+            si = ss + 1;
+            star = Some((sg, ss + 1));
+        } else {
+            return false;
+        }
+    }
+    g[gi..].iter().all(|&c| c == '*')
+}
+
+#[cfg(test)]
+mod glob_tests {
+    use super::glob_match;
+
+    #[test]
+    fn globs() {
+        assert!(glob_match("gpt-4o*", "gpt-4o"));
+        assert!(glob_match("gpt-4o*", "gpt-4o-mini"));
+        assert!(!glob_match("gpt-4o*", "gpt-4"));
+        assert!(glob_match("*", ""));
+        assert!(glob_match("deepseek-*-v?", "deepseek-chat-v3"));
+        assert!(!glob_match("deepseek-*-v?", "deepseek-chat-v30"));
+        assert!(glob_match("*mini*", "gpt-4o-mini-2024"));
+        assert!(glob_match("claude", "claude"));
+        assert!(!glob_match("claude", "claude-3"));
+    }
+}
