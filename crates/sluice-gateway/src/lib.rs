@@ -1,4 +1,22 @@
 //! The Sluice server: ingress, routing, the SSE relay and telemetry.
+//!
+//! ```no_run
+//! # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
+//! let config = sluice_gateway::config::Config::load("sluice.toml".as_ref())?;
+//! let gateway = sluice_gateway::Gateway::start(config).await?;
+//! println!("listening on {}", gateway.addr());
+//! gateway.wait().await;
+//! # Ok(()) }
+//! ```
 #![forbid(unsafe_code)]
 
 pub mod config;
+pub mod error;
+mod headers;
+mod ingress;
+mod proxy;
+mod relay;
+pub mod route;
+pub mod telemetry;
+
+pub use ingress::{Gateway, StartError};

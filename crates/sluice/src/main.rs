@@ -2,6 +2,7 @@
 #![forbid(unsafe_code)]
 
 mod mock_cmd;
+mod serve_cmd;
 mod sse_decode;
 
 use clap::{Parser, Subcommand};
@@ -16,6 +17,10 @@ struct Cli {
 
 #[derive(Debug, Subcommand)]
 enum Command {
+    /// Run the gateway.
+    Serve(serve_cmd::ServeArgs),
+    /// Check a config file: exit 0, or the field path and the reason.
+    CheckConfig(serve_cmd::CheckArgs),
     /// Run the mock inference server (OpenAI and Anthropic shapes, fault injection).
     Mock(mock_cmd::MockArgs),
     /// Server-sent events tools.
@@ -25,8 +30,21 @@ enum Command {
     },
 }
 
-fn main() -> anyhow::Result<()> {
-    match Cli::parse().command {
+fn main() -> std::process::ExitCode {
+    match run(Cli::parse()) {
+        Ok(()) => std::process::ExitCode::SUCCESS,
+        Err(e) => {
+            // `{:#}` prints the cause chain on one line, without a backtrace: this is for users.
+            eprintln!("error: {e:#}");
+            std::process::ExitCode::FAILURE
+        }
+    }
+}
+
+fn run(cli: Cli) -> anyhow::Result<()> {
+    match cli.command {
+        Command::Serve(args) => serve_cmd::serve(args),
+        Command::CheckConfig(args) => serve_cmd::check(args),
         Command::Mock(args) => mock_cmd::run(args),
         Command::Sse { command } => sse_decode::run(command),
     }

@@ -1,0 +1,230 @@
+//! Every way a request can fail, mapped to a status and the client API's error format, here and
+//! nowhere else.
+
+use std::time::Duration;
+
+use bytes::Bytes;
+use http::StatusCode;
+use serde_json::json;
+use sluice_upstream::{BodyError, UpstreamError};
+
+use crate::route::Api;
+
+/// Why a request could not be served before its response started.
+#[derive(Debug, thiserror::Error)]
+pub enum GatewayError {
+    /// No such endpoint.
+    #[error("unknown path {0}; Sluice serves /v1/chat/completions, /v1/completions, /v1/embeddings, /v1/responses, /v1/messages and /v1/models")]
+    NotFound(String),
+    /// Known endpoint, wrong method.
+    #[error("{path} takes {expected}")]
+    MethodNotAllowed {
+        /// The path.
+        path: String,
+        /// The method it takes.
+        expected: http::Method,
+    },
+    /// The request body is over `max_request_body`.
+    #[error("the request body is larger than this gateway accepts ({limit} bytes)")]
+    BodyTooLarge {
+        /// The limit in bytes.
+        limit: u64,
+    },
+    /// The client's body could not be read.
+    #[error("could not read the request body: {0}")]
+    BodyRead(String),
+    /// The body is not JSON (or not an object).
+    #[error("the request body is not valid JSON: {0}")]
+    BadJson(String),
+    /// The body has no `model`.
+    #[error("the request body has no string `model`")]
+    MissingModel,
+    /// No route matches the model.
+    #[error("the model `{0}` does not exist or is not routed by this gateway")]
+    UnknownModel(String),
+    /// The upstream could not be reached or did not answer in time.
+    #[error("upstream `{upstream}`: {source}")]
+    Upstream {
+        /// Upstream name.
+        upstream: String,
+        /// What went wrong.
+        source: UpstreamError,
+    },
+    /// The response headers did not arrive within `first_byte`.
+    #[error("upstream `{upstream}` sent no response within the first-byte timeout ({timeout:?})")]
+    FirstByteTimeout {
+        /// Upstream name.
+        upstream: String,
+        /// The timeout that fired.
+        timeout: Duration,
+    },
+    /// The whole exchange exceeded `total` before the response started.
+    #[error("upstream `{upstream}` did not finish within the total timeout ({timeout:?})")]
+    TotalTimeout {
+        /// Upstream name.
+        upstream: String,
+        /// The timeout that fired.
+        timeout: Duration,
+    },
+    /// A non-streaming response was over `max_response_body`.
+    #[error(
+        "upstream `{upstream}` sent a response larger than this gateway relays ({limit} bytes)"
+    )]
+    ResponseTooLarge {
+        /// Upstream name.
+        upstream: String,
+        /// The limit in bytes.
+        limit: u64,
+    },
+    /// A non-streaming response broke off.
+    #[error("upstream `{upstream}` broke off its response: {source}")]
+    UpstreamBody {
+        /// Upstream name.
+        upstream: String,
+        /// How.
+        source: BodyError,
+    },
+    /// The gateway is shutting down.
+    #[error("the gateway is shutting down")]
+    ShuttingDown,
+}
+
+impl GatewayError {
+    /// The status the client gets.
+    pub fn status(&self) -> StatusCode {
+        use GatewayError::*;
+        match self {
+            NotFound(_) | UnknownModel(_) => StatusCode::NOT_FOUND,
+            MethodNotAllowed { .. } => StatusCode::METHOD_NOT_ALLOWED,
+            BodyTooLarge { .. } => StatusCode::PAYLOAD_TOO_LARGE,
+            BodyRead(_) | BadJson(_) | MissingModel => StatusCode::BAD_REQUEST,
+            Upstream { source, .. } => match source {
+                UpstreamError::ConnectTimeout(_) | UpstreamError::Deadline => {
+                    StatusCode::GATEWAY_TIMEOUT
+                }
+                UpstreamError::PoolTimeout => StatusCode::SERVICE_UNAVAILABLE,
+                _ => StatusCode::BAD_GATEWAY,
+            },
+            FirstByteTimeout { .. } | TotalTimeout { .. } => StatusCode::GATEWAY_TIMEOUT,
+            ResponseTooLarge { .. } | UpstreamBody { .. } => StatusCode::BAD_GATEWAY,
+            ShuttingDown => StatusCode::SERVICE_UNAVAILABLE,
+        }
+    }
+
+    /// A short code for the error body, logs and metrics.
+    pub fn code(&self) -> &'static str {
+        use GatewayError::*;
+        match self {
+            NotFound(_) => "unknown_url",
+            MethodNotAllowed { .. } => "method_not_allowed",
+            BodyTooLarge { .. } => "body_too_large",
+            BodyRead(_) => "body_read_error",
+            BadJson(_) => "invalid_json",
+            MissingModel => "missing_model",
+            UnknownModel(_) => "model_not_found",
+            Upstream { source, .. } => match source {
+                UpstreamError::PoolTimeout => "pool_acquire_timeout",
+                UpstreamError::Deadline => "first_byte_timeout",
+                other => other.metric_label(),
+            },
+            FirstByteTimeout { .. } => "first_byte_timeout",
+            TotalTimeout { .. } => "total_timeout",
+            ResponseTooLarge { .. } => "upstream_response_too_large",
+            UpstreamBody { .. } => "upstream_body_error",
+            ShuttingDown => "shutting_down",
+        }
+    }
+
+    /// The error body in the client API's format.
+    pub fn body(&self, api: Api) -> Bytes {
+        error_json(api, self.status(), &self.to_string(), self.code())
+    }
+}
+
+/// An error body: `{"error":{...}}` for OpenAI, `{"type":"error","error":{...}}` for Anthropic.
+pub fn error_json(api: Api, status: StatusCode, message: &str, code: &str) -> Bytes {
+    let v = match api {
+        Api::OpenAi => json!({
+            "error": {
+                "message": message,
+                "type": openai_type(status),
+                "param": null,
+                "code": code,
+            }
+        }),
+        Api::Anthropic => json!({
+            "type": "error",
+            "error": { "type": anthropic_type(status), "message": message },
+        }),
+    };
+    Bytes::from(v.to_string())
+}
+
+/// The final SSE event of a stream that cannot finish normally, in the client API's format:
+/// OpenAI clients read a `data:` line holding `{"error":{...}}`, Anthropic clients an
+/// `event: error`. No `[DONE]` follows: a broken stream must not look complete.
+pub fn sse_error_event(api: Api, code: &str, message: &str) -> Bytes {
+    let status = match code {
+        "idle_timeout" | "first_byte_timeout" | "total_timeout" => StatusCode::GATEWAY_TIMEOUT,
+        "shutting_down" => StatusCode::SERVICE_UNAVAILABLE,
+        _ => StatusCode::BAD_GATEWAY,
+    };
+    let body = error_json(api, status, message, code);
+    let mut out = Vec::with_capacity(body.len() + 32);
+    if api == Api::Anthropic {
+        out.extend_from_slice(b"event: error\n");
+    }
+    out.extend_from_slice(b"data: ");
+    out.extend_from_slice(&body);
+    out.extend_from_slice(b"\n\n");
+    Bytes::from(out)
+}
+
+fn openai_type(status: StatusCode) -> &'static str {
+    match status.as_u16() {
+        400 | 404 | 405 | 413 => "invalid_request_error",
+        401 => "authentication_error",
+        429 => "rate_limit_exceeded",
+        504 => "timeout",
+        _ => "server_error",
+    }
+}
+
+fn anthropic_type(status: StatusCode) -> &'static str {
+    match status.as_u16() {
+        400 | 405 => "invalid_request_error",
+        401 => "authentication_error",
+        404 => "not_found_error",
+        413 => "request_too_large",
+        429 => "rate_limit_error",
+        503 | 529 => "overloaded_error",
+        504 => "timeout_error",
+        _ => "api_error",
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn openai_and_anthropic_shapes() {
+        let e = GatewayError::UnknownModel("x".into());
+        let o: serde_json::Value = serde_json::from_slice(&e.body(Api::OpenAi)).unwrap();
+        assert_eq!(o["error"]["code"], "model_not_found");
+        assert_eq!(o["error"]["type"], "invalid_request_error");
+        let a: serde_json::Value = serde_json::from_slice(&e.body(Api::Anthropic)).unwrap();
+        assert_eq!(a["type"], "error");
+        assert_eq!(a["error"]["type"], "not_found_error");
+        assert_eq!(e.status(), 404);
+    }
+
+    #[test]
+    fn sse_error_events() {
+        let o = sse_error_event(Api::OpenAi, "idle_timeout", "no event for 30s");
+        assert!(o.starts_with(b"data: {\"error\":"));
+        assert!(o.ends_with(b"\n\n"));
+        let a = sse_error_event(Api::Anthropic, "upstream_reset", "reset");
+        assert!(a.starts_with(b"event: error\ndata: {\"type\":\"error\""));
+    }
+}

@@ -1,0 +1,244 @@
+//! Header policy: end-to-end headers pass both ways untouched (Authorization in passthrough
+//! mode, Cookie, X-Session-Id, any `X-*` and vendor header); hop-by-hop headers stop here.
+
+use http::header::{self, HeaderMap, HeaderName, HeaderValue};
+use serde_json::Value;
+
+use crate::config::{SessionHeaderToBody, UpstreamAuth};
+
+/// The request id header: taken from the client when present, else generated; sent upstream and
+/// returned to the client.
+pub const REQUEST_ID: HeaderName = HeaderName::from_static("x-request-id");
+
+/// Headers that describe one hop, never the message (RFC 9110 §7.6.1), plus `host` and
+/// `content-length`, which the next hop sets for itself.
+const HOP_BY_HOP: &[&str] = &[
+    "connection",
+    "keep-alive",
+    "proxy-connection",
+    "proxy-authenticate",
+    "proxy-authorization",
+    "te",
+    "trailer",
+    "transfer-encoding",
+    "upgrade",
+    "host",
+    "content-length",
+];
+
+/// Headers whose names mark a session, for the "upstream 4xx mentions a session" log.
+pub fn session_header_names(h: &HeaderMap) -> Vec<&str> {
+    h.keys()
+        .map(HeaderName::as_str)
+        .filter(|n| {
+            *n == "authorization" || *n == "cookie" || *n == "x-api-key" || n.contains("session")
+        })
+        .collect()
+}
+
+/// Removes hop-by-hop headers, including every header the `Connection` header names.
+pub fn strip_hop_by_hop(h: &mut HeaderMap) {
+    let named: Vec<HeaderName> = h
+        .get_all(header::CONNECTION)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(','))
+        .filter_map(|n| HeaderName::from_bytes(n.trim().as_bytes()).ok())
+        .collect();
+    for n in &named {
+        h.remove(n);
+    }
+    for n in HOP_BY_HOP {
+        h.remove(*n);
+    }
+}
+
+/// The headers sent upstream: the client's end-to-end headers, the upstream's credentials and
+/// the request id.
+pub fn upstream_request_headers(
+    client: &HeaderMap,
+    auth: &UpstreamAuth,
+    request_id: &HeaderValue,
+) -> HeaderMap {
+    let mut h = client.clone();
+    strip_hop_by_hop(&mut h);
+    match auth {
+        UpstreamAuth::Passthrough => {}
+        UpstreamAuth::Bearer { secret } => {
+            h.remove("x-api-key");
+            if let Ok(v) = HeaderValue::from_str(&format!("Bearer {secret}")) {
+                h.insert(header::AUTHORIZATION, sensitive(v));
+            }
+        }
+        UpstreamAuth::Header { name, secret } => {
+            h.remove(header::AUTHORIZATION);
+            h.remove("x-api-key");
+            if let Ok(v) = HeaderValue::from_str(secret) {
+                h.insert(name.clone(), sensitive(v));
+            }
+        }
+    }
+    h.insert(REQUEST_ID, request_id.clone());
+    h
+}
+
+fn sensitive(mut v: HeaderValue) -> HeaderValue {
+    // hpack will not index it, and `Debug` prints it as "Sensitive".
+    v.set_sensitive(true);
+    v
+}
+
+/// The headers sent to the client: the upstream's end-to-end headers and the request id.
+pub fn client_response_headers(upstream: &HeaderMap, request_id: &HeaderValue) -> HeaderMap {
+    let mut h = upstream.clone();
+    strip_hop_by_hop(&mut h);
+    h.insert(REQUEST_ID, request_id.clone());
+    h
+}
+
+/// Why `session_header_to_body` could not be applied.
+#[derive(Debug, thiserror::Error)]
+#[error("cannot put header `{header}` at `{pointer}`: {reason}")]
+pub struct SessionToBodyError {
+    header: String,
+    pointer: String,
+    reason: &'static str,
+}
+
+/// Copies the configured header's value into the JSON body at the pointer, creating objects
+/// on the way. A missing header leaves the body as it is.
+pub fn session_header_to_body(
+    rule: &SessionHeaderToBody,
+    headers: &HeaderMap,
+    body: &mut Value,
+) -> Result<bool, SessionToBodyError> {
+    let Some(value) = headers.get(&rule.header).and_then(|v| v.to_str().ok()) else {
+        return Ok(false);
+    };
+    let err = |reason| SessionToBodyError {
+        header: rule.header.to_string(),
+        pointer: rule.json_pointer.clone(),
+        reason,
+    };
+    let mut parts: Vec<String> = rule
+        .json_pointer
+        .split('/')
+        .skip(1)
+        .map(|p| p.replace("~1", "/").replace("~0", "~"))
+        .collect();
+    let last = parts.pop().ok_or_else(|| err("the pointer is empty"))?;
+    let mut cur = body;
+    for p in parts {
+        let obj = cur
+            .as_object_mut()
+            .ok_or_else(|| err("a step on the way is not a JSON object"))?;
+        cur = obj
+            .entry(p)
+            .or_insert_with(|| Value::Object(Default::default()));
+    }
+    cur.as_object_mut()
+        .ok_or_else(|| err("the parent is not a JSON object"))?
+        .insert(last, Value::String(value.to_string()));
+    Ok(true)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn map(pairs: &[(&str, &str)]) -> HeaderMap {
+        pairs
+            .iter()
+            .map(|(k, v)| {
+                (
+                    HeaderName::from_bytes(k.as_bytes()).unwrap(),
+                    HeaderValue::from_str(v).unwrap(),
+                )
+            })
+            .collect()
+    }
+
+    #[test]
+    fn hop_by_hop_and_connection_named_headers_go() {
+        let client = map(&[
+            ("connection", "keep-alive, x-hop"),
+            ("x-hop", "1"),
+            ("keep-alive", "timeout=5"),
+            ("te", "trailers"),
+            ("transfer-encoding", "chunked"),
+            ("upgrade", "h2c"),
+            ("proxy-authorization", "Basic x"),
+            ("host", "gateway"),
+            ("authorization", "Bearer client"),
+            ("cookie", "a=b"),
+            ("x-session-id", "s1"),
+            ("openai-organization", "org"),
+        ]);
+        let rid = HeaderValue::from_static("r-1");
+        let h = upstream_request_headers(&client, &UpstreamAuth::Passthrough, &rid);
+        for gone in [
+            "connection",
+            "x-hop",
+            "keep-alive",
+            "te",
+            "transfer-encoding",
+            "upgrade",
+            "proxy-authorization",
+            "host",
+        ] {
+            assert!(!h.contains_key(gone), "{gone}");
+        }
+        for kept in [
+            "authorization",
+            "cookie",
+            "x-session-id",
+            "openai-organization",
+        ] {
+            assert_eq!(h[kept], client[kept], "{kept}");
+        }
+        assert_eq!(h["x-request-id"], "r-1");
+    }
+
+    #[test]
+    fn configured_auth_replaces_the_clients() {
+        let client = map(&[("authorization", "Bearer client"), ("x-api-key", "k")]);
+        let rid = HeaderValue::from_static("r");
+        let h = upstream_request_headers(
+            &client,
+            &UpstreamAuth::Bearer {
+                secret: "sk-up".into(),
+            },
+            &rid,
+        );
+        assert_eq!(h["authorization"], "Bearer sk-up");
+        assert!(!h.contains_key("x-api-key"));
+        assert!(h["authorization"].is_sensitive());
+        let h = upstream_request_headers(
+            &client,
+            &UpstreamAuth::Header {
+                name: HeaderName::from_static("x-api-key"),
+                secret: "sk-ant".into(),
+            },
+            &rid,
+        );
+        assert_eq!(h["x-api-key"], "sk-ant");
+        assert!(!h.contains_key("authorization"));
+    }
+
+    #[test]
+    fn session_header_goes_into_the_body() {
+        let rule = SessionHeaderToBody {
+            header: HeaderName::from_static("x-session-id"),
+            json_pointer: "/metadata/session_id".into(),
+        };
+        let mut body = serde_json::json!({ "model": "m" });
+        let done =
+            session_header_to_body(&rule, &map(&[("x-session-id", "s-9")]), &mut body).unwrap();
+        assert!(done);
+        assert_eq!(body["metadata"]["session_id"], "s-9");
+        let mut body = serde_json::json!({ "model": "m" });
+        assert!(!session_header_to_body(&rule, &HeaderMap::new(), &mut body).unwrap());
+        let mut body = serde_json::json!({ "model": "m", "metadata": 3 });
+        assert!(session_header_to_body(&rule, &map(&[("x-session-id", "s")]), &mut body).is_err());
+    }
+}

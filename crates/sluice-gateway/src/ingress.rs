@@ -1,0 +1,241 @@
+//! Accepting clients: HTTP/1.1 and h2c prior knowledge on one port, or TLS with ALPN (h2,
+//! http/1.1); and graceful shutdown.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use hyper::service::service_fn;
+use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
+use hyper_util::server::conn::auto;
+use hyper_util::server::graceful::GracefulShutdown;
+use rustls_pki_types::pem::PemObject;
+use rustls_pki_types::{CertificateDer, PrivateKeyDer};
+use sluice_upstream::Upstream;
+use tokio::net::{TcpListener, TcpStream};
+use tokio::task::JoinHandle;
+use tokio_rustls::TlsAcceptor;
+use tokio_util::sync::CancellationToken;
+
+use crate::config::{Config, TlsFiles, UpstreamProtocol};
+use crate::proxy::{self, State};
+use crate::telemetry::Telemetry;
+
+/// Why the gateway could not start. Nothing is left half-started.
+#[derive(Debug, thiserror::Error)]
+pub enum StartError {
+    /// The listen address could not be bound.
+    #[error("cannot listen on {addr}: {source}")]
+    Bind {
+        /// The address.
+        addr: SocketAddr,
+        /// The OS error.
+        source: std::io::Error,
+    },
+    /// The listener's TLS files are unusable.
+    #[error("server.tls: {0}")]
+    Tls(String),
+    /// An upstream's settings were rejected.
+    #[error("{0}")]
+    Upstream(#[from] sluice_upstream::UpstreamConfigError),
+}
+
+/// A running gateway.
+#[derive(Debug)]
+pub struct Gateway {
+    addr: SocketAddr,
+    telemetry: Arc<Telemetry>,
+    stop: CancellationToken,
+    task: JoinHandle<()>,
+}
+
+impl Gateway {
+    /// Builds the upstreams, binds the listener and starts serving on the current runtime.
+    ///
+    /// # Errors
+    /// [`StartError`] if the address is taken, the TLS files do not load, or an upstream's
+    /// settings are rejected.
+    pub async fn start(config: Config) -> Result<Gateway, StartError> {
+        let tls = config.server.tls.as_ref().map(tls_acceptor).transpose()?;
+        let upstreams = config
+            .upstreams
+            .iter()
+            .map(|u| Upstream::new(upstream_settings(u)))
+            .collect::<Result<Vec<_>, _>>()?;
+        let listen = config.server.listen;
+        let listener = TcpListener::bind(listen)
+            .await
+            .map_err(|source| StartError::Bind {
+                addr: listen,
+                source,
+            })?;
+        let addr = listener.local_addr().map_err(|source| StartError::Bind {
+            addr: listen,
+            source,
+        })?;
+        let telemetry = Arc::new(Telemetry::new());
+        let grace = config.server.shutdown_grace;
+        let state = Arc::new(State::new(config, upstreams, telemetry.clone()));
+        let stop = CancellationToken::new();
+        let task = tokio::spawn(serve(listener, tls, state, stop.clone(), grace));
+        Ok(Gateway {
+            addr,
+            telemetry,
+            stop,
+            task,
+        })
+    }
+
+    /// The bound address.
+    pub fn addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    /// The metrics registry.
+    pub fn telemetry(&self) -> &Arc<Telemetry> {
+        &self.telemetry
+    }
+
+    /// Graceful shutdown: stop accepting, GOAWAY to HTTP/2 clients, let streams run for up to
+    /// `shutdown_grace`, then end the rest with an error event. Returns when every connection
+    /// has closed.
+    pub async fn shutdown(self) {
+        self.stop.cancel();
+        let _ = self.task.await;
+    }
+
+    /// A handle that starts the graceful shutdown when cancelled (for signal handlers).
+    pub fn stop_token(&self) -> CancellationToken {
+        self.stop.clone()
+    }
+
+    /// Waits until the gateway has stopped.
+    pub async fn wait(self) {
+        let _ = self.task.await;
+    }
+}
+
+fn upstream_settings(u: &crate::config::UpstreamConfig) -> sluice_upstream::UpstreamConfig {
+    sluice_upstream::UpstreamConfig {
+        name: u.name.clone(),
+        base_url: u.base_url.clone(),
+        protocol: match u.protocol {
+            UpstreamProtocol::Http1 => sluice_upstream::Protocol::Http1,
+            UpstreamProtocol::H2 => sluice_upstream::Protocol::H2,
+            UpstreamProtocol::H2c => sluice_upstream::Protocol::H2c,
+            UpstreamProtocol::Auto => sluice_upstream::Protocol::Auto,
+        },
+        ca_file: u.ca_file.clone(),
+        connect_timeout: u.timeouts.connect,
+        max_http1_connections: u.max_connections,
+        ..sluice_upstream::UpstreamConfig::default()
+    }
+}
+
+fn tls_acceptor(files: &TlsFiles) -> Result<TlsAcceptor, StartError> {
+    let certs = CertificateDer::pem_file_iter(&files.cert)
+        .and_then(|it| it.collect::<Result<Vec<_>, _>>())
+        .map_err(|e| StartError::Tls(format!("cannot read {}: {e}", files.cert.display())))?;
+    if certs.is_empty() {
+        return Err(StartError::Tls(format!(
+            "{} holds no certificate",
+            files.cert.display()
+        )));
+    }
+    let key = PrivateKeyDer::from_pem_file(&files.key)
+        .map_err(|e| StartError::Tls(format!("cannot read {}: {e}", files.key.display())))?;
+    let mut cfg = rustls::ServerConfig::builder_with_provider(Arc::new(
+        rustls::crypto::ring::default_provider(),
+    ))
+    .with_safe_default_protocol_versions()
+    .map_err(|e| StartError::Tls(e.to_string()))?
+    .with_no_client_auth()
+    .with_single_cert(certs, key)
+    .map_err(|e| StartError::Tls(e.to_string()))?;
+    cfg.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
+    Ok(TlsAcceptor::from(Arc::new(cfg)))
+}
+
+fn builder() -> auto::Builder<TokioExecutor> {
+    let mut b = auto::Builder::new(TokioExecutor::new());
+    // half_close stays off: a client's EOF while we stream must end the response (and so
+    // cancel the upstream), not be taken as "done sending".
+    b.http1().timer(TokioTimer::new()).half_close(false);
+    b.http2().timer(TokioTimer::new());
+    b
+}
+
+async fn serve(
+    listener: TcpListener,
+    tls: Option<TlsAcceptor>,
+    state: Arc<State>,
+    stop: CancellationToken,
+    grace: Duration,
+) {
+    let graceful = GracefulShutdown::new();
+    loop {
+        tokio::select! {
+            _ = stop.cancelled() => break,
+            accepted = listener.accept() => match accepted {
+                Ok((tcp, _)) => {
+                    let _ = tcp.set_nodelay(true);
+                    let state = state.clone();
+                    let watcher = graceful.watcher();
+                    let tls = tls.clone();
+                    tokio::spawn(async move {
+                        serve_conn(tcp, tls, state, watcher).await;
+                    });
+                }
+                Err(e) => {
+                    // EMFILE and friends: back off instead of spinning.
+                    tracing::warn!(error = %e, "accept failed");
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                }
+            },
+        }
+    }
+    drop(listener);
+    state.draining.cancel();
+    tracing::info!(grace = ?grace, "shutting down: no new connections; GOAWAY sent to HTTP/2 clients");
+    let all_closed = graceful.shutdown();
+    tokio::pin!(all_closed);
+    if tokio::time::timeout(grace, &mut all_closed).await.is_err() {
+        // Streams still running get their final error event now, then their connections close.
+        state.streams_deadline.cancel();
+        tracing::warn!("shutdown grace period over; ending the remaining streams");
+        // Bounded: a client that never reads its last event must not hold the process.
+        let _ = tokio::time::timeout(Duration::from_secs(5), all_closed).await;
+    }
+}
+
+async fn serve_conn(
+    tcp: TcpStream,
+    tls: Option<TlsAcceptor>,
+    state: Arc<State>,
+    watcher: hyper_util::server::graceful::Watcher,
+) {
+    let svc = service_fn(move |req| {
+        let state = state.clone();
+        async move { Ok::<_, std::convert::Infallible>(proxy::handle(state, req).await) }
+    });
+    match tls {
+        None => {
+            let b = builder();
+            let conn = b.serve_connection(TokioIo::new(tcp), svc).into_owned();
+            let _ = watcher.watch(conn).await;
+        }
+        Some(acceptor) => {
+            let Ok(stream) = acceptor.accept(tcp).await else {
+                return;
+            };
+            let h2 = stream.get_ref().1.alpn_protocol() == Some(b"h2");
+            let b = if h2 {
+                builder().http2_only()
+            } else {
+                builder().http1_only()
+            };
+            let conn = b.serve_connection(TokioIo::new(stream), svc).into_owned();
+            let _ = watcher.watch(conn).await;
+        }
+    }
+}

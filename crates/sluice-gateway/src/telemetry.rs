@@ -1,0 +1,298 @@
+//! Metrics and the one log line per request. Telemetry observes; it never changes what flows.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::metrics::histogram::{exponential_buckets, Histogram};
+use prometheus_client::registry::Registry;
+use tokio::time::Instant;
+
+/// How a request ended. Low cardinality: used as a metric label.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum EndReason {
+    /// The whole response reached the client.
+    Completed,
+    /// The client went away first.
+    ClientGone,
+    /// The upstream reset the stream or closed the connection mid-response.
+    UpstreamReset,
+    /// The upstream ended in the middle of an SSE event.
+    UpstreamEofMidEvent,
+    /// No response headers or first event within `first_byte`.
+    FirstByteTimeout,
+    /// No event within `idle`.
+    IdleTimeout,
+    /// The exchange exceeded `total`.
+    TotalTimeout,
+    /// The request body was over `max_request_body`.
+    BodyTooLarge,
+    /// A non-streaming response was over `max_response_body`.
+    ResponseTooLarge,
+    /// One SSE event was over `max_event_bytes`.
+    EventTooLarge,
+    /// The request was malformed or not routable (4xx from the gateway itself).
+    BadRequest,
+    /// The upstream could not be reached or failed before answering.
+    UpstreamError,
+    /// Ended by a graceful shutdown's deadline.
+    Shutdown,
+}
+
+impl EndReason {
+    /// The label value.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            EndReason::Completed => "completed",
+            EndReason::ClientGone => "client_gone",
+            EndReason::UpstreamReset => "upstream_reset",
+            EndReason::UpstreamEofMidEvent => "upstream_eof_mid_event",
+            EndReason::FirstByteTimeout => "first_byte_timeout",
+            EndReason::IdleTimeout => "idle_timeout",
+            EndReason::TotalTimeout => "total_timeout",
+            EndReason::BodyTooLarge => "body_too_large",
+            EndReason::ResponseTooLarge => "response_too_large",
+            EndReason::EventTooLarge => "event_too_large",
+            EndReason::BadRequest => "bad_request",
+            EndReason::UpstreamError => "upstream_error",
+            EndReason::Shutdown => "shutdown",
+        }
+    }
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct RouteStatus {
+    route: String,
+    status: u16,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct Reason {
+    reason: &'static str,
+}
+
+/// The gateway's metrics, registered in one registry (no globals, so tests can read them).
+#[derive(Debug)]
+pub struct Telemetry {
+    registry: Registry,
+    requests: Family<RouteStatus, Counter>,
+    end_reasons: Family<Reason, Counter>,
+    active_streams: Gauge,
+    client_cancellations: Counter,
+    backpressure_pauses: Counter,
+    heartbeats: Counter,
+    relayed_bytes: Counter,
+    relayed_events: Counter,
+    first_byte: Histogram,
+    duration: Histogram,
+}
+
+impl Default for Telemetry {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl Telemetry {
+    /// A fresh registry with every metric registered.
+    pub fn new() -> Self {
+        let mut registry = Registry::with_prefix("sluice");
+        let requests = Family::<RouteStatus, Counter>::default();
+        registry.register(
+            "requests",
+            "Requests by route (upstream) and status",
+            requests.clone(),
+        );
+        let end_reasons = Family::<Reason, Counter>::default();
+        registry.register(
+            "request_end",
+            "Requests by how they ended",
+            end_reasons.clone(),
+        );
+        let active_streams = Gauge::default();
+        registry.register(
+            "active_streams",
+            "SSE streams being relayed",
+            active_streams.clone(),
+        );
+        let client_cancellations = Counter::default();
+        registry.register(
+            "client_cancellations",
+            "Requests whose client went away before the end",
+            client_cancellations.clone(),
+        );
+        let backpressure_pauses = Counter::default();
+        registry.register(
+            "backpressure_pauses",
+            "Times a stream waited at least 10 ms for its client to take data",
+            backpressure_pauses.clone(),
+        );
+        let heartbeats = Counter::default();
+        registry.register(
+            "heartbeats",
+            "Heartbeat comments sent to clients",
+            heartbeats.clone(),
+        );
+        let relayed_bytes = Counter::default();
+        registry.register(
+            "relayed_bytes",
+            "Response body bytes sent to clients",
+            relayed_bytes.clone(),
+        );
+        let relayed_events = Counter::default();
+        registry.register(
+            "relayed_events",
+            "SSE events relayed to clients",
+            relayed_events.clone(),
+        );
+        let first_byte = Histogram::new(exponential_buckets(0.001, 2.0, 18));
+        registry.register(
+            "first_byte_seconds",
+            "Time from request to the first response byte (streams: first event)",
+            first_byte.clone(),
+        );
+        let duration = Histogram::new(exponential_buckets(0.001, 2.0, 20));
+        registry.register(
+            "request_duration_seconds",
+            "Time from request to its end",
+            duration.clone(),
+        );
+        Telemetry {
+            registry,
+            requests,
+            end_reasons,
+            active_streams,
+            client_cancellations,
+            backpressure_pauses,
+            heartbeats,
+            relayed_bytes,
+            relayed_events,
+            first_byte,
+            duration,
+        }
+    }
+
+    /// The Prometheus text exposition.
+    pub fn encode(&self) -> String {
+        let mut out = String::new();
+        // Writing into a String cannot fail.
+        let _ = prometheus_client::encoding::text::encode(&mut out, &self.registry);
+        out
+    }
+
+    pub(crate) fn stream_started(&self) {
+        self.active_streams.inc();
+    }
+
+    pub(crate) fn stream_ended(&self) {
+        self.active_streams.dec();
+    }
+
+    pub(crate) fn heartbeat(&self) {
+        self.heartbeats.inc();
+    }
+
+    pub(crate) fn backpressure_pause(&self) {
+        self.backpressure_pauses.inc();
+    }
+}
+
+/// One request's record, finished exactly once: by whoever decides its outcome, or, if it is
+/// dropped unfinished, as `client_gone` (the client's departure is what drops it).
+#[derive(Debug)]
+pub(crate) struct RequestLog {
+    telemetry: Arc<Telemetry>,
+    pub(crate) request_id: String,
+    pub(crate) route: String,
+    pub(crate) model: String,
+    pub(crate) status: u16,
+    started: Instant,
+    first_byte: Option<Duration>,
+    pub(crate) bytes: u64,
+    pub(crate) events: u64,
+    finished: bool,
+}
+
+impl RequestLog {
+    pub(crate) fn new(telemetry: Arc<Telemetry>, request_id: String, started: Instant) -> Self {
+        RequestLog {
+            telemetry,
+            request_id,
+            route: String::new(),
+            model: String::new(),
+            status: 0,
+            started,
+            first_byte: None,
+            bytes: 0,
+            events: 0,
+            finished: false,
+        }
+    }
+
+    /// Marks the first byte (or first event) now, once.
+    pub(crate) fn first_byte(&mut self) {
+        if self.first_byte.is_none() {
+            let t = self.started.elapsed();
+            self.first_byte = Some(t);
+            self.telemetry.first_byte.observe(t.as_secs_f64());
+        }
+    }
+
+    pub(crate) fn sent(&mut self, bytes: usize, events: u64) {
+        self.bytes += bytes as u64;
+        self.events += events;
+        self.telemetry.relayed_bytes.inc_by(bytes as u64);
+        self.telemetry.relayed_events.inc_by(events);
+    }
+
+    /// Records the outcome: metrics and the request's single log line.
+    pub(crate) fn finish(&mut self, reason: EndReason) {
+        if std::mem::replace(&mut self.finished, true) {
+            return;
+        }
+        let t = &self.telemetry;
+        let route = if self.route.is_empty() {
+            "-".to_string()
+        } else {
+            self.route.clone()
+        };
+        t.requests
+            .get_or_create(&RouteStatus {
+                route,
+                status: self.status,
+            })
+            .inc();
+        t.end_reasons
+            .get_or_create(&Reason {
+                reason: reason.as_str(),
+            })
+            .inc();
+        if reason == EndReason::ClientGone {
+            t.client_cancellations.inc();
+        }
+        let duration = self.started.elapsed();
+        t.duration.observe(duration.as_secs_f64());
+        tracing::info!(
+            target: "sluice::request",
+            request_id = %self.request_id,
+            route = %self.route,
+            model = %self.model,
+            status = self.status,
+            end_reason = reason.as_str(),
+            ttfb_ms = self.first_byte.map(|d| d.as_secs_f64() * 1000.0),
+            duration_ms = duration.as_secs_f64() * 1000.0,
+            bytes = self.bytes,
+            events = self.events,
+            "request"
+        );
+    }
+}
+
+impl Drop for RequestLog {
+    fn drop(&mut self) {
+        self.finish(EndReason::ClientGone);
+    }
+}
