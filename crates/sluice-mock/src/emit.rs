@@ -61,16 +61,26 @@ pub(crate) enum Sink {
 
 impl Sink {
     /// Hands `data` to the connection, waiting while the peer does not take it. Returns how
-    /// long the write was blocked.
-    async fn write(&mut self, mut data: Bytes) -> Result<Duration, Gone> {
+    /// long the write was blocked; a write the client abandoned records its blocked time in
+    /// `req` before failing, so the stats include the wait that never ended.
+    async fn write(&mut self, data: Bytes, req: &ReqStats) -> Result<Duration, Gone> {
         let mut blocked = Duration::ZERO;
+        let r = self.write_inner(data, &mut blocked).await;
+        if r.is_err() {
+            req.sent(0, 0, blocked);
+        }
+        r.map(|()| blocked)
+    }
+
+    async fn write_inner(&mut self, mut data: Bytes, blocked: &mut Duration) -> Result<(), Gone> {
         match self {
             Sink::H1(tx) => {
                 // The channel holds one chunk, so `send` waits exactly while hyper has not
                 // taken the previous one, i.e. while the socket does not drain.
                 let t = Instant::now();
-                tx.send(Ok(data)).await.map_err(|_| Gone::BodyDropped)?;
-                blocked += t.elapsed();
+                let r = tx.send(Ok(data)).await;
+                *blocked += t.elapsed();
+                r.map_err(|_| Gone::BodyDropped)?;
             }
             Sink::H2(stream) => {
                 while !data.is_empty() {
@@ -78,11 +88,12 @@ impl Sink {
                     let mut cap = stream.capacity();
                     if cap == 0 {
                         let t = Instant::now();
-                        cap = match poll_fn(|cx| stream.poll_capacity(cx)).await {
+                        let got = poll_fn(|cx| stream.poll_capacity(cx)).await;
+                        *blocked += t.elapsed();
+                        cap = match got {
                             Some(Ok(n)) => n,
                             _ => return Err(h2_gone(stream)),
                         };
-                        blocked += t.elapsed();
                     }
                     let n = cap.min(data.len());
                     if n == 0 {
@@ -94,7 +105,7 @@ impl Sink {
                 }
             }
         }
-        Ok(blocked)
+        Ok(())
     }
 
     /// Sleeps for `d`, returning early if the client goes away.
@@ -154,7 +165,7 @@ pub(crate) async fn full(mut sink: Sink, mut body: Bytes, req: &ReqStats) {
     while !body.is_empty() {
         let piece = body.split_to(body.len().min(WRITE_PIECE));
         let n = piece.len();
-        match sink.write(piece).await {
+        match sink.write(piece, req).await {
             Ok(blocked) => req.sent(n, 0, blocked),
             Err(gone) => return req.end(gone.outcome()),
         }
@@ -223,7 +234,9 @@ async fn stream_events(
         let piece = b.split.unwrap_or(total).max(1);
         let mut blocked = Duration::ZERO;
         while !bytes.is_empty() {
-            blocked += sink.write(bytes.split_to(piece.min(bytes.len()))).await?;
+            blocked += sink
+                .write(bytes.split_to(piece.min(bytes.len())), req)
+                .await?;
             if b.split.is_some() {
                 // Give the connection a chance to flush each piece as its own write.
                 tokio::task::yield_now().await;
@@ -258,7 +271,7 @@ async fn wait_with_heartbeats(
         let mut buf = BytesMut::new();
         enc.comment(&mut buf, "ping");
         let n = buf.len();
-        let blocked = sink.write(buf.freeze()).await?;
+        let blocked = sink.write(buf.freeze(), req).await?;
         req.sent(n, 0, blocked);
     }
 }

@@ -1,0 +1,286 @@
+//! Byte-exact passthrough, flushing per event, heartbeats, backpressure.
+
+use std::time::Duration;
+
+use http_body_util::BodyExt;
+use sluice_mock::Outcome;
+use tokio::time::{sleep, Instant};
+
+use crate::support::*;
+use crate::{gateway, Setup, CHAT, STREAM};
+
+/// The same request directly and through the gateway gives the same bytes, on every
+/// combination of client and upstream protocol.
+#[tokio::test]
+async fn byte_exact_passthrough() {
+    let mock = mock("").await;
+    for (up, knobs) in [
+        ("h2c", "tokens=5"),
+        ("http1", "tokens=5, line_ending=crlf"),
+        ("h2c", "tokens=5, line_ending=cr"),
+        ("h2c", "tokens=20, split=7"),
+        ("http1", "tokens=3, split=1, line_ending=cr"),
+        ("h2c", "tokens=3, big_event=1048000"),
+        ("http1", "tokens=4, interval_ms=30, heartbeat_ms=10"),
+        ("h2c", "tokens=3, tools"),
+    ] {
+        let gw = gateway(
+            &mock,
+            Setup {
+                protocol: up,
+                ..Default::default()
+            },
+        )
+        .await;
+        let direct = h1(
+            mock.addr(),
+            request("POST", "/v1/chat/completions", knobs, STREAM),
+        )
+        .await;
+        let via_h1 = h1(
+            gw.addr(),
+            request("POST", "/v1/chat/completions", knobs, STREAM),
+        )
+        .await;
+        let send = h2_connect(gw.addr()).await;
+        let via_h2 = h2(
+            &send,
+            request("POST", "/v1/chat/completions", knobs, STREAM),
+        )
+        .await;
+        assert_eq!(via_h1.status, 200);
+        assert_eq!(via_h1.headers["content-type"], "text/event-stream");
+        assert_eq!(via_h1.headers["cache-control"], "no-cache");
+        assert_eq!(via_h1.headers["x-accel-buffering"], "no");
+        assert!(
+            via_h1.body == direct.body,
+            "{up} {knobs}: h1 client bytes differ"
+        );
+        assert!(
+            via_h2.body == direct.body,
+            "{up} {knobs}: h2 client bytes differ"
+        );
+    }
+}
+
+#[tokio::test]
+async fn anthropic_and_responses_streams_pass_through() {
+    let mock = mock("tokens=4").await;
+    let gw = gateway(&mock, Setup::default()).await;
+    for (path, body) in [
+        (
+            "/v1/messages",
+            r#"{"model":"claude","max_tokens":50,"stream":true}"#,
+        ),
+        (
+            "/v1/responses",
+            r#"{"model":"gpt-4o","input":"hi","stream":true}"#,
+        ),
+        (
+            "/v1/completions",
+            r#"{"model":"gpt-4o","prompt":"hi","stream":true}"#,
+        ),
+    ] {
+        let direct = h1(mock.addr(), request("POST", path, "", body)).await;
+        let via = h1(gw.addr(), request("POST", path, "", body)).await;
+        assert_eq!(via.body, direct.body, "{path}");
+    }
+}
+
+#[tokio::test]
+async fn events_are_flushed_one_by_one() {
+    let mock = mock("").await;
+    let gw = gateway(&mock, Setup::default()).await;
+    let mut send = h1_connect(gw.addr()).await;
+    let resp = h1_send(
+        &mut send,
+        request(
+            "POST",
+            "/v1/chat/completions",
+            "tokens=3, interval_ms=150",
+            STREAM,
+        ),
+    )
+    .await;
+    let mut body = resp.into_body();
+    let t0 = Instant::now();
+    let mut arrivals = Vec::new();
+    while let Some(f) = body.frame().await {
+        if let Some(d) = f.unwrap().data_ref() {
+            arrivals.push((t0.elapsed(), sse(d).len()));
+        }
+    }
+    // Six events, each in its own frame, about 150 ms apart.
+    assert_eq!(
+        arrivals.iter().map(|a| a.1).sum::<usize>(),
+        6,
+        "{arrivals:?}"
+    );
+    assert!(arrivals.len() >= 6, "{arrivals:?}");
+    assert!(
+        arrivals[5].0 - arrivals[1].0 >= Duration::from_millis(550),
+        "{arrivals:?}"
+    );
+}
+
+#[tokio::test]
+async fn non_streaming_bodies_pass_through() {
+    let mock = mock("").await;
+    let gw = gateway(&mock, Setup::default()).await;
+    for (path, body) in [
+        ("/v1/chat/completions", CHAT),
+        ("/v1/embeddings", r#"{"model":"e","input":"x"}"#),
+        ("/v1/messages", r#"{"model":"c","max_tokens":3}"#),
+    ] {
+        let direct = h1(mock.addr(), request("POST", path, "", body)).await;
+        let via = h1(gw.addr(), request("POST", path, "", body)).await;
+        assert_eq!(via.status, 200);
+        assert_eq!(via.body, direct.body, "{path}");
+    }
+    // A 5 MB response under the 8 MiB default limit.
+    let big = h1(
+        gw.addr(),
+        request("POST", "/v1/chat/completions", "body_bytes=5000000", CHAT),
+    )
+    .await;
+    assert!(big.body.len() > 5_000_000);
+    assert_eq!(
+        big.headers["content-length"],
+        big.body.len().to_string().as_str()
+    );
+}
+
+#[tokio::test]
+async fn gateway_heartbeats_while_the_upstream_is_silent() {
+    let mock = mock("").await;
+    let gw = gateway(
+        &mock,
+        Setup {
+            server: "heartbeat = \"100ms\"",
+            ..Default::default()
+        },
+    )
+    .await;
+    let r = h1(
+        gw.addr(),
+        request(
+            "POST",
+            "/v1/chat/completions",
+            "ttft_ms=550, tokens=2, interval_ms=350",
+            STREAM,
+        ),
+    )
+    .await;
+    let text = String::from_utf8(r.body.to_vec()).unwrap();
+    let pings = text.matches(": ping\n\n").count();
+    assert!(pings >= 6, "{pings} heartbeats in {text:?}");
+    assert!(
+        text.starts_with(": ping\n\n"),
+        "heartbeats also during the first-token wait"
+    );
+    // Heartbeats sit only between events: every event still parses.
+    assert_eq!(sse(&r.body).len(), 5);
+    assert_eq!(sse(&r.body).last().unwrap().1, "[DONE]");
+    let metrics = h1(gw.addr(), request("GET", "/metrics", "", "")).await;
+    let m = String::from_utf8(metrics.body.to_vec()).unwrap();
+    assert!(m.contains("sluice_heartbeats_total"), "{m}");
+}
+
+/// A client reading 1 KB/s: the upstream is throttled through flow control, and the gateway
+/// holds only a bounded amount for that stream.
+#[tokio::test]
+async fn slow_client_throttles_the_upstream() {
+    let mock = mock("").await;
+    let gw = gateway(&mock, Setup::default()).await;
+    let mut send = h1_connect(gw.addr()).await;
+    // 40 MB of events: far more than loopback socket buffers (several MB each way) can hide.
+    let resp = h1_send(
+        &mut send,
+        request(
+            "POST",
+            "/v1/chat/completions",
+            "tokens=10000, token_bytes=4000",
+            STREAM,
+        ),
+    )
+    .await;
+    let mut body = resp.into_body();
+    let mut got = 0usize;
+    let t0 = Instant::now();
+    while t0.elapsed() < Duration::from_millis(2500) {
+        if let Some(f) = body.frame().await {
+            got += f.unwrap().data_ref().map_or(0, |d| d.len());
+        }
+        sleep(Duration::from_millis(250)).await;
+    }
+    let snap = mock.stats().snapshot();
+    let rec = snap.requests.last().unwrap();
+    assert_eq!(rec.outcome, Outcome::InProgress);
+    // What the mock managed to send is what the client read plus bounded buffers: the
+    // upstream stream window (256 KiB), one chunk in the relay, hyper's write buffer and the
+    // kernel's socket buffers between gateway and client (loopback autotunes them to several
+    // MB). Nowhere near the 40 MB the mock sends in well under a second when nothing stops it.
+    let in_flight = rec.bytes_sent as usize - got;
+    assert!(
+        rec.bytes_sent < 20_000_000,
+        "upstream not throttled: {} sent",
+        rec.bytes_sent
+    );
+    assert!(
+        in_flight < 20_000_000,
+        "{in_flight} bytes between mock and client"
+    );
+    drop(body);
+    let snap = wait_for(mock.stats(), "cancel", |s| {
+        matches!(s.requests.last().unwrap().outcome, Outcome::Cancelled(_))
+    })
+    .await;
+    // The mock's writes waited for the slow reader most of the time.
+    let blocked = snap.requests.last().unwrap().write_blocked;
+    assert!(blocked >= Duration::from_millis(500), "{blocked:?}");
+}
+
+/// One stalled client must not stall another stream on the same upstream HTTP/2 connection.
+#[tokio::test]
+async fn slow_client_does_not_slow_its_neighbour() {
+    let mock = mock("").await;
+    let gw = gateway(&mock, Setup::default()).await;
+    let mut stalled_conn = h1_connect(gw.addr()).await;
+    // 40 MB, more than socket buffers hold, so it really stalls.
+    let stalled = h1_send(
+        &mut stalled_conn,
+        request(
+            "POST",
+            "/v1/chat/completions",
+            "tokens=10000, token_bytes=4000",
+            STREAM,
+        ),
+    )
+    .await;
+    sleep(Duration::from_millis(300)).await;
+    let t0 = Instant::now();
+    let fast = h1(
+        gw.addr(),
+        request(
+            "POST",
+            "/v1/chat/completions",
+            "tokens=2000, token_bytes=1000",
+            STREAM,
+        ),
+    )
+    .await;
+    assert!(fast.body.len() > 2_000_000);
+    assert!(t0.elapsed() < Duration::from_secs(10));
+    let snap = mock.stats().snapshot();
+    assert_eq!(
+        snap.connections.len(),
+        1,
+        "both streams shared one upstream HTTP/2 connection"
+    );
+    assert_eq!(
+        snap.requests[0].outcome,
+        Outcome::InProgress,
+        "the stalled stream is still stalled"
+    );
+    drop(stalled);
+}

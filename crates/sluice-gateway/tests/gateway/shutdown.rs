@@ -1,0 +1,86 @@
+//! Graceful shutdown: streams in flight finish within the grace period; after it, they end
+//! with an error event.
+
+use std::time::Duration;
+
+use serde_json::Value;
+
+use crate::support::*;
+use crate::{gateway, Setup, STREAM};
+
+#[tokio::test]
+async fn streams_finish_within_the_grace_period() {
+    let mock = mock("").await;
+    let gw = gateway(
+        &mock,
+        Setup {
+            server: "shutdown_grace = \"5s\"",
+            ..Default::default()
+        },
+    )
+    .await;
+    let addr = gw.addr();
+    let stream = tokio::spawn(async move {
+        h1(
+            addr,
+            request(
+                "POST",
+                "/v1/chat/completions",
+                "tokens=5, interval_ms=100",
+                STREAM,
+            ),
+        )
+        .await
+    });
+    tokio::time::sleep(Duration::from_millis(150)).await;
+    let t0 = tokio::time::Instant::now();
+    gw.shutdown().await;
+    assert!(t0.elapsed() < Duration::from_secs(3));
+    let r = stream.await.unwrap();
+    assert_eq!(
+        sse(&r.body).last().unwrap().1,
+        "[DONE]",
+        "the stream completed"
+    );
+    assert!(
+        tokio::net::TcpStream::connect(addr).await.is_err(),
+        "no new connections"
+    );
+}
+
+#[tokio::test]
+async fn streams_past_the_grace_period_get_an_error_event() {
+    let mock = mock("").await;
+    let gw = gateway(
+        &mock,
+        Setup {
+            server: "shutdown_grace = \"300ms\"",
+            ..Default::default()
+        },
+    )
+    .await;
+    let addr = gw.addr();
+    let send = h2_connect(addr).await;
+    let stream = tokio::spawn(async move {
+        h2(
+            &send,
+            request(
+                "POST",
+                "/v1/chat/completions",
+                "tokens=100, interval_ms=50",
+                STREAM,
+            ),
+        )
+        .await
+    });
+    tokio::time::sleep(Duration::from_millis(150)).await;
+    gw.shutdown().await;
+    let r = stream.await.unwrap();
+    let (_, data) = sse(&r.body).pop().unwrap();
+    let v: Value = serde_json::from_str(&data).unwrap();
+    assert_eq!(v["error"]["code"], "shutdown");
+    wait_for(mock.stats(), "upstream cancelled", |s| {
+        matches!(s.requests[0].outcome, sluice_mock::Outcome::Cancelled(_))
+    })
+    .await;
+}
