@@ -1,9 +1,11 @@
 """The official openai and anthropic Python SDKs against a running sluice mock.
 
-Usage: python sdk_shapes.py BASE_URL   (BASE_URL like http://127.0.0.1:9090)
+Usage: python sdk_shapes.py BASE_URL [MOCK_URL]
 
-Every shape the mock produces must parse in the SDKs: this is the mock's fidelity check. Run by
-crates/sluice-mock/tests/sdk.rs; prints 'N passed, M failed' and exits non-zero on a failure.
+BASE_URL is where the SDKs send requests: the mock itself (its fidelity check, run by
+crates/sluice-mock/tests/sdk.rs) or a Sluice gateway in front of it (run by
+crates/sluice-gateway/tests/sdk.rs). MOCK_URL is the mock, for its /__mock/stats evidence; it
+defaults to BASE_URL. Prints 'N passed, M failed' and exits non-zero on a failure.
 """
 
 import json
@@ -16,6 +18,7 @@ import anthropic
 import openai
 
 BASE = sys.argv[1].rstrip("/")
+MOCK = (sys.argv[2] if len(sys.argv) > 2 else BASE).rstrip("/")
 oai = openai.OpenAI(base_url=BASE + "/v1", api_key="sk-mock", max_retries=0)
 ant = anthropic.Anthropic(base_url=BASE, api_key="sk-ant-mock", max_retries=0)
 MSG = [{"role": "user", "content": "hello"}]
@@ -26,7 +29,7 @@ def mock(spec):
 
 
 def stats():
-    with urllib.request.urlopen(BASE + "/__mock/stats") as r:
+    with urllib.request.urlopen(MOCK + "/__mock/stats") as r:
         return json.load(r)
 
 
@@ -81,9 +84,36 @@ def test_line_endings_heartbeats_and_split_writes():
 
 
 def test_big_event():
+    # One megabyte of content: under the gateway's default 1 MiB event limit with its framing.
     chunks = list(oai.chat.completions.create(
-        model="m", messages=MSG, stream=True, extra_headers=mock("tokens=3, big_event=1048576")))
-    assert max(len(c.choices[0].delta.content or "") for c in chunks) == 1048576
+        model="m", messages=MSG, stream=True, extra_headers=mock("tokens=3, big_event=1000000")))
+    assert max(len(c.choices[0].delta.content or "") for c in chunks) == 1000000
+
+
+def test_gateway_error_events_reach_the_sdk():
+    if BASE == MOCK:
+        return
+    # Over the gateway's 1 MiB event limit: the stream ends with an error event, which the
+    # official SDKs raise as an API error, after the events before it were delivered.
+    got = []
+    try:
+        for c in oai.chat.completions.create(model="m", messages=MSG, stream=True,
+                                             extra_headers=mock("tokens=4, big_event=2000000")):
+            got.append(c)
+        raise AssertionError("no error")
+    except openai.APIError as e:
+        assert "exceeded" in str(e), e
+    assert len(got) >= 2
+    try:
+        with ant.messages.stream(model="claude", max_tokens=100, messages=MSG,
+                                 extra_headers=mock("tokens=4, big_event=2000000")) as s:
+            for _ in s.text_stream:
+                pass
+        raise AssertionError("no error")
+    except anthropic.APIStatusError as e:
+        assert "exceeded" in str(e), e
+    except anthropic.APIError as e:
+        assert "exceeded" in str(e), e
 
 
 def test_completions():
@@ -170,6 +200,8 @@ def test_closing_a_stream_early_is_recorded_as_cancel():
         if i == 2:
             break
     rid = int(s.response.headers["x-mock-request-id"])
+    if BASE != MOCK:
+        assert s.response.headers.get("x-request-id"), "the gateway returns x-request-id"
     s.close()
     for _ in range(100):
         rec = [r for r in stats()["requests"] if r["id"] == rid][0]

@@ -1,0 +1,63 @@
+//! The official `openai` and `anthropic` Python SDKs through the gateway: every shape streams
+//! and parses, errors map to the SDKs' exceptions, and closing a stream early cancels the
+//! upstream (tests/python/sdk_shapes.py, with the mock behind a real gateway).
+//!
+//! Needs a Python with both SDKs: `$SLUICE_PYTHON`, else `.venv/bin/python` at the workspace
+//! root (`.ci/run` creates it). Without one the test is skipped with a message, except under CI.
+
+use std::path::PathBuf;
+use std::process::Command;
+
+use sluice_gateway::config::Config;
+use sluice_gateway::Gateway;
+use sluice_mock::{MockConfig, MockServer};
+
+fn workspace_root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+fn python() -> Option<PathBuf> {
+    if let Some(p) = std::env::var_os("SLUICE_PYTHON") {
+        return Some(PathBuf::from(p));
+    }
+    let venv = workspace_root().join(".venv/bin/python");
+    venv.exists().then_some(venv)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn official_sdks_through_the_gateway() {
+    let Some(py) = python() else {
+        assert!(
+            std::env::var_os("CI").is_none(),
+            "CI must provide the Python SDKs (SLUICE_PYTHON or .venv)"
+        );
+        eprintln!("SKIPPED: no Python with the openai/anthropic SDKs (see README)");
+        return;
+    };
+    let mock = MockServer::start(MockConfig::default()).await.unwrap();
+    for protocol in ["h2c", "http1"] {
+        let text = format!(
+            "[server]\nlisten = \"127.0.0.1:0\"\n[[upstream]]\nname = \"mock\"\nbase_url = \"{}/v1\"\nprotocol = \"{protocol}\"\n[[route]]\nmodels = [\"mock-gpt-4o\", \"*\"]\nupstream = \"mock\"\n",
+            mock.url()
+        );
+        let gw = Gateway::start(Config::from_toml(&text, &|_| None).unwrap())
+            .await
+            .unwrap();
+        let script = workspace_root().join("tests/python/sdk_shapes.py");
+        let (base, mock_url, py) = (format!("http://{}", gw.addr()), mock.url(), py.clone());
+        let out = tokio::task::spawn_blocking(move || {
+            Command::new(py)
+                .arg(script)
+                .arg(base)
+                .arg(mock_url)
+                .output()
+                .expect("cannot run python")
+        })
+        .await
+        .unwrap();
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        println!("{stdout}\n{}", String::from_utf8_lossy(&out.stderr));
+        assert!(out.status.success(), "upstream {protocol}: SDK failures:\n{stdout}");
+        assert!(stdout.contains(" passed, 0 failed"), "{stdout}");
+    }
+}
