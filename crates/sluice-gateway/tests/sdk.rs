@@ -57,7 +57,10 @@ async fn official_sdks_through_the_gateway() {
         .unwrap();
         let stdout = String::from_utf8_lossy(&out.stdout);
         println!("{stdout}\n{}", String::from_utf8_lossy(&out.stderr));
-        assert!(out.status.success(), "upstream {protocol}: SDK failures:\n{stdout}");
+        assert!(
+            out.status.success(),
+            "upstream {protocol}: SDK failures:\n{stdout}"
+        );
         assert!(stdout.contains(" passed, 0 failed"), "{stdout}");
     }
 }

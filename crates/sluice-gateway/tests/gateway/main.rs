@@ -11,6 +11,7 @@ mod errors;
 mod relay;
 mod shutdown;
 mod timeouts;
+mod tls;
 
 use sluice_gateway::config::Config;
 use sluice_gateway::Gateway;

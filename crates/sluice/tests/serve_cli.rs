@@ -1,0 +1,155 @@
+//! `sluice serve` and `sluice check-config` as a user runs them: the shipped example config, a
+//! JSON request log line without secrets, and a graceful exit on SIGTERM.
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::TcpStream;
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+const BIN: &str = env!("CARGO_BIN_EXE_sluice");
+
+struct Proc(Child);
+
+impl Drop for Proc {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+fn first_line_addr(child: &mut Child) -> String {
+    let mut line = String::new();
+    BufReader::new(child.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    line.trim()
+        .strip_prefix("listening on ")
+        .unwrap_or_else(|| panic!("unexpected first line {line:?}"))
+        .to_string()
+}
+
+fn post(addr: &str, path: &str, body: &str) -> String {
+    let mut s = TcpStream::connect(addr).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    write!(
+        s,
+        "POST {path} HTTP/1.1\r\nhost: x\r\ncontent-type: application/json\r\nconnection: close\r\ncontent-length: {}\r\n\r\n{body}",
+        body.len()
+    )
+    .unwrap();
+    let mut out = String::new();
+    s.read_to_string(&mut out).unwrap();
+    out
+}
+
+#[test]
+fn example_config_is_valid() {
+    let example = concat!(env!("CARGO_MANIFEST_DIR"), "/../../sluice.example.toml");
+    let out = Command::new(BIN)
+        .args(["check-config", example])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    assert!(String::from_utf8_lossy(&out.stdout).contains("ok"));
+}
+
+#[test]
+fn bad_config_names_the_field() {
+    let dir = std::env::temp_dir().join(format!("sluice-check-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let bad = dir.join("bad.toml");
+    std::fs::write(
+        &bad,
+        "[[upstream]]\nname = \"a\"\nbase_url = \"http://127.0.0.1:1/v1\"\ntimeouts = { idle = \"soon\" }\n[[route]]\nmodels = [\"*\"]\nupstream = \"a\"\n",
+    )
+    .unwrap();
+    let out = Command::new(BIN)
+        .args(["check-config", bad.to_str().unwrap()])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("upstream[0].timeouts.idle"), "{err}");
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+#[test]
+fn serve_logs_json_without_secrets_and_exits_on_sigterm() {
+    let mut mock = Proc(
+        Command::new(BIN)
+            .args(["mock", "--listen", "127.0.0.1:0"])
+            .stdout(Stdio::piped())
+            .spawn()
+            .unwrap(),
+    );
+    let mock_addr = first_line_addr(&mut mock.0);
+    let dir = std::env::temp_dir().join(format!("sluice-serve-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let cfg = dir.join("sluice.toml");
+    std::fs::write(
+        &cfg,
+        format!(
+            "[server]\nshutdown_grace = \"5s\"\n[[upstream]]\nname = \"mock\"\nbase_url = \"http://{mock_addr}/v1\"\nprotocol = \"h2c\"\nauth = {{ type = \"bearer\", env = \"SLUICE_TEST_KEY\" }}\n[[route]]\nmodels = [\"*\"]\nupstream = \"mock\"\n"
+        ),
+    )
+    .unwrap();
+    let mut gw = Proc(
+        Command::new(BIN)
+            .args([
+                "serve",
+                "--config",
+                cfg.to_str().unwrap(),
+                "--listen",
+                "127.0.0.1:0",
+            ])
+            .args(["--log-format", "json"])
+            .env("SLUICE_TEST_KEY", "sk-very-secret-123")
+            .env("RUST_LOG", "debug")
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap(),
+    );
+    let addr = first_line_addr(&mut gw.0);
+    let resp = post(
+        &addr,
+        "/v1/chat/completions",
+        r#"{"model":"gpt-4o","stream":true}"#,
+    );
+    assert!(resp.starts_with("HTTP/1.1 200"), "{resp}");
+    assert!(resp.contains("data: [DONE]"), "{resp}");
+    let resp = post(&addr, "/v1/chat/completions", r#"{"model":"#);
+    assert!(resp.starts_with("HTTP/1.1 400"), "{resp}");
+
+    let status = Command::new("kill")
+        .args(["-TERM", &gw.0.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(status.success());
+    let exit = gw.0.wait().unwrap();
+    assert!(exit.success(), "graceful exit: {exit:?}");
+    let mut logs = String::new();
+    gw.0.stderr
+        .take()
+        .unwrap()
+        .read_to_string(&mut logs)
+        .unwrap();
+    assert!(
+        !logs.contains("sk-very-secret-123"),
+        "a secret reached the logs:\n{logs}"
+    );
+    let lines: Vec<serde_json::Value> = logs
+        .lines()
+        .filter_map(|l| serde_json::from_str(l).ok())
+        .filter(|v: &serde_json::Value| v["target"] == "sluice::request")
+        .collect();
+    assert_eq!(lines.len(), 2, "one line per request:\n{logs}");
+    let ok = &lines[0]["fields"];
+    assert_eq!(ok["end_reason"], "completed");
+    assert_eq!(ok["status"], 200);
+    assert_eq!(ok["route"], "mock");
+    assert!(ok["request_id"].as_str().unwrap().starts_with("sl-"));
+    assert!(ok["events"].as_u64().unwrap() > 3);
+    assert_eq!(lines[1]["fields"]["end_reason"], "bad_request");
+    let _ = std::fs::remove_dir_all(dir);
+}
