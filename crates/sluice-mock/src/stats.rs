@@ -137,6 +137,9 @@ pub struct Totals {
 pub struct Snapshot {
     /// When the server started: the zero of the JSON timestamps.
     pub started: Instant,
+    /// The same moment as Unix time in milliseconds, so another process can line its own clock
+    /// up with the JSON timestamps (e.g. a load generator measuring cancel latency).
+    pub started_unix_ms: f64,
     /// Connections, oldest first.
     pub connections: Vec<ConnRecord>,
     /// Requests, oldest first.
@@ -195,7 +198,12 @@ impl Snapshot {
                 })
             })
             .collect();
-        serde_json::json!({ "connections": conns, "requests": reqs, "totals": self.totals })
+        serde_json::json!({
+            "started_unix_ms": self.started_unix_ms,
+            "connections": conns,
+            "requests": reqs,
+            "totals": self.totals,
+        })
     }
 }
 
@@ -208,6 +216,7 @@ pub struct Stats {
 #[derive(Debug)]
 struct Inner {
     started: Instant,
+    started_unix_ms: f64,
     max_records: usize,
     next_conn: u64,
     next_req: u64,
@@ -227,6 +236,9 @@ impl Stats {
         Stats {
             inner: Arc::new(Mutex::new(Inner {
                 started: Instant::now(),
+                started_unix_ms: std::time::SystemTime::now()
+                    .duration_since(std::time::UNIX_EPOCH)
+                    .map_or(0.0, |d| d.as_secs_f64() * 1000.0),
                 max_records: max_records.max(1),
                 next_conn: 1,
                 next_req: 1,
@@ -242,6 +254,7 @@ impl Stats {
         let inner = lock(&self.inner);
         Snapshot {
             started: inner.started,
+            started_unix_ms: inner.started_unix_ms,
             connections: inner.conns.iter().map(|c| lock(c).clone()).collect(),
             requests: inner.reqs.iter().map(|r| lock(r).clone()).collect(),
             totals: inner.totals.clone(),

@@ -1,6 +1,7 @@
 //! The `sluice` command line.
 #![forbid(unsafe_code)]
 
+mod bench_cmd;
 mod mock_cmd;
 mod serve_cmd;
 mod sse_decode;
@@ -23,6 +24,11 @@ enum Command {
     CheckConfig(serve_cmd::CheckArgs),
     /// Run the mock inference server (OpenAI and Anthropic shapes, fault injection).
     Mock(mock_cmd::MockArgs),
+    /// Load scenarios against a gateway or the mock.
+    Bench {
+        #[command(subcommand)]
+        command: bench_cmd::BenchCommand,
+    },
     /// Server-sent events tools.
     Sse {
         #[command(subcommand)]
@@ -47,5 +53,6 @@ fn run(cli: Cli) -> anyhow::Result<()> {
         Command::CheckConfig(args) => serve_cmd::check(args),
         Command::Mock(args) => mock_cmd::run(args),
         Command::Sse { command } => sse_decode::run(command),
+        Command::Bench { command } => bench_cmd::run(command),
     }
 }

@@ -1,0 +1,85 @@
+//! Latency summaries: exact percentiles over every sample (runs are bounded, so keeping them
+//! all is cheap and avoids a histogram's rounding).
+
+use std::time::Duration;
+
+use serde::Serialize;
+
+/// Percentiles of a set of durations, in milliseconds.
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+pub struct Summary {
+    /// Number of samples.
+    pub count: usize,
+    /// Mean.
+    pub mean_ms: f64,
+    /// Median.
+    pub p50_ms: f64,
+    /// 90th percentile.
+    pub p90_ms: f64,
+    /// 99th percentile.
+    pub p99_ms: f64,
+    /// 99.9th percentile.
+    pub p999_ms: f64,
+    /// Largest sample.
+    pub max_ms: f64,
+}
+
+/// The nearest-rank percentile (`q` in 0..=1) of sorted samples.
+pub fn percentile(sorted: &[Duration], q: f64) -> Duration {
+    if sorted.is_empty() {
+        return Duration::ZERO;
+    }
+    let rank = (q * sorted.len() as f64).ceil() as usize;
+    sorted[rank.clamp(1, sorted.len()) - 1]
+}
+
+impl Summary {
+    /// Summarises `samples` (any order).
+    pub fn of(mut samples: Vec<Duration>) -> Summary {
+        if samples.is_empty() {
+            return Summary::default();
+        }
+        samples.sort_unstable();
+        let ms = |d: Duration| d.as_secs_f64() * 1000.0;
+        let total: Duration = samples.iter().sum();
+        Summary {
+            count: samples.len(),
+            mean_ms: ms(total) / samples.len() as f64,
+            p50_ms: ms(percentile(&samples, 0.50)),
+            p90_ms: ms(percentile(&samples, 0.90)),
+            p99_ms: ms(percentile(&samples, 0.99)),
+            p999_ms: ms(percentile(&samples, 0.999)),
+            max_ms: ms(*samples.last().unwrap_or(&Duration::ZERO)),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ms(n: u64) -> Duration {
+        Duration::from_millis(n)
+    }
+
+    #[test]
+    fn nearest_rank_percentiles() {
+        let s: Vec<_> = (1..=100).map(ms).collect();
+        assert_eq!(percentile(&s, 0.5), ms(50));
+        assert_eq!(percentile(&s, 0.99), ms(99));
+        assert_eq!(percentile(&s, 1.0), ms(100));
+        assert_eq!(percentile(&s, 0.0), ms(1));
+        assert_eq!(percentile(&[ms(7)], 0.999), ms(7));
+        assert_eq!(percentile(&[], 0.5), Duration::ZERO);
+    }
+
+    #[test]
+    fn summary_of_unsorted_samples() {
+        let s = Summary::of(vec![ms(30), ms(10), ms(20), ms(40)]);
+        assert_eq!(s.count, 4);
+        assert_eq!(s.p50_ms, 20.0);
+        assert_eq!(s.max_ms, 40.0);
+        assert_eq!(s.mean_ms, 25.0);
+        assert_eq!(Summary::of(vec![]).count, 0);
+    }
+}
