@@ -33,6 +33,8 @@ pub(crate) enum Acquired {
 
 /// State shared by the lane, its shards' tasks (as a `Weak`) and its connect task.
 pub(crate) struct LaneShared {
+    lane: Lane,
+    ctx: Arc<PoolCtx>,
     state: Mutex<LaneState>,
     /// Signalled when a slot frees, a shard changes state, or a connect ends.
     pub(crate) notify: Notify,
@@ -90,6 +92,58 @@ impl LaneShared {
         lock(&self.state).prune(max_age);
     }
 
+    /// Opens a connection in the background if the lane needs one (fewer than
+    /// `min_connections` ready, e.g. because a shard just became degraded). Called by a
+    /// shard's PING loop when its health changes.
+    pub(crate) fn maintain(self: &Arc<Self>) {
+        let cfg = self.ctx.cfg.lane(self.lane);
+        let mut st = lock(&self.state);
+        st.prune(self.ctx.cfg.max_connection_age);
+        let cands = st.candidates(None);
+        if !self.ctx.fell_back()
+            && select::should_connect(
+                &cands,
+                st.connecting.is_some(),
+                cfg.min_connections,
+                cfg.max_connections,
+            )
+        {
+            self.start_connect(&mut st);
+        }
+    }
+
+    /// Starts the lane's connect task; returns its generation.
+    fn start_connect(self: &Arc<Self>, st: &mut LaneState) -> u64 {
+        st.connect_gen += 1;
+        let gen = st.connect_gen;
+        let ctx = self.ctx.clone();
+        let lane = self.lane;
+        let weak = Arc::downgrade(self);
+        st.connecting = Some(tokio::spawn(async move {
+            let result = connect(&ctx, lane, weak.clone()).await;
+            let Some(shared) = weak.upgrade() else {
+                return;
+            };
+            let mut st = lock(&shared.state);
+            // Our own handle: dropping it detaches (we are about to end anyway).
+            st.connecting = None;
+            match result {
+                Ok(Opened::Shard(shard)) => st.shards.push(shard),
+                Ok(Opened::Http1(io)) => st.fallback_io = Some(io),
+                Err(e) => {
+                    ctx.counters
+                        .connect_failures
+                        .fetch_add(1, Ordering::Relaxed);
+                    tracing::debug!(error = %e, ?lane, "upstream h2 connect failed");
+                    st.failed = Some((gen, e));
+                }
+            }
+            drop(st);
+            shared.notify.notify_waiters();
+        }));
+        gen
+    }
+
     /// The lowest RTT any live shard of the lane has shown (the lane's baseline).
     pub(crate) fn best_rtt(&self) -> Option<Duration> {
         let st = lock(&self.state);
@@ -131,8 +185,10 @@ impl H2Lane {
     pub(crate) fn new(lane: Lane, ctx: Arc<PoolCtx>) -> Self {
         H2Lane {
             lane,
-            ctx,
+            ctx: ctx.clone(),
             shared: Arc::new(LaneShared {
+                lane,
+                ctx: ctx.clone(),
                 state: Mutex::new(LaneState {
                     shards: Vec::new(),
                     connecting: None,
@@ -204,7 +260,7 @@ impl H2Lane {
                             cfg.min_connections,
                             cfg.max_connections,
                         ) {
-                            self.start_connect(&mut st);
+                            self.shared.start_connect(&mut st);
                         }
                         return Ok(Acquired::Stream(lease));
                     }
@@ -220,7 +276,7 @@ impl H2Lane {
                     cfg.min_connections,
                     cfg.max_connections,
                 ) {
-                    let gen = self.start_connect(&mut st);
+                    let gen = self.shared.start_connect(&mut st);
                     waiting_for.get_or_insert(gen);
                 } else if st.connecting.is_some() {
                     waiting_for.get_or_insert(st.connect_gen);
@@ -257,38 +313,6 @@ impl H2Lane {
         }
     }
 
-    /// Starts the lane's connect task; returns its generation.
-    fn start_connect(&self, st: &mut LaneState) -> u64 {
-        st.connect_gen += 1;
-        let gen = st.connect_gen;
-        let ctx = self.ctx.clone();
-        let lane = self.lane;
-        let weak = Arc::downgrade(&self.shared);
-        st.connecting = Some(tokio::spawn(async move {
-            let result = connect(&ctx, lane, weak.clone()).await;
-            let Some(shared) = weak.upgrade() else {
-                return;
-            };
-            let mut st = lock(&shared.state);
-            // Our own handle: dropping it detaches (we are about to end anyway).
-            st.connecting = None;
-            match result {
-                Ok(Opened::Shard(shard)) => st.shards.push(shard),
-                Ok(Opened::Http1(io)) => st.fallback_io = Some(io),
-                Err(e) => {
-                    ctx.counters
-                        .connect_failures
-                        .fetch_add(1, Ordering::Relaxed);
-                    tracing::debug!(error = %e, ?lane, "upstream h2 connect failed");
-                    st.failed = Some((gen, e));
-                }
-            }
-            drop(st);
-            shared.notify.notify_waiters();
-        }));
-        gen
-    }
-
     pub(crate) fn snapshot(&self) -> LaneSnapshot {
         let mut st = lock(&self.shared.state);
         st.prune(self.ctx.cfg.max_connection_age);
@@ -305,7 +329,8 @@ impl H2Lane {
                     state: sh.state(),
                     in_flight: sh.in_flight.load(Ordering::Acquire),
                     cap: s.cap(),
-                    server_max_streams: Some(s.server_max_streams()),
+                    // h2 reports "no limit" as usize::MAX.
+                    server_max_streams: Some(s.server_max_streams()).filter(|m| *m != usize::MAX),
                     rtt: health.ewma,
                     age: sh.opened_at.elapsed(),
                     requests_served: sh.requests.load(Ordering::Relaxed),

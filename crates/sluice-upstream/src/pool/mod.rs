@@ -178,7 +178,8 @@ pub struct ConnectionSnapshot {
     pub in_flight: usize,
     /// Streams it may carry now: min(`max_streams_per_connection`, `server_max_streams`).
     pub cap: usize,
-    /// The server's current SETTINGS_MAX_CONCURRENT_STREAMS (as h2 knows it).
+    /// The server's current SETTINGS_MAX_CONCURRENT_STREAMS (as h2 knows it); `None` when
+    /// the server set no limit.
     pub server_max_streams: Option<usize>,
     /// Smoothed PING RTT; `None` before the first PONG.
     pub rtt: Option<Duration>,

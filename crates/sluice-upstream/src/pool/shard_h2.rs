@@ -97,7 +97,8 @@ impl ShardShared {
         self.wake_lane();
     }
 
-    /// Ready ↔ Degraded; draining and closed shards stay as they are.
+    /// Ready ↔ Degraded; draining and closed shards stay as they are. A shard that becomes
+    /// degraded makes its lane open a replacement (below `max_connections`).
     fn set_degraded(&self, degraded: bool) {
         let (from, to) = if degraded {
             (ShardState::Ready, ShardState::Degraded)
@@ -112,6 +113,9 @@ impl ShardShared {
             if degraded {
                 self.counters.degradations.fetch_add(1, Ordering::Relaxed);
                 tracing::debug!(shard = self.id, "upstream h2 connection degraded");
+                if let Some(lane) = self.lane_shared.upgrade() {
+                    lane.maintain();
+                }
             }
             self.wake_lane();
         }

@@ -4,6 +4,7 @@ mod backpressure;
 mod cancel;
 mod errors;
 mod h2conn;
+mod lanes;
 mod pool;
 mod support;
 mod tls;
