@@ -52,7 +52,14 @@ struct LaneState {
     /// Tickets of waiting requests, oldest first: only the head may take a free slot.
     queue: VecDeque<u64>,
     next_ticket: u64,
+    /// Replacing degraded shards is rate-limited: not before `replace_after`, and each
+    /// replacement doubles `replace_backoff` (a healthy PONG resets it).
+    replace_after: Instant,
+    replace_backoff: Duration,
 }
+
+/// Longest wait between two replacements of degraded shards.
+const MAX_REPLACE_BACKOFF: Duration = Duration::from_secs(30);
 
 impl Drop for LaneState {
     fn drop(&mut self) {
@@ -92,24 +99,61 @@ impl LaneShared {
         lock(&self.state).prune(max_age);
     }
 
-    /// Opens a connection in the background if the lane needs one (fewer than
-    /// `min_connections` ready, e.g. because a shard just became degraded). Called by a
-    /// shard's PING loop when its health changes.
-    pub(crate) fn maintain(self: &Arc<Self>) {
-        let cfg = self.ctx.cfg.lane(self.lane);
+    /// The first wait between replacements: max(ping_interval, 1 s), so a replacement gets
+    /// at least one PING to prove itself before the next is opened.
+    fn base_backoff(&self) -> Duration {
+        self.ctx.cfg.ping_interval.max(Duration::from_secs(1))
+    }
+
+    /// A Ready shard answered a PING in time: the link works, so replacing a degraded shard
+    /// need not wait long.
+    pub(crate) fn healthy_pong(&self) {
+        let base = self.base_backoff();
         let mut st = lock(&self.state);
-        st.prune(self.ctx.cfg.max_connection_age);
-        let cands = st.candidates(None);
-        if !self.ctx.fell_back()
-            && select::should_connect(
-                &cands,
+        if st.replace_backoff > base {
+            st.replace_backoff = base;
+            st.replace_after = st.replace_after.min(Instant::now() + base);
+        }
+    }
+
+    /// A background connect (keeping `min_connections` ready), unless it would replace a
+    /// degraded shard sooner than the backoff allows.
+    ///
+    /// NOTE: we accept replacing degraded shards slowly (1 s, then doubling to 30 s) because
+    /// against a server that accepts TCP but never answers, every replacement degrades too:
+    /// a scripted peer showed connections churning as fast as they degraded.
+    fn background_connect(self: &Arc<Self>, st: &mut LaneState, cands: &[Candidate]) {
+        let cfg = self.ctx.cfg.lane(self.lane);
+        if self.ctx.fell_back()
+            || !select::should_connect(
+                cands,
                 st.connecting.is_some(),
                 cfg.min_connections,
                 cfg.max_connections,
             )
         {
-            self.start_connect(&mut st);
+            return;
         }
+        if cands.iter().any(|c| c.state == ShardState::Degraded) {
+            let now = Instant::now();
+            if now < st.replace_after {
+                return;
+            }
+            st.replace_backoff = st.replace_backoff.max(self.base_backoff());
+            st.replace_after = now + st.replace_backoff;
+            st.replace_backoff = (st.replace_backoff * 2).min(MAX_REPLACE_BACKOFF);
+        }
+        self.start_connect(st);
+    }
+
+    /// Opens a connection in the background if the lane needs one (fewer than
+    /// `min_connections` ready, e.g. because a shard just became degraded). Called by a
+    /// shard's PING loop when its health changes.
+    pub(crate) fn maintain(self: &Arc<Self>) {
+        let mut st = lock(&self.state);
+        st.prune(self.ctx.cfg.max_connection_age);
+        let cands = st.candidates(None);
+        self.background_connect(&mut st, &cands);
     }
 
     /// Starts the lane's connect task; returns its generation.
@@ -197,6 +241,8 @@ impl H2Lane {
                     fallback_io: None,
                     queue: VecDeque::new(),
                     next_ticket: 0,
+                    replace_after: Instant::now(),
+                    replace_backoff: Duration::ZERO,
                 }),
                 notify: Notify::new(),
             }),
@@ -254,14 +300,7 @@ impl H2Lane {
                         // Keep min_connections ready (in the background).
                         let mut after = st.candidates(None);
                         after[i].in_flight = 0; // this stream does not make the lane "full"
-                        if select::should_connect(
-                            &after,
-                            st.connecting.is_some(),
-                            cfg.min_connections,
-                            cfg.max_connections,
-                        ) {
-                            self.shared.start_connect(&mut st);
-                        }
+                        self.shared.background_connect(&mut st, &after);
                         return Ok(Acquired::Stream(lease));
                     }
                 }

@@ -51,6 +51,13 @@ pub(crate) fn choose(shards: &[Candidate]) -> Option<usize> {
 /// fewer than `min_connections` are ready (a degraded shard is replaced this way), and only
 /// below `max_connections` and when no connect is already running (one at a time per lane,
 /// so a burst of first requests does not open a burst of connections).
+///
+/// The `min_connections` rule applies only while ready + degraded shards number fewer than
+/// twice `min_connections`: when every new connection degrades too (the server or the whole
+/// link is bad, not one connection), replacing each one would open connections up to
+/// `max_connections` for nothing. A scripted peer that never answers PINGs showed exactly
+/// that storm. NOTE: we accept that a lane whose replacements also degrade stays below
+/// `min_connections` ready; requests that find no room still open connections on demand.
 pub(crate) fn should_connect(
     shards: &[Candidate],
     connecting: bool,
@@ -65,8 +72,13 @@ pub(crate) fn should_connect(
         .iter()
         .filter(|c| c.state == ShardState::Ready)
         .count();
+    let degraded = shards
+        .iter()
+        .filter(|c| c.state == ShardState::Degraded)
+        .count();
     let any_room = shards.iter().any(Candidate::eligible);
-    !connecting && live < max_connections && (!any_room || ready < min_connections)
+    let below_min = ready < min_connections && ready + degraded < 2 * min_connections;
+    !connecting && live < max_connections && (!any_room || below_min)
 }
 
 #[cfg(test)]
@@ -166,6 +178,14 @@ mod tests {
             }
             if !connecting && live < max && choose(&shards).is_none() {
                 prop_assert!(go, "no room and below max must connect");
+            }
+            // Replacing degraded shards never grows the lane past 2 × min by itself.
+            let kept = shards
+                .iter()
+                .filter(|c| matches!(c.state, ShardState::Ready | ShardState::Degraded))
+                .count();
+            if go && choose(&shards).is_some() {
+                prop_assert!(kept < 2 * min, "{kept} kept, min {min}");
             }
         }
     }

@@ -364,6 +364,11 @@ async fn ping_loop(
                 let stalled = shared.stalled(h.stall_timeout);
                 let degraded = lock(&shared.health).on_pong(rtt, threshold, stalled);
                 shared.set_degraded(degraded);
+                if !degraded && !slow {
+                    if let Some(lane) = lane.upgrade() {
+                        lane.healthy_pong();
+                    }
+                }
             }
         }
     }

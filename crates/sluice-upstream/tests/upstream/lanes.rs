@@ -432,3 +432,64 @@ async fn snapshot_describes_each_connection() {
     assert!(c.age > Duration::ZERO);
     assert_eq!(pool.counters.connects, 1);
 }
+
+#[tokio::test]
+async fn a_stalled_stream_degrades_its_connection() {
+    let mock = mock().await;
+    let up = h2c(&mock, |c| {
+        c.pool.stream.min_connections = 1;
+        c.pool.ping_interval = Duration::from_millis(50);
+        c.pool.stall_timeout = Duration::from_millis(300);
+    });
+    let stalled = up
+        .send(
+            on(
+                Lane::Stream,
+                "tokens=10, interval_ms=10, stall_after=2:3000",
+            ),
+            secs(5),
+        )
+        .await
+        .unwrap();
+    let shard = up.pool_snapshot().lanes[0].connections[0].id;
+    wait_until("degraded by the stall", || {
+        up.pool_snapshot().lanes[0]
+            .connections
+            .iter()
+            .any(|c| c.id == shard && c.state == ShardState::Degraded)
+    })
+    .await;
+    // The RTT itself is fine: only the missing DATA made it degraded.
+    let c = up.pool_snapshot().lanes[0]
+        .connections
+        .iter()
+        .find(|c| c.id == shard)
+        .cloned();
+    assert!(c
+        .unwrap()
+        .rtt
+        .is_some_and(|r| r < Duration::from_millis(50)));
+    drop(stalled);
+}
+
+#[tokio::test]
+async fn dropping_the_upstream_ends_every_shard_and_its_ping_loop() {
+    let mock = mock().await;
+    let up = h2c(&mock, |c| {
+        c.pool.stream.min_connections = 2;
+        c.pool.ping_interval = Duration::from_millis(20);
+    });
+    complete(&up, &mock, "tokens=1").await;
+    let resp = up
+        .send(on(Lane::Stream, "tokens=1"), secs(5))
+        .await
+        .unwrap();
+    read_all(&mut resp.into_body()).await.unwrap();
+    wait_until("2 stream shards", || up.pool_snapshot().lanes[0].ready == 2).await;
+    assert_eq!(mock.stats().snapshot().totals.connections, 3);
+    drop(up);
+    wait_for(mock.stats(), "every connection closed", |s| {
+        s.connections.iter().all(|c| c.closed_at.is_some())
+    })
+    .await;
+}

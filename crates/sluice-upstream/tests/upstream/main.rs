@@ -5,6 +5,7 @@ mod cancel;
 mod errors;
 mod h2conn;
 mod lanes;
+mod ping;
 mod pool;
 mod support;
 mod tls;
