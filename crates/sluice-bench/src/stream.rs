@@ -198,7 +198,16 @@ pub(crate) fn client_for(
     let (Some(scheme), Some(authority)) = (url.scheme_str(), url.authority()) else {
         return Err(BenchError::Url(format!("{url} needs a scheme and a host")));
     };
-    let streams = concurrency.clamp(1, 10_000) as u32;
+    // One lane (the default, short) carries everything: HTTP/1.1 gets a connection per
+    // concurrent stream, HTTP/2 spreads streams over connections of 100 streams each.
+    let concurrency = concurrency.max(1);
+    let lane = sluice_upstream::LaneConfig {
+        min_connections: 1,
+        max_connections: concurrency,
+        max_streams_per_connection: 100,
+        max_pending: concurrency,
+        acquire_timeout: Duration::from_secs(60),
+    };
     let stream_window = 64 * 1024;
     Upstream::new(UpstreamConfig {
         name: "bench-target".into(),
@@ -206,10 +215,13 @@ pub(crate) fn client_for(
             .parse()
             .map_err(|e| BenchError::Url(format!("{url}: {e}")))?,
         protocol,
-        max_http1_connections: concurrency.max(1),
-        h2_max_streams: streams,
         h2_stream_window: stream_window,
-        h2_connection_window: (streams * stream_window).max(1 << 20),
+        h2_connection_window: 100 * stream_window,
+        pool: sluice_upstream::PoolConfig {
+            short: lane.clone(),
+            stream: lane,
+            ..sluice_upstream::PoolConfig::default()
+        },
         ..UpstreamConfig::default()
     })
     .map_err(|e| BenchError::Client(e.to_string()))

@@ -102,7 +102,9 @@ impl GatewayError {
                 UpstreamError::ConnectTimeout(_) | UpstreamError::Deadline => {
                     StatusCode::GATEWAY_TIMEOUT
                 }
-                UpstreamError::PoolTimeout => StatusCode::SERVICE_UNAVAILABLE,
+                UpstreamError::PoolAcquireTimeout { .. } | UpstreamError::PoolFull { .. } => {
+                    StatusCode::SERVICE_UNAVAILABLE
+                }
                 _ => StatusCode::BAD_GATEWAY,
             },
             FirstByteTimeout { .. } | TotalTimeout { .. } => StatusCode::GATEWAY_TIMEOUT,
@@ -123,7 +125,6 @@ impl GatewayError {
             MissingModel => "missing_model",
             UnknownModel(_) => "model_not_found",
             Upstream { source, .. } => match source {
-                UpstreamError::PoolTimeout => "pool_acquire_timeout",
                 UpstreamError::Deadline => "first_byte_timeout",
                 other => other.metric_label(),
             },

@@ -17,7 +17,7 @@ use tokio::task::JoinHandle;
 use tokio_rustls::TlsAcceptor;
 use tokio_util::sync::CancellationToken;
 
-use crate::config::{Config, TlsFiles, UpstreamProtocol};
+use crate::config::{Config, TlsFiles};
 use crate::proxy::{self, State};
 use crate::telemetry::Telemetry;
 
@@ -60,7 +60,7 @@ impl Gateway {
         let upstreams = config
             .upstreams
             .iter()
-            .map(|u| Upstream::new(upstream_settings(u)))
+            .map(|u| Upstream::new(u.upstream_settings()))
             .collect::<Result<Vec<_>, _>>()?;
         let listen = config.server.listen;
         let listener = TcpListener::bind(listen)
@@ -112,23 +112,6 @@ impl Gateway {
     /// Waits until the gateway has stopped.
     pub async fn wait(self) {
         let _ = self.task.await;
-    }
-}
-
-fn upstream_settings(u: &crate::config::UpstreamConfig) -> sluice_upstream::UpstreamConfig {
-    sluice_upstream::UpstreamConfig {
-        name: u.name.clone(),
-        base_url: u.base_url.clone(),
-        protocol: match u.protocol {
-            UpstreamProtocol::Http1 => sluice_upstream::Protocol::Http1,
-            UpstreamProtocol::H2 => sluice_upstream::Protocol::H2,
-            UpstreamProtocol::H2c => sluice_upstream::Protocol::H2c,
-            UpstreamProtocol::Auto => sluice_upstream::Protocol::Auto,
-        },
-        ca_file: u.ca_file.clone(),
-        connect_timeout: u.timeouts.connect,
-        max_http1_connections: u.max_connections,
-        ..sluice_upstream::UpstreamConfig::default()
     }
 }
 

@@ -15,7 +15,7 @@ use http_body::{Body, Frame, SizeHint};
 use http_body_util::{BodyExt, Limited};
 use serde::Deserialize;
 use sluice_sse::Decoder;
-use sluice_upstream::{Upstream, UpstreamError};
+use sluice_upstream::{Lane, Upstream, UpstreamError};
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
@@ -142,6 +142,27 @@ fn error_response(api: Api, e: &GatewayError, request_id: &HeaderValue) -> Respo
 struct Probe<'a> {
     #[serde(borrow)]
     model: Option<Cow<'a, str>>,
+    stream: Option<bool>,
+    max_tokens: Option<u64>,
+    max_completion_tokens: Option<u64>,
+    max_output_tokens: Option<u64>,
+}
+
+impl Probe<'_> {
+    /// Streams and long generations are long calls: they take the `stream` lane, so they never
+    /// share a connection with short calls.
+    fn lane(&self, long_max_tokens: u64) -> Lane {
+        let tokens = self
+            .max_tokens
+            .or(self.max_completion_tokens)
+            .or(self.max_output_tokens)
+            .unwrap_or(0);
+        if self.stream == Some(true) || tokens > long_max_tokens {
+            Lane::Stream
+        } else {
+            Lane::Short
+        }
+    }
 }
 
 /// Serves one request. Never fails: every error becomes a response in the client's format.
@@ -247,7 +268,7 @@ where
             )
         }
     };
-    let Some(model) = probe.model.map(Cow::into_owned) else {
+    let Some(model) = probe.model.as_deref().map(str::to_string) else {
         return fail(&mut log, GatewayError::MissingModel, EndReason::BadRequest);
     };
     log.model.clone_from(&model);
@@ -262,6 +283,9 @@ where
     let ucfg = &state.config.upstreams[route.upstream];
     let upstream = &state.upstreams[route.upstream];
     log.route.clone_from(&ucfg.name);
+    let lane = route
+        .lane
+        .unwrap_or_else(|| probe.lane(ucfg.long_max_tokens));
 
     let mut body = bytes;
     if let Some(rule) = &ucfg.session_header_to_body {
@@ -297,6 +321,7 @@ where
     };
     *up_req.headers_mut() =
         headers::upstream_request_headers(&parts.headers, &ucfg.auth, &request_id);
+    up_req.extensions_mut().insert(lane);
     let t = ucfg.timeouts;
     let total_by = started + t.total;
     let first_by = (started + t.first_byte).min(total_by);

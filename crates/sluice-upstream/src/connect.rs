@@ -84,6 +84,11 @@ impl Connector {
         })
     }
 
+    /// The configured bound on TCP connect + TLS handshake.
+    pub(crate) fn connect_timeout(&self) -> Duration {
+        self.connect_timeout
+    }
+
     /// Opens a connection. Bounded by `connect_timeout` (→ `ConnectTimeout`) and by
     /// `deadline` (→ `Deadline`), whichever is earlier.
     ///

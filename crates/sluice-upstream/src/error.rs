@@ -29,6 +29,16 @@ pub enum UpstreamConfigError {
         /// What is wrong with it, with the numbers.
         reason: String,
     },
+    /// A pool setting is out of range; `field` is its path, e.g. `pool.stream.max_connections`.
+    #[error("upstream `{upstream}`: {field}: {reason}")]
+    Pool {
+        /// The upstream's name.
+        upstream: String,
+        /// The field at fault, as a path below `UpstreamConfig`.
+        field: String,
+        /// What is wrong with it, with the numbers.
+        reason: String,
+    },
     /// `ca_file` could not be read or holds no usable certificate.
     #[error("upstream `{upstream}`: ca_file `{path}`: {reason}")]
     CaFile {
@@ -63,9 +73,35 @@ pub enum UpstreamError {
     /// The TLS handshake failed; the message says why (e.g. the certificate is not trusted).
     #[error("{0}")]
     Tls(String),
-    /// No connection or stream slot became free before the request's deadline.
-    #[error("no upstream connection became free before the request's deadline")]
-    PoolTimeout,
+    /// No connection or stream slot of the lane became free within the lane's
+    /// `acquire_timeout` (or the request's deadline, whichever came first). The request was
+    /// never sent. It is retry-safe in the "not processed" sense, but the pool is saturated:
+    /// a caller should not retry on the same `Upstream` (it would only queue again), but fail
+    /// fast or go to another endpoint. Raise the lane's `max_connections` or
+    /// `max_streams_per_connection` if this happens under normal load.
+    #[error(
+        "no connection or stream slot in lane `{lane}` became free within {waited:?} \
+         (the pool is saturated; raise the lane's max_connections or max_streams_per_connection)"
+    )]
+    PoolAcquireTimeout {
+        /// The lane that was saturated.
+        lane: crate::Lane,
+        /// How long the request waited.
+        waited: Duration,
+    },
+    /// The lane's queue of requests waiting for a slot already held `max_pending` requests,
+    /// so this one failed at once without waiting. Never sent; as with
+    /// [`UpstreamError::PoolAcquireTimeout`], do not retry into the same pool.
+    #[error(
+        "lane `{lane}` already has {max_pending} requests waiting for a connection \
+         (max_pending); failing fast instead of queueing"
+    )]
+    PoolFull {
+        /// The lane that was saturated.
+        lane: crate::Lane,
+        /// The lane's `max_pending`.
+        max_pending: usize,
+    },
     /// The response headers did not arrive before the request's deadline.
     #[error("the upstream did not answer before the request's deadline")]
     Deadline,
@@ -95,7 +131,8 @@ impl UpstreamError {
             UpstreamError::Connect { .. } => "connect",
             UpstreamError::ConnectTimeout(_) => "connect_timeout",
             UpstreamError::Tls(_) => "tls",
-            UpstreamError::PoolTimeout => "pool_timeout",
+            UpstreamError::PoolAcquireTimeout { .. } => "pool_acquire_timeout",
+            UpstreamError::PoolFull { .. } => "pool_pending_full",
             UpstreamError::Deadline => "deadline",
             UpstreamError::Refused => "refused_stream",
             UpstreamError::GoAway => "goaway",
@@ -107,7 +144,14 @@ impl UpstreamError {
 
     /// Whether the upstream cannot have processed the request, so any method may be retried
     /// (on another connection). A TLS failure is not retry-safe because retrying cannot fix
-    /// it; `PoolTimeout` and `Deadline` are not, because the deadline is spent.
+    /// it; `Deadline` is not, because the deadline is spent.
+    ///
+    /// `PoolAcquireTimeout` and `PoolFull` are retry-safe (the request never left this
+    /// process), but see [`UpstreamError::is_pool_saturated`]: a retry must not go back into
+    /// the same saturated pool.
+    ///
+    /// `Refused` and `GoAway` are already retried transparently by [`crate::Upstream::send`]
+    /// (at most twice, within the deadline); seeing them means those retries were spent.
     pub fn is_retry_safe(&self) -> bool {
         matches!(
             self,
@@ -115,7 +159,53 @@ impl UpstreamError {
                 | UpstreamError::ConnectTimeout(_)
                 | UpstreamError::Refused
                 | UpstreamError::GoAway
+                | UpstreamError::PoolAcquireTimeout { .. }
+                | UpstreamError::PoolFull { .. }
         )
+    }
+
+    /// The request failed because this `Upstream`'s pool is saturated (`PoolAcquireTimeout`,
+    /// `PoolFull`). A gateway should shed load or try another endpoint, never retry into the
+    /// same `Upstream`.
+    pub fn is_pool_saturated(&self) -> bool {
+        matches!(
+            self,
+            UpstreamError::PoolAcquireTimeout { .. } | UpstreamError::PoolFull { .. }
+        )
+    }
+
+    /// A copy of a connect failure, for every request that was waiting on the same
+    /// connection attempt (`UpstreamError` is not `Clone` because `io::Error` is not).
+    pub(crate) fn duplicate(&self) -> UpstreamError {
+        match self {
+            UpstreamError::Connect {
+                upstream,
+                addr,
+                source,
+            } => UpstreamError::Connect {
+                upstream: upstream.clone(),
+                addr: *addr,
+                source: std::io::Error::new(source.kind(), source.to_string()),
+            },
+            UpstreamError::ConnectTimeout(d) => UpstreamError::ConnectTimeout(*d),
+            UpstreamError::Tls(s) => UpstreamError::Tls(s.clone()),
+            UpstreamError::PoolAcquireTimeout { lane, waited } => {
+                UpstreamError::PoolAcquireTimeout {
+                    lane: *lane,
+                    waited: *waited,
+                }
+            }
+            UpstreamError::PoolFull { lane, max_pending } => UpstreamError::PoolFull {
+                lane: *lane,
+                max_pending: *max_pending,
+            },
+            UpstreamError::Deadline => UpstreamError::Deadline,
+            UpstreamError::Refused => UpstreamError::Refused,
+            UpstreamError::GoAway => UpstreamError::GoAway,
+            UpstreamError::Reset(r) => UpstreamError::Reset(*r),
+            UpstreamError::Closed => UpstreamError::Closed,
+            UpstreamError::Protocol(s) => UpstreamError::Protocol(s.clone()),
+        }
     }
 }
 

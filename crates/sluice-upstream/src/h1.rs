@@ -1,12 +1,14 @@
-//! HTTP/1.1: a keep-alive pool of `hyper::client::conn::http1` connections, capped at
-//! `max_http1_connections`.
+//! HTTP/1.1: one lane's keep-alive pool of `hyper::client::conn::http1` connections, capped
+//! at the lane's `max_connections`.
 //!
 //! The cap is a semaphore whose permits are held by *leases* (a connection in use, from
 //! request to the end of its response body). A connection goes back to the idle list before
 //! its permit is released, and a new connection is opened only by a permit holder that found
 //! the idle list empty, so connections (idle + leased) never exceed the cap. Waiting for a
-//! permit is FIFO (tokio's semaphore is fair) and bounded by the request's deadline.
+//! permit is FIFO (tokio's semaphore is fair), bounded by the lane's `acquire_timeout` and the
+//! request's deadline, and by the lane's `max_pending` waiters.
 
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use bytes::Bytes;
@@ -20,7 +22,8 @@ use tokio::time::{timeout_at, Instant};
 
 use crate::connect::{Connector, Io};
 use crate::error::{self, UpstreamError};
-use crate::Counters;
+use crate::pool::{LaneConfig, LaneSnapshot};
+use crate::{Counters, Lane};
 
 type SendRequest = http1::SendRequest<Full<Bytes>>;
 
@@ -31,6 +34,10 @@ pub(crate) struct H1Pool {
     /// coldest ones are the ones the server times out.
     idle: Mutex<Vec<SendRequest>>,
     counters: Arc<Counters>,
+    lane: Lane,
+    cfg: LaneConfig,
+    /// Requests waiting for a permit.
+    pending: AtomicUsize,
 }
 
 // A poisoned lock only means a panic elsewhere; the idle list itself is always consistent.
@@ -39,17 +46,79 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 }
 
 impl H1Pool {
-    pub(crate) fn new(connector: Arc<Connector>, cap: usize, counters: Arc<Counters>) -> Self {
+    pub(crate) fn new(
+        connector: Arc<Connector>,
+        lane: Lane,
+        cfg: LaneConfig,
+        counters: Arc<Counters>,
+    ) -> Self {
         H1Pool {
             connector,
-            permits: Arc::new(Semaphore::new(cap)),
+            permits: Arc::new(Semaphore::new(cfg.max_connections)),
             idle: Mutex::new(Vec::new()),
             counters,
+            lane,
+            cfg,
+            pending: AtomicUsize::new(0),
         }
     }
 
     pub(crate) fn idle_count(&self) -> usize {
         lock(&self.idle).len()
+    }
+
+    pub(crate) fn snapshot(&self) -> LaneSnapshot {
+        LaneSnapshot {
+            lane: self.lane,
+            connecting: 0,
+            ready: self.idle_count(),
+            degraded: 0,
+            draining: 0,
+            in_flight: self.cfg.max_connections - self.permits.available_permits(),
+            pending: self.pending.load(Ordering::Relaxed),
+            connections: Vec::new(),
+        }
+    }
+
+    /// A connection permit: at once if one is free, else waiting in FIFO order (at most
+    /// `max_pending` waiters) until `acquire_timeout` or `deadline`.
+    async fn permit(&self, deadline: Instant) -> Result<OwnedSemaphorePermit, UpstreamError> {
+        if let Ok(p) = self.permits.clone().try_acquire_owned() {
+            return Ok(p);
+        }
+        let start = Instant::now();
+        if self.pending.fetch_add(1, Ordering::AcqRel) >= self.cfg.max_pending {
+            self.pending.fetch_sub(1, Ordering::AcqRel);
+            self.counters.pool_full.fetch_add(1, Ordering::Relaxed);
+            return Err(UpstreamError::PoolFull {
+                lane: self.lane,
+                max_pending: self.cfg.max_pending,
+            });
+        }
+        // Decrements `pending` however the wait ends, including the caller dropping us.
+        struct Waiting<'a>(&'a AtomicUsize);
+        impl Drop for Waiting<'_> {
+            fn drop(&mut self) {
+                self.0.fetch_sub(1, Ordering::AcqRel);
+            }
+        }
+        let waiting = Waiting(&self.pending);
+        let give_up = deadline.min(start + self.cfg.acquire_timeout);
+        let got = timeout_at(give_up, self.permits.clone().acquire_owned()).await;
+        drop(waiting);
+        match got {
+            Ok(Ok(p)) => Ok(p),
+            Ok(Err(_)) => Err(UpstreamError::Closed),
+            Err(_) => {
+                self.counters
+                    .pool_acquire_timeouts
+                    .fetch_add(1, Ordering::Relaxed);
+                Err(UpstreamError::PoolAcquireTimeout {
+                    lane: self.lane,
+                    waited: start.elapsed(),
+                })
+            }
+        }
     }
 
     /// Sends one request and returns the response with the lease of its connection.
@@ -65,10 +134,7 @@ impl H1Pool {
         deadline: Instant,
         mut preconnected: Option<Io>,
     ) -> Result<(Response<Incoming>, Lease), UpstreamError> {
-        let permit = timeout_at(deadline, self.permits.clone().acquire_owned())
-            .await
-            .map_err(|_| UpstreamError::PoolTimeout)?
-            .map_err(|_| UpstreamError::Closed)?;
+        let permit = self.permit(deadline).await?;
         let mut permit = Some(permit);
         loop {
             let (mut send, reused) = match self.take_idle() {
@@ -76,7 +142,7 @@ impl H1Pool {
                 None => {
                     let io = match preconnected.take() {
                         Some(io) => io,
-                        None => self.connector.connect(deadline).await?.io,
+                        None => self.connect(deadline).await?,
                     };
                     (self.handshake(io).await?, false)
                 }
@@ -124,6 +190,21 @@ impl H1Pool {
             }
         }
         None
+    }
+
+    async fn connect(&self, deadline: Instant) -> Result<Io, UpstreamError> {
+        match self.connector.connect(deadline).await {
+            Ok(c) => {
+                self.counters.connects.fetch_add(1, Ordering::Relaxed);
+                Ok(c.io)
+            }
+            Err(e) => {
+                self.counters
+                    .connect_failures
+                    .fetch_add(1, Ordering::Relaxed);
+                Err(e)
+            }
+        }
     }
 
     async fn handshake(&self, io: Io) -> Result<SendRequest, UpstreamError> {

@@ -1,7 +1,9 @@
-//! Upstream connections for the Sluice gateway: connectors (TCP, TLS with ALPN, h2c), an
-//! HTTP/1.1 keep-alive pool and an HTTP/2 connection on the `h2` crate.
+//! Upstream connections for the Sluice gateway: connectors (TCP, TLS with ALPN, h2c) and a
+//! connection pool with lanes ([`Lane`]): per lane, HTTP/2 shards on the `h2` crate (chosen by
+//! load, health-checked by PING, drained on GOAWAY) or an HTTP/1.1 keep-alive pool.
 //!
-//! The gateway calls only [`Upstream::send`]. It gives a request whose body is already
+//! The gateway calls only [`Upstream::send`] (and reads [`Upstream::stats`] and
+//! [`Upstream::pool_snapshot`]). It gives a request whose body is already
 //! buffered and a deadline, and gets back response headers and a [`ResponseBody`] that
 //! reads from the upstream only as fast as it is polled, and cancels the upstream request
 //! when dropped early.
@@ -28,10 +30,11 @@ mod connect;
 mod error;
 mod h1;
 mod h2;
+mod pool;
 mod target;
 
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -42,10 +45,14 @@ use tokio::time::Instant;
 
 pub use body::ResponseBody;
 pub use error::{BodyError, UpstreamConfigError, UpstreamError};
+pub use pool::{
+    ConnectionSnapshot, Lane, LaneConfig, LaneSnapshot, PoolConfig, PoolCounters, PoolSnapshot,
+    ShardState,
+};
 
 use connect::{Alpn, Connector};
-use h1::H1Pool;
-use h2::{AlpnPolicy, H2Pool, H2Settings, Sent};
+use h2::{AlpnPolicy, H2Settings, Sent};
+use pool::{DrainReason, Pool};
 use target::Target;
 
 /// Which HTTP version to speak to the upstream, and how to agree on it.
@@ -79,19 +86,16 @@ pub struct UpstreamConfig {
     pub ca_file: Option<PathBuf>,
     /// Bound on DNS + TCP connect + TLS handshake. Default 5 s.
     pub connect_timeout: Duration,
-    /// Cap on HTTP/1.1 connections (idle + in use). A request that finds the cap reached
-    /// waits, bounded by its deadline, for one to come back. Default 64.
-    pub max_http1_connections: usize,
     /// HTTP/2 receive window per stream: how far one unread stream can run ahead of its
     /// consumer. Default 256 KiB.
     pub h2_stream_window: u32,
     /// HTTP/2 receive window for the whole connection. Must be at least
-    /// `h2_max_streams * h2_stream_window`, so stalled streams can never pin the window their
-    /// neighbours need. Default 25 MiB (100 × 256 KiB).
+    /// `max_streams_per_connection × h2_stream_window` for every lane, so stalled streams can
+    /// never pin the window their neighbours need. Default 25 MiB (100 × 256 KiB).
     pub h2_connection_window: u32,
-    /// Our cap on concurrent streams on the connection; the server's
-    /// SETTINGS_MAX_CONCURRENT_STREAMS applies too if lower. Default 100.
-    pub h2_max_streams: u32,
+    /// Lanes, connection and stream caps, health checks, recycling. Default
+    /// [`PoolConfig::default`].
+    pub pool: PoolConfig,
 }
 
 impl Default for UpstreamConfig {
@@ -102,10 +106,9 @@ impl Default for UpstreamConfig {
             protocol: Protocol::Auto,
             ca_file: None,
             connect_timeout: Duration::from_secs(5),
-            max_http1_connections: 64,
             h2_stream_window: 256 * 1024,
             h2_connection_window: 100 * 256 * 1024,
-            h2_max_streams: 100,
+            pool: PoolConfig::default(),
         }
     }
 }
@@ -119,9 +122,9 @@ pub struct UpstreamStats {
     /// The protocol in use: the configured one, except that `Auto` becomes `H2` or `Http1`
     /// once the first TLS handshake has chosen (and `Http1` over `http://`).
     pub protocol: Protocol,
-    /// Connections currently open (both protocols).
+    /// Connections currently open (both protocols, all lanes).
     pub open_connections: usize,
-    /// HTTP/1.1 connections idle in the keep-alive pool.
+    /// HTTP/1.1 connections idle in the keep-alive pools (all lanes).
     pub idle_http1_connections: usize,
     /// Requests from `send` until their response body ends or is dropped.
     pub in_flight: usize,
@@ -141,9 +144,7 @@ struct Inner {
     name: String,
     target: Target,
     mode: Mode,
-    h1: Arc<H1Pool>,
-    /// `None` when the protocol can never be HTTP/2 (Http1, or Auto over http://).
-    h2: Option<H2Pool>,
+    pool: Pool,
     counters: Arc<Counters>,
 }
 
@@ -171,9 +172,11 @@ impl Upstream {
     /// # Errors
     /// [`UpstreamConfigError`] naming the field: a `base_url` without host or with a scheme
     /// other than http/https or one the protocol cannot use (`H2` needs https, `H2c` http);
-    /// windows of 0 or above 2^31-1; `h2_connection_window < h2_max_streams *
-    /// h2_stream_window`; `h2_max_streams`, `max_http1_connections` or `connect_timeout` of
-    /// 0; an unreadable `ca_file` or one without certificates.
+    /// windows of 0 or above 2^31-1; `h2_connection_window < max_streams_per_connection ×
+    /// h2_stream_window` for a lane; a `connect_timeout` of 0; an unreadable `ca_file` or one
+    /// without certificates; [`UpstreamConfigError::Pool`] for a pool setting out of range
+    /// (see [`PoolConfig`]: each field says its range), naming it as e.g.
+    /// `pool.stream.max_connections`.
     pub fn new(cfg: UpstreamConfig) -> Result<Upstream, UpstreamConfigError> {
         // Destructured so that a new field cannot be silently ignored.
         let UpstreamConfig {
@@ -182,10 +185,9 @@ impl Upstream {
             protocol,
             ca_file,
             connect_timeout,
-            max_http1_connections,
             h2_stream_window,
             h2_connection_window,
-            h2_max_streams,
+            pool,
         } = cfg;
         let url_err = |reason| UpstreamConfigError::BaseUrl {
             upstream: name.clone(),
@@ -229,15 +231,17 @@ impl Upstream {
         if connect_timeout.is_zero() {
             return Err(field_err("connect_timeout", "must be more than 0".into()));
         }
-        if max_http1_connections == 0 {
-            return Err(field_err(
-                "max_http1_connections",
-                "must be at least 1".into(),
-            ));
-        }
-        if h2_max_streams == 0 {
-            return Err(field_err("h2_max_streams", "must be at least 1".into()));
-        }
+        pool.validate()
+            .map_err(|(field, reason)| UpstreamConfigError::Pool {
+                upstream: name.clone(),
+                field,
+                reason,
+            })?;
+        let h2_max_streams = Lane::ALL
+            .iter()
+            .map(|l| pool.lane(*l).max_streams_per_connection)
+            .max()
+            .unwrap_or(1);
         for (field, w) in [
             ("h2_stream_window", h2_stream_window),
             ("h2_connection_window", h2_connection_window),
@@ -251,9 +255,9 @@ impl Upstream {
             return Err(field_err(
                 "h2_connection_window",
                 format!(
-                    "{h2_connection_window} is below h2_max_streams × h2_stream_window = \
-                     {h2_max_streams} × {h2_stream_window} = {needed}; a few stalled streams \
-                     could then stall every stream on the connection"
+                    "{h2_connection_window} is below max_streams_per_connection × \
+                     h2_stream_window = {h2_max_streams} × {h2_stream_window} = {needed}; a \
+                     few stalled streams could then stall every stream on the connection"
                 ),
             ));
         }
@@ -299,39 +303,35 @@ impl Upstream {
         let counters = Arc::new(Counters::default());
         let h2 = match mode {
             Mode::Http1 => None,
-            Mode::H2 | Mode::H2c | Mode::Auto => Some(H2Pool::new(
-                connector.clone(),
-                H2Settings {
-                    stream_window: h2_stream_window,
-                    connection_window: h2_connection_window,
-                    max_streams: h2_max_streams,
-                    alpn: match mode {
-                        Mode::H2c => AlpnPolicy::None,
-                        Mode::Auto => AlpnPolicy::FallBack,
-                        _ => AlpnPolicy::Required,
-                    },
+            Mode::H2 | Mode::H2c | Mode::Auto => Some(H2Settings {
+                stream_window: h2_stream_window,
+                connection_window: h2_connection_window,
+                alpn: match mode {
+                    Mode::H2c => AlpnPolicy::None,
+                    Mode::Auto => AlpnPolicy::FallBack,
+                    _ => AlpnPolicy::Required,
                 },
-                counters.clone(),
-            )),
+            }),
         };
-        let h1 = Arc::new(H1Pool::new(
-            connector,
-            max_http1_connections,
-            counters.clone(),
-        ));
+        let pool = Pool::new(connector, h2, pool, counters.clone());
         Ok(Upstream {
             inner: Arc::new(Inner {
                 name,
                 target,
                 mode,
-                h1,
-                h2,
+                pool,
                 counters,
             }),
         })
     }
 
     /// Sends one request and waits for the response headers.
+    ///
+    /// The request goes to the [`Lane`] found in `req.extensions()` ([`Lane::Short`] if there
+    /// is none), on a connection of that lane only. On HTTP/2, a request the server provably
+    /// did not process (REFUSED_STREAM, a stream above a GOAWAY's last-stream-id, a
+    /// connection found dead before the request was written) is re-sent on another
+    /// connection, at most twice and within `deadline` (see [`PoolCounters`]).
     ///
     /// `req.uri()` is a path and query relative to `base_url`'s path (`/chat/completions` →
     /// `/v1/chat/completions`); scheme, authority and `Host` come from `base_url`.
@@ -340,7 +340,8 @@ impl Upstream {
     /// is set from the body.
     ///
     /// The whole future (connect, waiting for a connection or stream slot, writing, waiting
-    /// for the response headers) is bounded by `deadline`. The returned body is not: the
+    /// for the response headers) is bounded by `deadline`; waiting for a slot is also bounded
+    /// by the lane's `acquire_timeout` and `max_pending`. The returned body is not: the
     /// caller bounds reading it.
     ///
     /// # Errors
@@ -358,29 +359,36 @@ impl Upstream {
     ) -> Result<http::Response<ResponseBody>, UpstreamError> {
         let inner = &self.inner;
         let in_flight = InFlight::new(&inner.counters);
-        if let Some(h2) = inner.h2.as_ref().filter(|h2| !h2.fell_back()) {
+        let lane = req.extensions().get::<Lane>().copied().unwrap_or_default();
+        if inner.pool.uses_h2() {
             let (head, body) = inner.target.for_h2(&req)?;
-            match h2.send(head, body, deadline).await? {
+            match inner.pool.send_h2(lane, head, body, deadline).await? {
                 Sent::Response(resp, guard, lease) => {
                     let (parts, recv) = resp.into_parts();
                     let body = ResponseBody::h2(recv, guard, lease, in_flight);
                     return Ok(http::Response::from_parts(parts, body));
                 }
-                Sent::Http1(io) => return self.send_h1(req, deadline, io, in_flight).await,
+                Sent::Http1(io) => return self.send_h1(lane, req, deadline, io, in_flight).await,
             }
         }
-        self.send_h1(req, deadline, None, in_flight).await
+        self.send_h1(lane, req, deadline, None, in_flight).await
     }
 
     async fn send_h1(
         &self,
+        lane: Lane,
         req: http::Request<Bytes>,
         deadline: Instant,
         preconnected: Option<connect::Io>,
         in_flight: InFlight,
     ) -> Result<http::Response<ResponseBody>, UpstreamError> {
         let req = self.inner.target.for_h1(req)?.map(Full::new);
-        let (resp, lease) = self.inner.h1.send(req, deadline, preconnected).await?;
+        let (resp, lease) = self
+            .inner
+            .pool
+            .h1(lane)
+            .send(req, deadline, preconnected)
+            .await?;
         let (parts, incoming) = resp.into_parts();
         let body = ResponseBody::h1(incoming, lease, in_flight);
         Ok(http::Response::from_parts(parts, body))
@@ -393,8 +401,8 @@ impl Upstream {
             Mode::Http1 => Protocol::Http1,
             Mode::H2 => Protocol::H2,
             Mode::H2c => Protocol::H2c,
-            Mode::Auto => match &inner.h2 {
-                Some(h2) if h2.fell_back() => Protocol::Http1,
+            Mode::Auto => match &inner.pool {
+                p if p.fell_back() => Protocol::Http1,
                 _ if inner.counters.connections_ever.load(Ordering::Relaxed) > 0 => Protocol::H2,
                 _ => Protocol::Auto,
             },
@@ -402,9 +410,18 @@ impl Upstream {
         UpstreamStats {
             protocol,
             open_connections: inner.counters.open_connections.load(Ordering::Relaxed),
-            idle_http1_connections: inner.h1.idle_count(),
+            idle_http1_connections: Lane::ALL
+                .iter()
+                .map(|l| inner.pool.h1(*l).idle_count())
+                .sum(),
             in_flight: inner.counters.in_flight.load(Ordering::Relaxed),
         }
+    }
+
+    /// Per lane: connections by state, in-flight streams, waiting requests, and every HTTP/2
+    /// connection; plus the pool's counters. Takes each lane's lock briefly.
+    pub fn pool_snapshot(&self) -> PoolSnapshot {
+        self.inner.pool.snapshot()
     }
 }
 
@@ -414,9 +431,48 @@ pub(crate) struct Counters {
     open_connections: AtomicUsize,
     connections_ever: AtomicUsize,
     in_flight: AtomicUsize,
+    pub(crate) connects: AtomicU64,
+    pub(crate) connect_failures: AtomicU64,
+    pub(crate) goaways: AtomicU64,
+    pub(crate) refused_streams: AtomicU64,
+    pub(crate) transparent_retries: AtomicU64,
+    drains_goaway: AtomicU64,
+    drains_max_age: AtomicU64,
+    drains_max_requests: AtomicU64,
+    pub(crate) degradations: AtomicU64,
+    pub(crate) ping_timeouts: AtomicU64,
+    pub(crate) pool_acquire_timeouts: AtomicU64,
+    pub(crate) pool_full: AtomicU64,
 }
 
 impl Counters {
+    pub(crate) fn drained(&self, reason: DrainReason) {
+        let c = match reason {
+            DrainReason::GoAway => &self.drains_goaway,
+            DrainReason::MaxAge => &self.drains_max_age,
+            DrainReason::MaxRequests => &self.drains_max_requests,
+        };
+        c.fetch_add(1, Ordering::Relaxed);
+    }
+
+    pub(crate) fn pool_counters(&self) -> PoolCounters {
+        let g = |c: &AtomicU64| c.load(Ordering::Relaxed);
+        PoolCounters {
+            connects: g(&self.connects),
+            connect_failures: g(&self.connect_failures),
+            goaways: g(&self.goaways),
+            refused_streams: g(&self.refused_streams),
+            transparent_retries: g(&self.transparent_retries),
+            drains_goaway: g(&self.drains_goaway),
+            drains_max_age: g(&self.drains_max_age),
+            drains_max_requests: g(&self.drains_max_requests),
+            degradations: g(&self.degradations),
+            ping_timeouts: g(&self.ping_timeouts),
+            pool_acquire_timeouts: g(&self.pool_acquire_timeouts),
+            pool_full: g(&self.pool_full),
+        }
+    }
+
     /// Counts a connection as open until the returned guard (moved into its task) drops.
     pub(crate) fn connection_opened(self: &Arc<Self>) -> OpenConnection {
         self.open_connections.fetch_add(1, Ordering::Relaxed);

@@ -140,8 +140,32 @@ pub struct UpstreamConfig {
     pub session_header_to_body: Option<SessionHeaderToBody>,
     /// Timeouts.
     pub timeouts: Timeouts,
-    /// Most HTTP/1.1 connections to this upstream. Default 64.
-    pub max_connections: usize,
+    /// Connection pool: per-lane connection counts and caps, health checks, recycling.
+    pub pool: sluice_upstream::PoolConfig,
+    /// Requests whose `max_tokens` (or `max_completion_tokens`, `max_output_tokens`) exceeds
+    /// this go to the `stream` lane even when not streaming: long generations are long calls.
+    /// Default 4096.
+    pub long_max_tokens: u64,
+}
+
+impl UpstreamConfig {
+    /// The settings of this upstream's connections and pool.
+    pub fn upstream_settings(&self) -> sluice_upstream::UpstreamConfig {
+        sluice_upstream::UpstreamConfig {
+            name: self.name.clone(),
+            base_url: self.base_url.clone(),
+            protocol: match self.protocol {
+                UpstreamProtocol::Http1 => sluice_upstream::Protocol::Http1,
+                UpstreamProtocol::H2 => sluice_upstream::Protocol::H2,
+                UpstreamProtocol::H2c => sluice_upstream::Protocol::H2c,
+                UpstreamProtocol::Auto => sluice_upstream::Protocol::Auto,
+            },
+            ca_file: self.ca_file.clone(),
+            connect_timeout: self.timeouts.connect,
+            pool: self.pool.clone(),
+            ..sluice_upstream::UpstreamConfig::default()
+        }
+    }
 }
 
 /// What to do with the upstream when the client goes away mid-stream.
@@ -163,6 +187,9 @@ pub struct RouteConfig {
     pub upstream: usize,
     /// Disconnect policy.
     pub on_client_disconnect: OnClientDisconnect,
+    /// Pins the lane; by default streams and long generations take `stream`, the rest
+    /// `short`.
+    pub lane: Option<sluice_upstream::Lane>,
 }
 
 /// Why a configuration was rejected: the field path (`upstream[0].timeouts.idle`) and the

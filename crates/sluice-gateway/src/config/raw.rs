@@ -62,7 +62,31 @@ struct RawUpstream {
     ca_file: Option<PathBuf>,
     session_header_to_body: Option<RawSessionHeader>,
     timeouts: Option<RawTimeouts>,
+    pool: Option<RawPool>,
+}
+
+#[derive(Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+struct RawPool {
+    stream: Option<RawLane>,
+    short: Option<RawLane>,
+    ping_interval: Option<String>,
+    degraded_rtt_factor: Option<f64>,
+    degraded_rtt_floor: Option<String>,
+    stall_timeout: Option<String>,
+    max_connection_age: Option<String>,
+    max_requests_per_connection: Option<u64>,
+    long_max_tokens: Option<u64>,
+}
+
+#[derive(Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+struct RawLane {
+    min_connections: Option<usize>,
     max_connections: Option<usize>,
+    max_streams_per_connection: Option<u32>,
+    max_pending: Option<usize>,
+    acquire_timeout: Option<String>,
 }
 
 #[derive(Deserialize)]
@@ -96,6 +120,7 @@ struct RawRoute {
     models: Vec<String>,
     upstream: String,
     on_client_disconnect: Option<String>,
+    lane: Option<String>,
 }
 
 /// The ceiling of `max_event_bytes`: the SSE decoder's own limit.
@@ -126,6 +151,17 @@ pub(super) fn parse(
     let mut ups: Vec<UpstreamConfig> = Vec::with_capacity(upstreams.len());
     for (i, u) in upstreams.into_iter().enumerate() {
         let u = upstream_config(&format!("upstream[{i}]"), u, env)?;
+        // The connection layer checks its own settings (pool sizes, windows); building it
+        // opens nothing, so check-config and startup reject exactly the same things.
+        if let Err(e) = sluice_upstream::Upstream::new(u.upstream_settings()) {
+            let path = match &e {
+                sluice_upstream::UpstreamConfigError::Pool { field, .. } => {
+                    format!("upstream[{i}].{field}")
+                }
+                _ => format!("upstream[{i}]"),
+            };
+            return Err(ConfigError::new(path, e.to_string()));
+        }
         if ups.iter().any(|o| o.name == u.name) {
             return Err(ConfigError::new(
                 format!("upstream[{i}].name"),
@@ -146,6 +182,7 @@ pub(super) fn parse(
             models,
             upstream,
             on_client_disconnect,
+            lane,
         } = r;
         let path = format!("route[{i}]");
         if models.is_empty() || models.iter().any(|m| m.is_empty()) {
@@ -171,10 +208,22 @@ pub(super) fn parse(
                 ))
             }
         };
+        let lane = match lane.as_deref() {
+            None => None,
+            Some("stream") => Some(sluice_upstream::Lane::Stream),
+            Some("short") => Some(sluice_upstream::Lane::Short),
+            Some(other) => {
+                return Err(ConfigError::new(
+                    format!("{path}.lane"),
+                    format!("`{other}` is not `stream` or `short`"),
+                ))
+            }
+        };
         out_routes.push(RouteConfig {
             models,
             upstream: idx,
             on_client_disconnect,
+            lane,
         });
     }
     Ok(Config {
@@ -276,7 +325,7 @@ fn upstream_config(
         ca_file,
         session_header_to_body,
         timeouts,
-        max_connections,
+        pool,
     } = raw;
     if name.is_empty()
         || !name
@@ -452,16 +501,7 @@ fn upstream_config(
             ));
         }
     }
-    let max_connections = match max_connections {
-        None => 64,
-        Some(0) => {
-            return Err(ConfigError::new(
-                format!("{path}.max_connections"),
-                "must be at least 1",
-            ))
-        }
-        Some(n) => n,
-    };
+    let (pool, long_max_tokens) = pool_config(path, pool.unwrap_or_default())?;
     Ok(UpstreamConfig {
         name,
         base_url: base,
@@ -470,8 +510,80 @@ fn upstream_config(
         ca_file,
         session_header_to_body,
         timeouts,
-        max_connections,
+        pool,
+        long_max_tokens,
     })
+}
+
+fn pool_config(
+    path: &str,
+    raw: RawPool,
+) -> Result<(sluice_upstream::PoolConfig, u64), ConfigError> {
+    use sluice_upstream::{Lane, LaneConfig, PoolConfig};
+    let RawPool {
+        stream,
+        short,
+        ping_interval,
+        degraded_rtt_factor,
+        degraded_rtt_floor,
+        stall_timeout,
+        max_connection_age,
+        max_requests_per_connection,
+        long_max_tokens,
+    } = raw;
+    let d = PoolConfig::default();
+    let lane = |name: &str, kind: Lane, raw: Option<RawLane>| -> Result<LaneConfig, ConfigError> {
+        let def = LaneConfig::default_for(kind);
+        let RawLane {
+            min_connections,
+            max_connections,
+            max_streams_per_connection,
+            max_pending,
+            acquire_timeout,
+        } = raw.unwrap_or_default();
+        Ok(LaneConfig {
+            min_connections: min_connections.unwrap_or(def.min_connections),
+            max_connections: max_connections.unwrap_or(def.max_connections),
+            max_streams_per_connection: max_streams_per_connection
+                .unwrap_or(def.max_streams_per_connection),
+            max_pending: max_pending.unwrap_or(def.max_pending),
+            acquire_timeout: duration(
+                &format!("{path}.pool.{name}.acquire_timeout"),
+                acquire_timeout,
+                def.acquire_timeout,
+            )?,
+        })
+    };
+    let pool = PoolConfig {
+        stream: lane("stream", Lane::Stream, stream)?,
+        short: lane("short", Lane::Short, short)?,
+        ping_interval: duration(
+            &format!("{path}.pool.ping_interval"),
+            ping_interval,
+            d.ping_interval,
+        )?,
+        degraded_rtt_factor: degraded_rtt_factor.unwrap_or(d.degraded_rtt_factor),
+        degraded_rtt_floor: duration(
+            &format!("{path}.pool.degraded_rtt_floor"),
+            degraded_rtt_floor,
+            d.degraded_rtt_floor,
+        )?,
+        stall_timeout: duration(
+            &format!("{path}.pool.stall_timeout"),
+            stall_timeout,
+            d.stall_timeout,
+        )?,
+        max_connection_age: match max_connection_age {
+            None => None,
+            v => Some(duration(
+                &format!("{path}.pool.max_connection_age"),
+                v,
+                Duration::ZERO,
+            )?),
+        },
+        max_requests_per_connection,
+    };
+    Ok((pool, long_max_tokens.unwrap_or(4096)))
 }
 
 #[cfg(test)]
@@ -506,6 +618,9 @@ upstream = "local"
         assert_eq!(c.upstreams[0].auth, UpstreamAuth::Passthrough);
         assert_eq!(c.upstreams[0].timeouts.total, Duration::from_secs(600));
         assert_eq!(c.routes[0].on_client_disconnect, OnClientDisconnect::Cancel);
+        assert_eq!(c.upstreams[0].pool, sluice_upstream::PoolConfig::default());
+        assert_eq!(c.upstreams[0].long_max_tokens, 4096);
+        assert_eq!(c.routes[0].lane, None);
     }
 
     #[test]
@@ -566,6 +681,27 @@ upstream = "local"
                     "upstream = \"local\"\non_client_disconnect = \"ignore\"\n",
                 ),
                 "route[0].on_client_disconnect",
+            ),
+            (
+                MIN.replace(
+                    "upstream = \"local\"\n",
+                    "upstream = \"local\"\nlane = \"fast\"\n",
+                ),
+                "route[0].lane",
+            ),
+            (
+                MIN.replace(
+                    "name = \"local\"",
+                    "name = \"local\"\npool = { stream = { max_connections = 0 } }",
+                ),
+                "upstream[0].pool.stream.max_connections",
+            ),
+            (
+                MIN.replace(
+                    "name = \"local\"",
+                    "name = \"local\"\npool = { short = { acquire_timeout = \"soon\" } }",
+                ),
+                "upstream[0].pool.short.acquire_timeout",
             ),
             (
                 format!("{MIN}\n[[upstream]]\nname = \"local\"\nbase_url = \"http://x/v1\"\n"),

@@ -8,6 +8,7 @@ mod support;
 
 mod cancel;
 mod errors;
+mod lanes;
 mod relay;
 mod shutdown;
 mod timeouts;

@@ -244,7 +244,15 @@ async fn slow_client_throttles_the_upstream() {
 #[tokio::test]
 async fn slow_client_does_not_slow_its_neighbour() {
     let mock = mock("").await;
-    let gw = gateway(&mock, Setup::default()).await;
+    // One connection in the stream lane, so both streams share it.
+    let gw = gateway(
+        &mock,
+        Setup {
+            upstream: "pool = { stream = { min_connections = 1, max_connections = 1 } }",
+            ..Default::default()
+        },
+    )
+    .await;
     let mut stalled_conn = h1_connect(gw.addr()).await;
     // 40 MB, more than socket buffers hold, so it really stalls.
     let stalled = h1_send(

@@ -18,8 +18,7 @@ fn small_windows(mock: &sluice_mock::MockServer) -> Upstream {
     Upstream::new(UpstreamConfig {
         h2_stream_window: WINDOW,
         h2_connection_window: 16 * WINDOW,
-        h2_max_streams: 16,
-        ..config(mock, Protocol::H2c)
+        ..max_streams(config(mock, Protocol::H2c), 16)
     })
     .unwrap()
 }

@@ -186,10 +186,9 @@ async fn path_is_joined_to_base_path_and_connection_headers_dropped() {
 fn config_is_validated_with_field_and_reason() {
     let base = UpstreamConfig::default();
     let err = Upstream::new(UpstreamConfig {
-        h2_max_streams: 100,
         h2_stream_window: 256 * 1024,
         h2_connection_window: 1024 * 1024,
-        ..base.clone()
+        ..max_streams(base.clone(), 100)
     })
     .unwrap_err();
     assert!(err.to_string().contains("h2_connection_window"), "{err}");

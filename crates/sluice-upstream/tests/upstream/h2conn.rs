@@ -3,7 +3,7 @@
 use std::time::Duration;
 
 use sluice_mock::{MockConfig, Outcome};
-use sluice_upstream::{Protocol, Upstream, UpstreamConfig};
+use sluice_upstream::{Protocol, Upstream};
 
 use crate::support::*;
 
@@ -52,7 +52,10 @@ async fn server_max_concurrent_streams_is_respected() {
         ..MockConfig::default()
     })
     .await;
-    let up = upstream(&mock, Protocol::H2c);
+    // One connection only: the server's limit is what makes streams wait.
+    let mut cfg = config(&mock, Protocol::H2c);
+    cfg.pool.short.max_connections = 1;
+    let up = Upstream::new(cfg).unwrap();
     // Prime the connection so the server's SETTINGS have arrived.
     complete(&up, &mock, "tokens=1").await;
     run_concurrent(&up, 6, "tokens=4, interval_ms=30").await;
@@ -66,12 +69,11 @@ async fn server_max_concurrent_streams_is_respected() {
 #[tokio::test]
 async fn our_own_stream_cap_is_respected() {
     let mock = mock().await;
-    let up = Upstream::new(UpstreamConfig {
-        h2_max_streams: 1,
-        h2_connection_window: 256 * 1024,
-        ..config(&mock, Protocol::H2c)
-    })
-    .unwrap();
+    // One connection only, so the cap is what makes the streams wait.
+    let mut cfg = max_streams(config(&mock, Protocol::H2c), 1);
+    cfg.pool.short.max_connections = 1;
+    cfg.h2_connection_window = 256 * 1024;
+    let up = Upstream::new(cfg).unwrap();
     run_concurrent(&up, 4, "tokens=4, interval_ms=20").await;
     let snap = mock.stats().snapshot();
     assert_eq!(snap.totals.completed, 4);

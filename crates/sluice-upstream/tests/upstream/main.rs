@@ -4,6 +4,8 @@ mod backpressure;
 mod cancel;
 mod errors;
 mod h2conn;
+mod lanes;
+mod ping;
 mod pool;
 mod support;
 mod tls;

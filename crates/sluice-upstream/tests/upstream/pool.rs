@@ -3,17 +3,15 @@
 
 use std::time::Duration;
 
-use sluice_upstream::{Protocol, Upstream, UpstreamConfig, UpstreamError};
+use sluice_upstream::{Protocol, Upstream, UpstreamError};
 use tokio::time::Instant;
 
 use crate::support::*;
 
 fn capped(mock: &sluice_mock::MockServer, cap: usize) -> Upstream {
-    Upstream::new(UpstreamConfig {
-        max_http1_connections: cap,
-        ..config(mock, Protocol::Http1)
-    })
-    .unwrap()
+    let mut cfg = config(mock, Protocol::Http1);
+    cfg.pool.short.max_connections = cap;
+    Upstream::new(cfg).unwrap()
 }
 
 #[tokio::test]
@@ -64,7 +62,7 @@ async fn cap_reached_second_request_waits_then_runs_on_the_same_connection() {
 }
 
 #[tokio::test]
-async fn cap_reached_and_deadline_passes_is_pool_timeout() {
+async fn cap_reached_and_deadline_passes_is_pool_acquire_timeout() {
     let mock = mock().await;
     let up = capped(&mock, 1);
     let resp = up
@@ -77,9 +75,14 @@ async fn cap_reached_and_deadline_passes_is_pool_timeout() {
         .await
         .unwrap_err();
     let waited = t0.elapsed();
-    assert!(matches!(err, UpstreamError::PoolTimeout), "{err:?}");
-    assert_eq!(err.metric_label(), "pool_timeout");
-    assert!(!err.is_retry_safe());
+    assert!(
+        matches!(err, UpstreamError::PoolAcquireTimeout { .. }),
+        "{err:?}"
+    );
+    assert_eq!(err.metric_label(), "pool_acquire_timeout");
+    // Never sent, so retry-safe; but saturated: not to be retried into this pool.
+    assert!(err.is_retry_safe() && err.is_pool_saturated());
+    assert_eq!(up.pool_snapshot().counters.pool_acquire_timeouts, 1);
     assert!(
         waited >= Duration::from_millis(190) && waited < Duration::from_millis(600),
         "{waited:?}"

@@ -34,6 +34,13 @@ pub fn config(mock: &MockServer, protocol: Protocol) -> UpstreamConfig {
     }
 }
 
+/// Sets both lanes' `max_streams_per_connection`.
+pub fn max_streams(mut cfg: UpstreamConfig, n: u32) -> UpstreamConfig {
+    cfg.pool.stream.max_streams_per_connection = n;
+    cfg.pool.short.max_streams_per_connection = n;
+    cfg
+}
+
 pub fn upstream(mock: &MockServer, protocol: Protocol) -> Upstream {
     Upstream::new(config(mock, protocol)).unwrap()
 }

@@ -1,0 +1,133 @@
+#!/usr/bin/env bash
+# The gateway's cost in the path, measured in one run side by side with direct-to-mock and with
+# nginx as a plain SSE-friendly reverse proxy in front of the same mock.
+#
+# Usage: bench/gateway_vs_nginx.sh [SECONDS]   (default 10 s per throughput load; loopback only)
+# Needs: nginx, wrk, h2load (Debian: nginx-light wrk nghttp2-client; installed when missing).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+DUR=${1:-10}
+ulimit -n 65536 2>/dev/null || ulimit -n "$(ulimit -Hn)"
+for tool in nginx wrk h2load curl; do
+  if ! command -v "$tool" >/dev/null; then
+    apt-get update -qq && apt-get install -y -qq nginx-light wrk nghttp2-client curl >/dev/null
+    break
+  fi
+done
+cargo build --release -q -p sluice
+BIN=target/release/sluice
+WORK=$(mktemp -d)
+chmod 755 "$WORK"   # nginx workers run as www-data
+cleanup() {
+  kill $(jobs -p) 2>/dev/null || true
+  [ -f "$WORK/nginx.pid" ] && kill "$(cat "$WORK/nginx.pid")" 2>/dev/null
+  rm -rf "$WORK"
+}
+trap cleanup EXIT
+
+wait_line() { for _ in $(seq 100); do grep -q listening "$1" 2>/dev/null && break; sleep 0.1; done; sed -n 's/^listening on //p' "$1"; }
+
+"$BIN" mock --listen 127.0.0.1:0 --max-records 200000 > "$WORK/mock.out" &
+MOCK=$(wait_line "$WORK/mock.out")
+
+cat > "$WORK/sluice.toml" <<CONF
+[server]
+listen = "127.0.0.1:0"
+[[upstream]]
+name = "mock"
+base_url = "http://$MOCK/v1"
+protocol = "h2c"
+[[route]]
+models = ["*"]
+upstream = "mock"
+CONF
+RUST_LOG=warn "$BIN" serve --config "$WORK/sluice.toml" > "$WORK/gw.out" 2> "$WORK/gw.err" &
+GW_PID=$!
+GW=$(wait_line "$WORK/gw.out")
+
+NGINX=127.0.0.1:$((20000 + RANDOM % 20000))
+NGINX_H2=127.0.0.1:$((${NGINX#*:} + 1))
+cat > "$WORK/nginx.conf" <<CONF
+worker_processes auto;
+worker_rlimit_nofile 65536;
+pid $WORK/nginx.pid;
+error_log $WORK/nginx-error.log;
+events { worker_connections 30000; }
+http {
+  access_log off;
+  upstream mock { server $MOCK; keepalive 1024; }
+  server {
+    listen $NGINX;
+    listen $NGINX_H2 http2;
+    location / {
+      proxy_pass http://mock;
+      proxy_http_version 1.1;
+      proxy_set_header Connection "";
+      proxy_buffering off;
+      proxy_cache off;
+      proxy_read_timeout 600s;
+    }
+  }
+}
+CONF
+nginx -c "$WORK/nginx.conf"
+sleep 0.3
+
+BODY='{"model":"gpt-4o","messages":[{"role":"user","content":"hi"}]}'
+printf 'wrk.method = "POST"\nwrk.body = [[%s]]\nwrk.headers["Content-Type"] = "application/json"\n' "$BODY" > "$WORK/post.lua"
+printf '{"model":"gpt-4o","stream":true,"messages":[{"role":"user","content":"hi"}]}' > "$WORK/stream.json"
+
+echo "date: $(date -u +%Y-%m-%dT%H:%MZ)  machine: $(nproc) cores  sluice upstream: h2c; nginx upstream: HTTP/1.1 keep-alive"
+echo
+echo "## small non-streaming requests, HTTP/1.1 keep-alive, 64 connections (wrk, ${DUR}s)"
+wrk_line() { wrk -t2 -c64 -d"${DUR}s" --latency -s "$WORK/post.lua" "$1" | awk '/Requests\/sec/{rps=$2} /99%/{p99=$2} /Non-2xx/{bad=$NF} END{printf "%10s req/s  p99 %8s  non-2xx %d", rps, p99, bad}'; }
+echo "direct : $(wrk_line "http://$MOCK/v1/chat/completions")"
+echo "sluice : $(wrk_line "http://$GW/v1/chat/completions")"
+echo "nginx  : $(wrk_line "http://$NGINX/v1/chat/completions")"
+
+echo
+echo "## 1,000 concurrent streams (HTTP/1.1 clients, 5 tokens 100 ms apart, ramp 2 s): first event"
+stream_line() {
+  "$BIN" bench stream --url "http://$1/v1/chat/completions" -c 1000 -n 1000 --ramp-ms 2000 \
+    -H 'x-mock: tokens=5, interval_ms=100' --json |
+    python3 -c 'import json,sys; r=json.load(sys.stdin); t=r["ttfb"]; f=r["first_event"]; print("completed %5d errors %d  ttfb p50 %.2f p99 %.2f ms   first event p50 %.2f p99 %.2f ms" % (r["completed"], r["errors"]+r["timeouts"], t["p50_ms"], t["p99_ms"], f["p50_ms"], f["p99_ms"]))'
+}
+echo "direct : $(stream_line "$MOCK")"
+echo "sluice : $(stream_line "$GW")"
+echo "nginx  : $(stream_line "$NGINX")"
+
+echo
+echo "## disconnect -> upstream cancel (200 concurrent, 1,000 streams closed after 3 events)"
+cancel_line() {
+  "$BIN" bench stream --url "http://$1/v1/chat/completions" -c 200 -n 1000 --ramp-ms 500 \
+    -H 'x-mock: tokens=1000, interval_ms=20' --close-after-events 3 \
+    --mock-stats "http://$MOCK/__mock/stats" --json |
+    python3 -c 'import json,sys; r=json.load(sys.stdin); c=r["cancel_latency"] or {}; print("closed %5d  cancel seen by upstream: p50 %.2f p99 %.2f max %.2f ms (n=%d)" % (r["closed_early"], c.get("p50_ms",-1), c.get("p99_ms",-1), c.get("max_ms",-1), c.get("count",0)))'
+  curl -s -X POST "http://$MOCK/__mock/reset" > /dev/null
+}
+curl -s -X POST "http://$MOCK/__mock/reset" > /dev/null
+echo "direct : $(cancel_line "$MOCK")"
+echo "sluice : $(cancel_line "$GW")"
+echo "nginx  : $(cancel_line "$NGINX")"
+
+echo
+echo "## 10,000 concurrent slow streams (h2c clients: 100 connections x 100 streams; 20 events 1 s apart)"
+rss_line() {
+  local pidlist=$1 url=$2
+  local base peak=0 now
+  base=$(for p in $pidlist; do awk '/VmRSS/{print $2}' /proc/$p/status; done | awk '{s+=$1} END{print s}')
+  h2load -c100 -m100 -n10000 -t2 -d "$WORK/stream.json" -H 'content-type: application/json' \
+    -H 'x-mock: tokens=20, interval_ms=1000' "$url" > "$WORK/h2load.out" 2>&1 &
+  local h2l=$!
+  for _ in $(seq 40); do
+    sleep 1
+    now=$(for p in $pidlist; do awk '/VmRSS/{print $2}' /proc/$p/status; done | awk '{s+=$1} END{print s}')
+    [ "$now" -gt "$peak" ] && peak=$now
+    kill -0 $h2l 2>/dev/null || break
+  done
+  wait $h2l || true
+  echo "RSS before $((base/1024)) MiB, peak $((peak/1024)) MiB; 2xx $(awk '/^status codes:/{print $3}' "$WORK/h2load.out") of 10000"
+}
+echo "sluice : $(rss_line "$GW_PID" "http://$GW/v1/chat/completions")"
+NGINX_PIDS=$(pgrep -f "nginx: worker process" | tr '\n' ' '; cat "$WORK/nginx.pid")
+echo "nginx  : $(rss_line "$NGINX_PIDS" "http://$NGINX_H2/v1/chat/completions")"

@@ -1,0 +1,90 @@
+//! Lanes: a short call never shares an upstream connection with a long stream.
+
+use std::time::Duration;
+
+use crate::support::*;
+use crate::{gateway, Setup, CHAT, STREAM};
+
+fn conn_of(snap: &sluice_mock::Snapshot, i: usize) -> u64 {
+    snap.requests[i].conn_id
+}
+
+#[tokio::test]
+async fn short_calls_and_streams_use_different_connections() {
+    let mock = mock("").await;
+    let gw = gateway(&mock, Setup::default()).await;
+    let addr = gw.addr();
+    let long = tokio::spawn(async move {
+        h1(
+            addr,
+            request(
+                "POST",
+                "/v1/chat/completions",
+                "tokens=20, interval_ms=30",
+                STREAM,
+            ),
+        )
+        .await
+    });
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    for _ in 0..5 {
+        assert_eq!(
+            h1(gw.addr(), request("POST", "/v1/chat/completions", "", CHAT))
+                .await
+                .status,
+            200
+        );
+    }
+    // A long generation is a long call even without streaming.
+    let long_gen = h1(
+        gw.addr(),
+        request(
+            "POST",
+            "/v1/chat/completions",
+            "tokens=3",
+            r#"{"model":"gpt-4o","max_tokens":100000}"#,
+        ),
+    )
+    .await;
+    assert_eq!(long_gen.status, 200);
+    long.await.unwrap();
+    let snap = mock.stats().snapshot();
+    let stream_conn = conn_of(&snap, 0);
+    for i in 1..=5 {
+        assert_ne!(
+            conn_of(&snap, i),
+            stream_conn,
+            "short call {i} shared the stream's connection"
+        );
+    }
+    let short_conns: std::collections::HashSet<_> = (1..=5).map(|i| conn_of(&snap, i)).collect();
+    assert!(
+        !short_conns.contains(&conn_of(&snap, 6)),
+        "the long generation took the stream lane"
+    );
+}
+
+#[tokio::test]
+async fn a_route_can_pin_its_lane() {
+    let mock = mock("").await;
+    let gw = gateway(
+        &mock,
+        Setup {
+            route: "lane = \"short\"",
+            ..Default::default()
+        },
+    )
+    .await;
+    h1(gw.addr(), request("POST", "/v1/chat/completions", "", CHAT)).await;
+    h1(
+        gw.addr(),
+        request("POST", "/v1/chat/completions", "tokens=3", STREAM),
+    )
+    .await;
+    let snap = mock.stats().snapshot();
+    assert_eq!(
+        conn_of(&snap, 0),
+        conn_of(&snap, 1),
+        "both on the pinned short lane"
+    );
+}

@@ -1,0 +1,377 @@
+//! The upstream's connection pool: lanes, HTTP/2 shards, choosing a shard, health, draining,
+//! transparent retries of requests the server provably did not process, and a snapshot.
+//!
+//! ```text
+//! Pool
+//!  └─ lane (Stream | Short), each with its own connections
+//!      ├─ HTTP/2: shards (lane.rs), each one connection (shard_h2.rs) with a PING loop
+//!      │   (health.rs) and a frame tap (tap.rs); the shard for a stream is chosen by
+//!      │   select.rs
+//!      └─ HTTP/1.1: a keep-alive pool (h1.rs), one request per connection
+//! ```
+
+mod config;
+mod health;
+mod lane;
+mod select;
+mod shard_h2;
+mod tap;
+
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Duration;
+
+use bytes::Bytes;
+use http::Request;
+use tokio::time::Instant;
+
+pub use config::{LaneConfig, PoolConfig};
+pub(crate) use shard_h2::StreamLease;
+
+use crate::connect::Connector;
+use crate::error::UpstreamError;
+use crate::h1::H1Pool;
+use crate::h2::{self, H2Settings, Sent};
+use crate::{Counters, Protocol};
+use lane::{Acquired, H2Lane};
+use shard_h2::HealthSettings;
+
+/// Retries of a request that the server provably did not process (REFUSED_STREAM, a stream
+/// above a GOAWAY's last-stream-id, a connection found dead before the request was written).
+const MAX_TRANSPARENT_RETRIES: usize = 2;
+
+/// A class of traffic with its own connections, so that a short call never shares a TCP
+/// connection (its loss, its windows, its head-of-line blocking) with long streams.
+///
+/// The caller chooses the lane by putting it in the request's extensions before
+/// [`crate::Upstream::send`]; a request without one goes to [`Lane::Short`]:
+///
+/// ```
+/// let mut req = http::Request::post("/chat/completions").body(bytes::Bytes::new()).unwrap();
+/// req.extensions_mut().insert(sluice_upstream::Lane::Stream);
+/// ```
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub enum Lane {
+    /// Long responses (SSE streams that run for seconds to minutes).
+    Stream,
+    /// Quick calls: non-streaming requests, probes, model lists. The default.
+    #[default]
+    Short,
+}
+
+impl Lane {
+    /// Both lanes.
+    pub const ALL: [Lane; 2] = [Lane::Stream, Lane::Short];
+
+    /// `"stream"` or `"short"`, for metrics and config paths.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Lane::Stream => "stream",
+            Lane::Short => "short",
+        }
+    }
+
+    fn index(self) -> usize {
+        match self {
+            Lane::Stream => 0,
+            Lane::Short => 1,
+        }
+    }
+}
+
+impl std::fmt::Display for Lane {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// The state of one pooled connection.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[repr(u8)]
+pub enum ShardState {
+    /// Takes new streams (up to its cap).
+    Ready = 0,
+    /// Slow PING RTT or stalled streams: no new streams; open ones continue; recovers after
+    /// 3 good pings.
+    Degraded = 1,
+    /// GOAWAY received, or an age or request limit reached: no new streams; closes when its
+    /// last stream ends.
+    Draining = 2,
+    /// Gone (I/O error, PING timeout, server closed it).
+    Closed = 3,
+}
+
+impl ShardState {
+    fn from_u8(v: u8) -> ShardState {
+        match v {
+            0 => ShardState::Ready,
+            1 => ShardState::Degraded,
+            2 => ShardState::Draining,
+            _ => ShardState::Closed,
+        }
+    }
+
+    /// `"ready"`, `"degraded"`, `"draining"` or `"closed"`, for metrics.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ShardState::Ready => "ready",
+            ShardState::Degraded => "degraded",
+            ShardState::Draining => "draining",
+            ShardState::Closed => "closed",
+        }
+    }
+}
+
+/// Why a connection was drained.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum DrainReason {
+    GoAway,
+    MaxAge,
+    MaxRequests,
+}
+
+/// A point-in-time view of the pool, for metrics and the admin API. Plain data: every field
+/// is a number, a duration, an enum with `as_str`, or a list of those.
+#[derive(Clone, Debug, PartialEq)]
+pub struct PoolSnapshot {
+    /// One entry per lane ([`Lane::ALL`] order).
+    pub lanes: Vec<LaneSnapshot>,
+    /// Counters since the `Upstream` was created.
+    pub counters: PoolCounters,
+}
+
+/// One lane. For HTTP/1.1, `ready` is the number of idle keep-alive connections,
+/// `in_flight` the connections in use, and `connections` is empty (HTTP/1.1 connections are
+/// not tracked one by one).
+#[derive(Clone, Debug, PartialEq)]
+pub struct LaneSnapshot {
+    /// Which lane.
+    pub lane: Lane,
+    /// Connects in progress (0 or 1: one at a time per lane).
+    pub connecting: usize,
+    /// Connections taking new streams.
+    pub ready: usize,
+    /// Degraded connections (no new streams).
+    pub degraded: usize,
+    /// Draining connections (no new streams, closing when empty).
+    pub draining: usize,
+    /// Streams (or HTTP/1.1 requests) in flight on the lane.
+    pub in_flight: usize,
+    /// Requests waiting for a slot.
+    pub pending: usize,
+    /// The HTTP/2 connections.
+    pub connections: Vec<ConnectionSnapshot>,
+}
+
+/// One HTTP/2 connection.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ConnectionSnapshot {
+    /// Pool-wide id (not the mock's or the server's id).
+    pub id: u64,
+    /// `H2` or `H2c`.
+    pub protocol: Protocol,
+    /// Its lane.
+    pub lane: Lane,
+    /// Its state.
+    pub state: ShardState,
+    /// Streams open on it.
+    pub in_flight: usize,
+    /// Streams it may carry now: min(`max_streams_per_connection`, `server_max_streams`).
+    pub cap: usize,
+    /// The server's current SETTINGS_MAX_CONCURRENT_STREAMS (as h2 knows it); `None` when
+    /// the server set no limit.
+    pub server_max_streams: Option<usize>,
+    /// Smoothed PING RTT; `None` before the first PONG.
+    pub rtt: Option<Duration>,
+    /// Since the handshake.
+    pub age: Duration,
+    /// Streams it has carried.
+    pub requests_served: u64,
+}
+
+/// Pool counters since the `Upstream` was created.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct PoolCounters {
+    /// Connections established (TCP + TLS).
+    pub connects: u64,
+    /// Connect or handshake attempts that failed.
+    pub connect_failures: u64,
+    /// GOAWAY frames received (first per connection).
+    pub goaways: u64,
+    /// Streams the server refused (REFUSED_STREAM).
+    pub refused_streams: u64,
+    /// Requests re-sent on another connection because the server provably had not processed
+    /// them (REFUSED_STREAM, above a GOAWAY's last-stream-id, connection dead before sending).
+    pub transparent_retries: u64,
+    /// Connections drained because of a GOAWAY.
+    pub drains_goaway: u64,
+    /// Connections drained at `max_connection_age`.
+    pub drains_max_age: u64,
+    /// Connections drained at `max_requests_per_connection`.
+    pub drains_max_requests: u64,
+    /// Times a connection became degraded (RTT or stall).
+    pub degradations: u64,
+    /// Connections closed because a PING went unanswered.
+    pub ping_timeouts: u64,
+    /// Requests that failed with `PoolAcquireTimeout`.
+    pub pool_acquire_timeouts: u64,
+    /// Requests that failed with `PoolFull`.
+    pub pool_full: u64,
+}
+
+/// Everything the lanes and shards of one upstream share.
+pub(crate) struct PoolCtx {
+    pub(crate) connector: Arc<Connector>,
+    pub(crate) settings: H2Settings,
+    pub(crate) cfg: PoolConfig,
+    pub(crate) counters: Arc<Counters>,
+    fell_back: AtomicBool,
+    pub(crate) next_shard_id: AtomicU64,
+}
+
+impl PoolCtx {
+    pub(crate) fn fell_back(&self) -> bool {
+        self.fell_back.load(Ordering::Acquire)
+    }
+
+    fn set_fell_back(&self) {
+        self.fell_back.store(true, Ordering::Release);
+    }
+
+    fn health_settings(&self) -> HealthSettings {
+        HealthSettings {
+            interval: self.cfg.ping_interval,
+            factor: self.cfg.degraded_rtt_factor,
+            floor: self.cfg.degraded_rtt_floor,
+            stall_timeout: self.cfg.stall_timeout,
+            max_age: self.cfg.max_connection_age,
+        }
+    }
+}
+
+/// The pool of one upstream.
+pub(crate) struct Pool {
+    ctx: Arc<PoolCtx>,
+    /// `None` when the protocol can never be HTTP/2 (Http1, or Auto over http://).
+    h2: Option<[H2Lane; 2]>,
+    h1: [Arc<H1Pool>; 2],
+}
+
+impl Pool {
+    pub(crate) fn new(
+        connector: Arc<Connector>,
+        settings: Option<H2Settings>,
+        cfg: PoolConfig,
+        counters: Arc<Counters>,
+    ) -> Pool {
+        let h1 = Lane::ALL.map(|lane| {
+            Arc::new(H1Pool::new(
+                connector.clone(),
+                lane,
+                cfg.lane(lane).clone(),
+                counters.clone(),
+            ))
+        });
+        let has_h2 = settings.is_some();
+        let ctx = Arc::new(PoolCtx {
+            connector,
+            settings: settings.unwrap_or(H2Settings {
+                stream_window: 0,
+                connection_window: 0,
+                alpn: h2::AlpnPolicy::None,
+            }),
+            cfg,
+            counters,
+            fell_back: AtomicBool::new(false),
+            next_shard_id: AtomicU64::new(1),
+        });
+        let h2 = has_h2.then(|| Lane::ALL.map(|lane| H2Lane::new(lane, ctx.clone())));
+        Pool { ctx, h2, h1 }
+    }
+
+    /// Whether requests go over HTTP/2 (configured for it, and ALPN did not choose
+    /// http/1.1).
+    pub(crate) fn uses_h2(&self) -> bool {
+        self.h2.is_some() && !self.ctx.fell_back()
+    }
+
+    pub(crate) fn fell_back(&self) -> bool {
+        self.ctx.fell_back()
+    }
+
+    pub(crate) fn h1(&self, lane: Lane) -> &Arc<H1Pool> {
+        &self.h1[lane.index()]
+    }
+
+    /// Sends over HTTP/2 on `lane`, retrying on another shard (at most twice, within
+    /// `deadline`) when the server provably did not process the request.
+    pub(crate) async fn send_h2(
+        &self,
+        lane: Lane,
+        head: Request<()>,
+        body: Bytes,
+        deadline: Instant,
+    ) -> Result<Sent, UpstreamError> {
+        let Some(lanes) = &self.h2 else {
+            return Ok(Sent::Http1(None));
+        };
+        let h2lane = &lanes[lane.index()];
+        let mut avoid = None;
+        let mut retries = 0;
+        loop {
+            let lease = match h2lane.acquire(deadline, avoid).await? {
+                Acquired::Stream(lease) => lease,
+                Acquired::Http1(io) => return Ok(Sent::Http1(io)),
+            };
+            let shard_id = lease.shard().id;
+            let err = match h2::exchange(lease, clone_head(&head), body.clone(), deadline).await {
+                Ok(sent) => return Ok(sent),
+                Err(e) => e,
+            };
+            let counters = &self.ctx.counters;
+            if matches!(err, h2::Failed::NotProcessed(UpstreamError::Refused)) {
+                counters.refused_streams.fetch_add(1, Ordering::Relaxed);
+            }
+            match err {
+                h2::Failed::NotProcessed(e)
+                    if retries < MAX_TRANSPARENT_RETRIES && Instant::now() < deadline =>
+                {
+                    retries += 1;
+                    counters.transparent_retries.fetch_add(1, Ordering::Relaxed);
+                    tracing::debug!(error = %e, retries, "retrying an unprocessed request");
+                    avoid = Some(shard_id);
+                }
+                h2::Failed::NotProcessed(e) | h2::Failed::Processed(e) => return Err(e),
+            }
+        }
+    }
+
+    pub(crate) fn snapshot(&self) -> PoolSnapshot {
+        let lanes = Lane::ALL
+            .iter()
+            .map(|&lane| match &self.h2 {
+                Some(l) if !self.ctx.fell_back() => l[lane.index()].snapshot(),
+                _ => self.h1(lane).snapshot(),
+            })
+            .collect();
+        PoolSnapshot {
+            lanes,
+            counters: self.ctx.counters.pool_counters(),
+        }
+    }
+}
+
+fn clone_head(head: &Request<()>) -> Request<()> {
+    let mut r = Request::new(());
+    *r.method_mut() = head.method().clone();
+    *r.uri_mut() = head.uri().clone();
+    *r.version_mut() = head.version();
+    *r.headers_mut() = head.headers().clone();
+    r
+}
+
+// A poisoned lock only means a panic elsewhere; the data behind these locks stays consistent
+// (every update is a single assignment or push).
+pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
