@@ -37,6 +37,8 @@ listen = "127.0.0.1:0"
 name = "mock"
 base_url = "http://$MOCK/v1"
 protocol = "h2c"
+# Room for 10,000 concurrent streams (200 x 50); short calls spread over connections of 16.
+pool = { stream = { max_connections = 200, max_streams_per_connection = 50, max_pending = 10000 }, short = { max_connections = 16, max_streams_per_connection = 16 } }
 [[route]]
 models = ["*"]
 upstream = "mock"

@@ -36,8 +36,13 @@ pub(crate) struct LaneShared {
     lane: Lane,
     ctx: Arc<PoolCtx>,
     state: Mutex<LaneState>,
-    /// Signalled when a slot frees, a shard changes state, or a connect ends.
-    pub(crate) notify: Notify,
+    /// Waiting requests, oldest first, each with its own wake-up. Only the head may take a
+    /// free slot; when it does it wakes the next. So a freed slot, a state change or a
+    /// finished connect costs one wake-up, not one per waiter: with 10,000 requests queued
+    /// for a pool that is still opening connections, waking everyone on every event was
+    /// quadratic and starved the pool. Locked on its own (never while taking `state`'s lock
+    /// from inside it), so shards can wake the head without the lane lock.
+    waiters: Mutex<VecDeque<(u64, Arc<Notify>)>>,
 }
 
 struct LaneState {
@@ -49,8 +54,6 @@ struct LaneState {
     failed: Option<(u64, UpstreamError)>,
     /// A socket on which TLS chose http/1.1 (`Auto`), for the first HTTP/1.1 request.
     fallback_io: Option<Io>,
-    /// Tickets of waiting requests, oldest first: only the head may take a free slot.
-    queue: VecDeque<u64>,
     next_ticket: u64,
     /// Replacing degraded shards is rate-limited: not before `replace_after`, and each
     /// replacement doubles `replace_backoff` (a healthy PONG resets it).
@@ -94,6 +97,17 @@ impl LaneState {
 }
 
 impl LaneShared {
+    /// Wakes the oldest waiting request (a stored permit if it is not waiting right now).
+    pub(crate) fn wake_head(&self) {
+        if let Some((_, n)) = lock(&self.waiters).front() {
+            n.notify_one();
+        }
+    }
+
+    fn pending(&self) -> usize {
+        lock(&self.waiters).len()
+    }
+
     /// Drops finished shards (and drains those past `max_age`).
     pub(crate) fn prune_and_check_age(&self, max_age: Option<Duration>) {
         lock(&self.state).prune(max_age);
@@ -183,7 +197,7 @@ impl LaneShared {
                 }
             }
             drop(st);
-            shared.notify.notify_waiters();
+            shared.wake_head();
         }));
         gen
     }
@@ -209,11 +223,9 @@ struct Ticket<'a> {
 impl Drop for Ticket<'_> {
     fn drop(&mut self) {
         if let Some(id) = self.id.take() {
-            let mut st = lock(&self.shared.state);
-            st.queue.retain(|t| *t != id);
-            drop(st);
+            lock(&self.shared.waiters).retain(|(t, _)| *t != id);
             // The head may have changed.
-            self.shared.notify.notify_waiters();
+            self.shared.wake_head();
         }
     }
 }
@@ -239,12 +251,11 @@ impl H2Lane {
                     connect_gen: 0,
                     failed: None,
                     fallback_io: None,
-                    queue: VecDeque::new(),
                     next_ticket: 0,
                     replace_after: Instant::now(),
                     replace_backoff: Duration::ZERO,
                 }),
-                notify: Notify::new(),
+                waiters: Mutex::new(VecDeque::new()),
             }),
         }
     }
@@ -274,10 +285,13 @@ impl H2Lane {
         };
         // The connect attempt whose failure this request shares.
         let mut waiting_for: Option<u64> = None;
+        let wake = Arc::new(Notify::new());
         loop {
-            let mut notified = pin!(self.shared.notify.notified());
-            // Registered before the checks, so a wake-up between check and wait is not lost.
+            let mut notified = pin!(wake.notified());
+            // Registered before the checks, so a wake-up between check and wait is not lost
+            // (and `notify_one` keeps a permit anyway).
             notified.as_mut().enable();
+            let is_head;
             {
                 let mut st = lock(&self.shared.state);
                 if self.ctx.fell_back() {
@@ -285,17 +299,17 @@ impl H2Lane {
                 }
                 st.prune(self.ctx.cfg.max_connection_age);
                 let cands = st.candidates(avoid);
-                let my_turn = match st.queue.front() {
+                let my_turn = match lock(&self.shared.waiters).front() {
                     None => true,
-                    Some(head) => Some(*head) == ticket.id,
+                    Some((head, _)) => Some(*head) == ticket.id,
                 };
                 if my_turn {
                     if let Some(i) = select::choose(&cands) {
                         let lease = st.shards[i].lease(&self.ctx);
                         if let Some(id) = ticket.id.take() {
-                            st.queue.retain(|t| *t != id);
+                            lock(&self.shared.waiters).retain(|(t, _)| *t != id);
                             // Let the next waiter try.
-                            self.shared.notify.notify_waiters();
+                            self.shared.wake_head();
                         }
                         // Keep min_connections ready (in the background).
                         let mut after = st.candidates(None);
@@ -321,7 +335,8 @@ impl H2Lane {
                     waiting_for.get_or_insert(st.connect_gen);
                 }
                 if ticket.id.is_none() {
-                    if st.queue.len() >= cfg.max_pending {
+                    let mut waiters = lock(&self.shared.waiters);
+                    if waiters.len() >= cfg.max_pending {
                         self.ctx.counters.pool_full.fetch_add(1, Ordering::Relaxed);
                         return Err(UpstreamError::PoolFull {
                             lane: self.lane,
@@ -330,9 +345,12 @@ impl H2Lane {
                     }
                     let id = st.next_ticket;
                     st.next_ticket += 1;
-                    st.queue.push_back(id);
+                    waiters.push_back((id, wake.clone()));
                     ticket.id = Some(id);
                 }
+                is_head = lock(&self.shared.waiters)
+                    .front()
+                    .is_some_and(|(h, _)| Some(*h) == ticket.id);
             }
             let now = Instant::now();
             if now >= give_up {
@@ -345,9 +363,16 @@ impl H2Lane {
                     waited: now - start,
                 });
             }
+            // Only the head polls for a server raising its stream limit (which h2 does not
+            // announce); the others wait for their turn.
+            let recheck = if is_head {
+                give_up.min(now + SLOT_RECHECK)
+            } else {
+                give_up
+            };
             tokio::select! {
                 _ = notified => {}
-                _ = sleep_until(give_up.min(now + SLOT_RECHECK)) => {}
+                _ = sleep_until(recheck) => {}
             }
         }
     }
@@ -384,7 +409,7 @@ impl H2Lane {
             degraded: count(ShardState::Degraded),
             draining: count(ShardState::Draining),
             in_flight: connections.iter().map(|c| c.in_flight).sum(),
-            pending: st.queue.len(),
+            pending: self.shared.pending(),
             connections,
         }
     }

@@ -66,7 +66,7 @@ impl ShardShared {
 
     fn wake_lane(&self) {
         if let Some(lane) = self.lane_shared.upgrade() {
-            lane.notify.notify_waiters();
+            lane.wake_head();
         }
     }
 
@@ -405,7 +405,7 @@ impl Drop for StreamLease {
                 // The last stream of a draining shard ended: close it now.
                 lane.prune_and_check_age(None);
             }
-            lane.notify.notify_waiters();
+            lane.wake_head();
         }
     }
 }
