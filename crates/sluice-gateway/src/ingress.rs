@@ -73,7 +73,16 @@ impl Gateway {
             addr: listen,
             source,
         })?;
-        let telemetry = Arc::new(Telemetry::new());
+        let mut telemetry = Telemetry::new();
+        telemetry.register_pools(crate::pools::PoolCollector::new(
+            config
+                .upstreams
+                .iter()
+                .map(|u| u.name.clone())
+                .zip(upstreams.iter().cloned())
+                .collect(),
+        ));
+        let telemetry = Arc::new(telemetry);
         let grace = config.server.shutdown_grace;
         let state = Arc::new(State::new(config, upstreams, telemetry.clone()));
         let stop = CancellationToken::new();

@@ -14,6 +14,7 @@ pub mod config;
 pub mod error;
 mod headers;
 mod ingress;
+mod pools;
 mod proxy;
 mod relay;
 pub mod route;

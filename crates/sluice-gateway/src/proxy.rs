@@ -210,6 +210,19 @@ where
                 Bytes::from(state.telemetry.encode()),
             );
         }
+        Endpoint::AdminPools => {
+            log.status = 200;
+            log.finish(EndReason::Completed);
+            let pairs: Vec<(String, Upstream)> = state
+                .config
+                .upstreams
+                .iter()
+                .map(|u| u.name.clone())
+                .zip(state.upstreams.iter().cloned())
+                .collect();
+            let body = crate::pools::snapshot_json(&pairs).to_string();
+            return full(StatusCode::OK, "application/json", Bytes::from(body));
+        }
         Endpoint::Models => {
             log.status = 200;
             log.finish(EndReason::Completed);

@@ -30,6 +30,8 @@ pub enum Endpoint {
     Health,
     /// `GET /metrics`.
     Metrics,
+    /// `GET /admin/pools`.
+    AdminPools,
 }
 
 const MODEL_PATHS: &[(&str, &str, Api)] = &[
@@ -68,6 +70,7 @@ pub fn endpoint(method: &Method, path: &str) -> Result<Endpoint, GatewayError> {
                 "/v1/models" => (Endpoint::Models, Method::GET),
                 "/healthz" => (Endpoint::Health, Method::GET),
                 "/metrics" => (Endpoint::Metrics, Method::GET),
+                "/admin/pools" => (Endpoint::AdminPools, Method::GET),
                 _ => return Err(GatewayError::NotFound(path.to_string())),
             }
         };

@@ -175,6 +175,11 @@ impl Telemetry {
         }
     }
 
+    /// Adds the upstream pools' metrics (read at scrape time).
+    pub(crate) fn register_pools(&mut self, pools: crate::pools::PoolCollector) {
+        self.registry.register_collector(Box::new(pools));
+    }
+
     /// The Prometheus text exposition.
     pub fn encode(&self) -> String {
         let mut out = String::new();

@@ -88,3 +88,49 @@ async fn a_route_can_pin_its_lane() {
         "both on the pinned short lane"
     );
 }
+
+#[tokio::test]
+async fn admin_pools_and_pool_metrics_describe_the_connections() {
+    let mock = mock("").await;
+    let gw = gateway(&mock, Setup::default()).await;
+    h1(
+        gw.addr(),
+        request("POST", "/v1/chat/completions", "tokens=2", STREAM),
+    )
+    .await;
+    h1(gw.addr(), request("POST", "/v1/chat/completions", "", CHAT)).await;
+    let pools = h1(gw.addr(), request("GET", "/admin/pools", "", ""))
+        .await
+        .json();
+    let up = &pools["upstreams"][0];
+    assert_eq!(up["name"], "mock");
+    let lanes = up["lanes"].as_array().unwrap();
+    let lane = |name: &str| lanes.iter().find(|l| l["lane"] == name).unwrap().clone();
+    for name in ["stream", "short"] {
+        let l = lane(name);
+        let conns = l["connections"].as_array().unwrap();
+        assert!(!conns.is_empty(), "{name}: {l}");
+        assert_eq!(conns[0]["lane"], name);
+        assert_eq!(conns[0]["protocol"], "h2c");
+        assert_eq!(conns[0]["state"], "ready");
+        assert!(conns[0]["requests_served"].as_u64().unwrap() >= 1 || name == "stream");
+        assert!(conns[0]["cap"].as_u64().unwrap() >= 1);
+    }
+    assert!(up["counters"]["connects"].as_u64().unwrap() >= 2);
+    let m = String::from_utf8(
+        h1(gw.addr(), request("GET", "/metrics", "", ""))
+            .await
+            .body
+            .to_vec(),
+    )
+    .unwrap();
+    for needle in [
+        "sluice_pool_connections{upstream=\"mock\",lane=\"short\",state=\"ready\"}",
+        "sluice_pool_in_flight{upstream=\"mock\",lane=\"stream\"}",
+        "sluice_pool_pending{upstream=\"mock\",lane=\"short\"} 0",
+        "sluice_pool_connects_total{upstream=\"mock\"}",
+        "sluice_pool_drains_total{upstream=\"mock\",reason=\"goaway\"} 0",
+    ] {
+        assert!(m.contains(needle), "missing {needle} in:\n{m}");
+    }
+}
