@@ -311,9 +311,9 @@ impl H2Lane {
                             // Let the next waiter try.
                             self.shared.wake_head();
                         }
-                        // Keep min_connections ready (in the background).
-                        let mut after = st.candidates(None);
-                        after[i].in_flight = 0; // this stream does not make the lane "full"
+                        // Keep min_connections ready, and open the next connection before
+                        // this lane fills up (in the background).
+                        let after = st.candidates(None);
                         self.shared.background_connect(&mut st, &after);
                         return Ok(Acquired::Stream(lease));
                     }

@@ -131,7 +131,15 @@ async fn streams_past_the_per_connection_cap_open_new_shards() {
     });
     let resps = open_streams(&up, Lane::Stream, 6, "tokens=10, interval_ms=50").await;
     let snap = mock.stats().snapshot();
-    assert_eq!(snap.totals.connections, 3, "{:?}", snap.connections);
+    // Three connections carry the six streams; the lane, full, has opened one more ahead of
+    // demand, which carries nothing yet.
+    let used: Vec<_> = snap
+        .connections
+        .iter()
+        .filter(|c| c.streams_total > 0)
+        .collect();
+    assert_eq!(used.len(), 3, "{:?}", snap.connections);
+    assert!(snap.totals.connections <= 4, "{:?}", snap.connections);
     for c in &snap.connections {
         assert!(c.max_concurrent_streams <= 2, "{c:?}");
     }
@@ -139,15 +147,18 @@ async fn streams_past_the_per_connection_cap_open_new_shards() {
     assert!(counts.values().all(|n| *n == 2), "{counts:?}");
     let pool = up.pool_snapshot();
     let stream = &pool.lanes[0];
+    assert_eq!((stream.lane, stream.in_flight), (Lane::Stream, 6));
+    assert!((3..=4).contains(&stream.ready), "{stream:?}");
+    assert!(stream.connections.iter().all(|c| c.cap == 2));
     assert_eq!(
-        (stream.lane, stream.ready, stream.in_flight),
-        (Lane::Stream, 3, 6)
+        stream
+            .connections
+            .iter()
+            .filter(|c| c.in_flight == 2)
+            .count(),
+        3
     );
-    assert!(stream
-        .connections
-        .iter()
-        .all(|c| c.cap == 2 && c.in_flight == 2));
-    assert_eq!(pool.counters.connects, 3);
+    assert!((3..=4).contains(&pool.counters.connects));
     for r in resps {
         read_all(&mut r.into_body()).await.unwrap();
     }
