@@ -335,6 +335,11 @@ where
     *up_req.headers_mut() =
         headers::upstream_request_headers(&parts.headers, &ucfg.auth, &request_id);
     up_req.extensions_mut().insert(lane);
+    // Names only, kept for the "upstream rejected a session" diagnostic below.
+    let session_headers_sent: Vec<String> = headers::session_header_names(up_req.headers())
+        .into_iter()
+        .map(str::to_string)
+        .collect();
     let t = ucfg.timeouts;
     let total_by = started + t.total;
     let first_by = (started + t.first_byte).min(total_by);
@@ -442,7 +447,7 @@ where
             request_id = %log.request_id,
             upstream = %ucfg.name,
             status = rparts.status.as_u16(),
-            session_headers_sent = ?headers::session_header_names(&parts.headers),
+            session_headers_sent = ?session_headers_sent,
             "upstream rejected a request mentioning a session"
         );
     }

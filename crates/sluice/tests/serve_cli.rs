@@ -120,6 +120,20 @@ fn serve_logs_json_without_secrets_and_exits_on_sigterm() {
     assert!(resp.contains("data: [DONE]"), "{resp}");
     let resp = post(&addr, "/v1/chat/completions", r#"{"model":"#);
     assert!(resp.starts_with("HTTP/1.1 400"), "{resp}");
+    // The upstream rejects a request for lack of a session header: passed through, and logged
+    // with the names (not the values) of the session headers that were sent.
+    let mut s = TcpStream::connect(&addr).unwrap();
+    let body = r#"{"model":"gpt-4o"}"#;
+    write!(
+        s,
+        "POST /v1/chat/completions HTTP/1.1\r\nhost: x\r\nx-mock: require_header=x-session-id\r\ncookie: sid=cookie-secret\r\nconnection: close\r\ncontent-length: {}\r\n\r\n{body}",
+        body.len()
+    )
+    .unwrap();
+    let mut resp = String::new();
+    s.read_to_string(&mut resp).unwrap();
+    assert!(resp.starts_with("HTTP/1.1 400"), "{resp}");
+    assert!(resp.contains("missing_session_id"), "{resp}");
 
     let status = Command::new("kill")
         .args(["-TERM", &gw.0.id().to_string()])
@@ -143,7 +157,7 @@ fn serve_logs_json_without_secrets_and_exits_on_sigterm() {
         .filter_map(|l| serde_json::from_str(l).ok())
         .filter(|v: &serde_json::Value| v["target"] == "sluice::request")
         .collect();
-    assert_eq!(lines.len(), 2, "one line per request:\n{logs}");
+    assert_eq!(lines.len(), 3, "one line per request:\n{logs}");
     let ok = &lines[0]["fields"];
     assert_eq!(ok["end_reason"], "completed");
     assert_eq!(ok["status"], 200);
@@ -151,5 +165,26 @@ fn serve_logs_json_without_secrets_and_exits_on_sigterm() {
     assert!(ok["request_id"].as_str().unwrap().starts_with("sl-"));
     assert!(ok["events"].as_u64().unwrap() > 3);
     assert_eq!(lines[1]["fields"]["end_reason"], "bad_request");
+    assert_eq!(lines[2]["fields"]["status"], 400);
+    let session_warn = logs
+        .lines()
+        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+        .find(|v| v["fields"]["message"] == "upstream rejected a request mentioning a session")
+        .unwrap_or_else(|| panic!("no session warning in:\n{logs}"));
+    let sent = session_warn["fields"]["session_headers_sent"]
+        .as_str()
+        .unwrap();
+    assert!(
+        sent.contains("cookie") && sent.contains("authorization"),
+        "{sent}"
+    );
+    assert_eq!(
+        session_warn["fields"]["request_id"],
+        lines[2]["fields"]["request_id"]
+    );
+    assert!(
+        !logs.contains("cookie-secret"),
+        "a header value reached the logs"
+    );
     let _ = std::fs::remove_dir_all(dir);
 }
