@@ -273,6 +273,14 @@ impl Body for SseRelay {
 impl Drop for SseRelay {
     fn drop(&mut self) {
         self.telemetry.stream_ended();
+        // A client that stopped taking data and then left never polled again: its last
+        // pause ends here.
+        if self
+            .last_yield
+            .is_some_and(|t| t.elapsed() >= BACKPRESSURE_PAUSE)
+        {
+            self.telemetry.backpressure_pause();
+        }
         if self.ended {
             return;
         }

@@ -231,6 +231,22 @@ async fn slow_client_throttles_the_upstream() {
         "{in_flight} bytes between mock and client"
     );
     drop(body);
+    let m = String::from_utf8(
+        h1(gw.addr(), request("GET", "/metrics", "", ""))
+            .await
+            .body
+            .to_vec(),
+    )
+    .unwrap();
+    let pauses: u64 = m
+        .lines()
+        .find_map(|l| l.strip_prefix("sluice_backpressure_pauses_total "))
+        .and_then(|v| v.trim().parse().ok())
+        .unwrap_or(0);
+    assert!(
+        pauses >= 1,
+        "the slow client's waits count as backpressure pauses:\n{m}"
+    );
     let snap = wait_for(mock.stats(), "cancel", |s| {
         matches!(s.requests.last().unwrap().outcome, Outcome::Cancelled(_))
     })
