@@ -27,11 +27,13 @@
 
 mod body;
 mod connect;
+mod dns;
 mod error;
 mod h1;
 mod h2;
 mod pool;
 mod target;
+mod timing;
 
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
@@ -49,11 +51,13 @@ pub use pool::{
     ConnectionSnapshot, Lane, LaneConfig, LaneSnapshot, PoolConfig, PoolCounters, PoolSnapshot,
     ShardState,
 };
+pub use timing::PhaseTimings;
 
 use connect::{Alpn, Connector};
 use h2::{AlpnPolicy, H2Settings, Sent};
 use pool::{DrainReason, Pool};
 use target::Target;
+use timing::Recorder;
 
 /// Which HTTP version to speak to the upstream, and how to agree on it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
@@ -281,6 +285,7 @@ impl Upstream {
             &name,
             host,
             port,
+            pool.dns_refresh,
             connect_timeout,
             tls.then_some((alpn, roots.as_slice())),
         )
@@ -352,26 +357,40 @@ impl Upstream {
     /// Dropping the future cancels the request: on HTTP/2 its stream is reset with
     /// RST_STREAM(CANCEL) and the connection stays up; on HTTP/1.1 the connection is closed
     /// and never reused. Dropping it while connecting leaks nothing.
+    ///
+    /// # Timings
+    /// The response's extensions hold this request's [`PhaseTimings`] up to the first byte;
+    /// [`ResponseBody::timings`] adds the last byte once the body ended.
     pub async fn send(
         &self,
         req: http::Request<Bytes>,
         deadline: Instant,
     ) -> Result<http::Response<ResponseBody>, UpstreamError> {
         let inner = &self.inner;
+        let mut rec = Recorder::new();
         let in_flight = InFlight::new(&inner.counters);
         let lane = req.extensions().get::<Lane>().copied().unwrap_or_default();
         if inner.pool.uses_h2() {
             let (head, body) = inner.target.for_h2(&req)?;
-            match inner.pool.send_h2(lane, head, body, deadline).await? {
+            match inner
+                .pool
+                .send_h2(lane, head, body, deadline, &mut rec)
+                .await?
+            {
                 Sent::Response(resp, guard, lease) => {
-                    let (parts, recv) = resp.into_parts();
-                    let body = ResponseBody::h2(recv, guard, lease, in_flight);
+                    let (mut parts, recv) = resp.into_parts();
+                    let timings = rec.first_byte();
+                    parts.extensions.insert(timings.0);
+                    let body = ResponseBody::h2(recv, guard, lease, in_flight, timings);
                     return Ok(http::Response::from_parts(parts, body));
                 }
-                Sent::Http1(io) => return self.send_h1(lane, req, deadline, io, in_flight).await,
+                Sent::Http1(io) => {
+                    return self.send_h1(lane, req, deadline, io, in_flight, rec).await
+                }
             }
         }
-        self.send_h1(lane, req, deadline, None, in_flight).await
+        self.send_h1(lane, req, deadline, None, in_flight, rec)
+            .await
     }
 
     async fn send_h1(
@@ -379,18 +398,21 @@ impl Upstream {
         lane: Lane,
         req: http::Request<Bytes>,
         deadline: Instant,
-        preconnected: Option<connect::Io>,
+        preconnected: Option<connect::Connected>,
         in_flight: InFlight,
+        mut rec: Recorder,
     ) -> Result<http::Response<ResponseBody>, UpstreamError> {
         let req = self.inner.target.for_h1(req)?.map(Full::new);
         let (resp, lease) = self
             .inner
             .pool
             .h1(lane)
-            .send(req, deadline, preconnected)
+            .send(req, deadline, preconnected, &mut rec)
             .await?;
-        let (parts, incoming) = resp.into_parts();
-        let body = ResponseBody::h1(incoming, lease, in_flight);
+        let (mut parts, incoming) = resp.into_parts();
+        let timings = rec.first_byte();
+        parts.extensions.insert(timings.0);
+        let body = ResponseBody::h1(incoming, lease, in_flight, timings);
         Ok(http::Response::from_parts(parts, body))
     }
 
