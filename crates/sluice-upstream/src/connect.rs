@@ -92,6 +92,12 @@ impl Connector {
         })
     }
 
+    /// The same connector, resolving with `resolver` instead.
+    pub(crate) fn with_resolver(mut self, resolver: Resolver) -> Connector {
+        self.resolver = Arc::new(resolver);
+        self
+    }
+
     /// The configured bound on TCP connect + TLS handshake.
     pub(crate) fn connect_timeout(&self) -> Duration {
         self.connect_timeout
@@ -319,5 +325,58 @@ impl AsyncWrite for Io {
             Io::Tcp(s) => Pin::new(s).poll_shutdown(cx),
             Io::Tls(s) => Pin::new(s.as_mut()).poll_shutdown(cx),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tokio::net::TcpListener;
+
+    fn plain(resolver: Resolver) -> Connector {
+        let secs = Duration::from_secs(5);
+        Connector::new("t", "fixed.invalid", 0, secs, secs, None)
+            .unwrap()
+            .with_resolver(resolver)
+    }
+
+    /// Which of `listeners` the connection with `turn` reached.
+    async fn reached(c: &Connector, turn: usize, listeners: &[SocketAddr]) -> usize {
+        let conn = c
+            .connect(Instant::now() + Duration::from_secs(5), turn)
+            .await;
+        let Io::Tcp(tcp) = conn.unwrap().io else {
+            unreachable!("no TLS configured")
+        };
+        let peer = tcp.peer_addr().unwrap();
+        listeners.iter().position(|a| *a == peer).unwrap()
+    }
+
+    #[tokio::test]
+    async fn consecutive_connections_go_to_consecutive_addresses() {
+        let a = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let b = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addrs = vec![a.local_addr().unwrap(), b.local_addr().unwrap()];
+        let c = plain(Resolver::fixed(addrs.clone()));
+        let mut got = Vec::new();
+        for turn in 0..4 {
+            got.push(reached(&c, turn, &addrs).await);
+        }
+        assert_eq!(got, [0, 1, 0, 1]);
+    }
+
+    #[tokio::test]
+    async fn an_address_that_refuses_falls_back_to_the_next() {
+        let live = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        // Bound then closed: connecting to it is refused.
+        let dead = TcpListener::bind("127.0.0.1:0")
+            .await
+            .unwrap()
+            .local_addr()
+            .unwrap();
+        let addrs = vec![dead, live.local_addr().unwrap()];
+        let c = plain(Resolver::fixed(addrs.clone()));
+        assert_eq!(reached(&c, 0, &addrs).await, 1);
+        assert_eq!(reached(&c, 1, &addrs).await, 1);
     }
 }

@@ -55,6 +55,22 @@ impl Resolver {
         }
     }
 
+    /// A resolver whose host "resolves" to `addrs` for an hour, for tests of what the
+    /// connector does with several addresses.
+    #[cfg(test)]
+    pub(crate) fn fixed(addrs: Vec<SocketAddr>) -> Resolver {
+        Resolver {
+            host: "fixed.invalid".into(),
+            port: 0,
+            literal: None,
+            refresh: Duration::from_secs(3600),
+            cache: Mutex::new(Some(Cached {
+                addrs: addrs.into(),
+                expires: Instant::now() + Duration::from_secs(3600),
+            })),
+        }
+    }
+
     /// Every address of the host, from the cache while it is fresh.
     ///
     /// # Errors

@@ -8,6 +8,11 @@
 //! reads from the upstream only as fast as it is polled, and cancels the upstream request
 //! when dropped early.
 //!
+//! Every response carries the request's [`PhaseTimings`] (waiting for a slot, DNS, connect,
+//! TLS, written, first byte) in its extensions; [`ResponseBody::timings`] adds the last byte.
+//! `base_url`'s host is resolved to every address it has, cached for
+//! [`PoolConfig::dns_refresh`]; each lane's new connections take those addresses in turn.
+//!
 //! ```no_run
 //! # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
 //! use sluice_upstream::{Protocol, Upstream, UpstreamConfig};
@@ -182,6 +187,14 @@ impl Upstream {
     /// (see [`PoolConfig`]: each field says its range), naming it as e.g.
     /// `pool.stream.max_connections`.
     pub fn new(cfg: UpstreamConfig) -> Result<Upstream, UpstreamConfigError> {
+        Upstream::build(cfg, None)
+    }
+
+    /// `new`, with `resolver` (if any) instead of DNS: tests give a host several addresses.
+    fn build(
+        cfg: UpstreamConfig,
+        resolver: Option<dns::Resolver>,
+    ) -> Result<Upstream, UpstreamConfigError> {
         // Destructured so that a new field cannot be silently ignored.
         let UpstreamConfig {
             name,
@@ -301,7 +314,10 @@ impl Upstream {
                 reason,
             },
         })?;
-        let connector = Arc::new(connector);
+        let connector = Arc::new(match resolver {
+            Some(r) => connector.with_resolver(r),
+            None => connector,
+        });
         let scheme = if tls { Scheme::HTTPS } else { Scheme::HTTP };
         let target = Target::new(scheme, authority, base_url.path())
             .ok_or_else(|| url_err("its host is not a valid Host header"))?;
@@ -525,5 +541,58 @@ impl InFlight {
 impl Drop for InFlight {
     fn drop(&mut self) {
         self.0.in_flight.fetch_sub(1, Ordering::Relaxed);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use sluice_mock::{MockConfig, MockServer};
+
+    /// An upstream whose host resolves to both mocks (different ports on 127.0.0.1).
+    fn spread_over(mocks: &[&MockServer], protocol: Protocol) -> Upstream {
+        let mut cfg = UpstreamConfig {
+            base_url: "http://upstream.invalid/v1".parse().unwrap(),
+            protocol,
+            ..UpstreamConfig::default()
+        };
+        for lane in [&mut cfg.pool.short, &mut cfg.pool.stream] {
+            lane.min_connections = 1;
+            lane.max_streams_per_connection = 1;
+        }
+        let addrs = mocks.iter().map(|m| m.addr()).collect();
+        Upstream::build(cfg, Some(dns::Resolver::fixed(addrs))).unwrap()
+    }
+
+    fn slow_request() -> http::Request<Bytes> {
+        // Long enough that both requests are in flight at once, so each needs a connection.
+        http::Request::post("/chat/completions")
+            .header("x-mock", "tokens=3, interval_ms=100")
+            .body(Bytes::from(r#"{"model":"m","stream":true}"#))
+            .unwrap()
+    }
+
+    async fn connections_per_mock(protocol: Protocol) -> [u64; 2] {
+        let a = MockServer::start(MockConfig::default()).await.unwrap();
+        let b = MockServer::start(MockConfig::default()).await.unwrap();
+        let up = spread_over(&[&a, &b], protocol);
+        let deadline = Instant::now() + Duration::from_secs(5);
+        let (r1, r2) = tokio::join!(
+            up.send(slow_request(), deadline),
+            up.send(slow_request(), deadline)
+        );
+        let (r1, r2) = (r1.unwrap(), r2.unwrap());
+        assert!(r1.status().is_success() && r2.status().is_success());
+        [&a, &b].map(|m| m.stats().snapshot().totals.connections)
+    }
+
+    #[tokio::test]
+    async fn http1_connections_of_a_lane_spread_over_the_hosts_addresses() {
+        assert_eq!(connections_per_mock(Protocol::Http1).await, [1, 1]);
+    }
+
+    #[tokio::test]
+    async fn h2_shards_of_a_lane_spread_over_the_hosts_addresses() {
+        assert_eq!(connections_per_mock(Protocol::H2c).await, [1, 1]);
     }
 }
