@@ -20,7 +20,7 @@ use hyper_util::rt::TokioIo;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tokio::time::{timeout_at, Instant};
 
-use crate::connect::{Connected, Connector};
+use crate::connect::{Connected, Connector, Io};
 use crate::error::{self, UpstreamError};
 use crate::pool::{LaneConfig, LaneSnapshot};
 use crate::timing::Recorder;
@@ -219,7 +219,7 @@ impl H1Pool {
         }
     }
 
-    async fn handshake(&self, io: crate::connect::Io) -> Result<SendRequest, UpstreamError> {
+    async fn handshake(&self, io: Io) -> Result<SendRequest, UpstreamError> {
         let (send, conn) = http1::Builder::new()
             .handshake(TokioIo::new(io))
             .await
