@@ -7,8 +7,10 @@ use std::task::{ready, Context, Poll};
 
 use bytes::Bytes;
 use http_body::{Body, Frame, SizeHint};
+use tokio::time::Instant;
 
 use crate::error::{self, BodyError};
+use crate::timing::PhaseTimings;
 use crate::{h1, h2, InFlight};
 
 /// The body of an upstream response.
@@ -24,6 +26,9 @@ use crate::{h1, h2, InFlight};
 /// its end returns an HTTP/1.1 connection to the keep-alive pool.
 pub struct ResponseBody {
     kind: Kind,
+    timings: PhaseTimings,
+    /// The start of `send`, which `last_byte` counts from.
+    started: Instant,
     // Dropped with the body: the request counts as in flight until then.
     _in_flight: InFlight,
 }
@@ -42,17 +47,25 @@ impl std::fmt::Debug for ResponseBody {
         f.debug_struct("ResponseBody")
             .field("protocol", &proto)
             .field("end_stream", &self.is_end_stream())
+            .field("timings", &self.timings)
             .finish()
     }
 }
 
 impl ResponseBody {
-    pub(crate) fn h1(body: hyper::body::Incoming, lease: h1::Lease, in_flight: InFlight) -> Self {
+    pub(crate) fn h1(
+        body: hyper::body::Incoming,
+        lease: h1::Lease,
+        in_flight: InFlight,
+        (timings, started): (PhaseTimings, Instant),
+    ) -> Self {
         ResponseBody {
             kind: Kind::H1(H1Body {
                 body,
                 lease: Some(lease),
             }),
+            timings,
+            started,
             _in_flight: in_flight,
         }
     }
@@ -62,6 +75,7 @@ impl ResponseBody {
         stream: h2::StreamGuard,
         lease: h2::StreamLease,
         in_flight: InFlight,
+        (timings, started): (PhaseTimings, Instant),
     ) -> Self {
         ResponseBody {
             kind: Kind::H2(H2Body {
@@ -69,8 +83,17 @@ impl ResponseBody {
                 data_done: false,
                 stream: Some((stream, lease)),
             }),
+            timings,
+            started,
             _in_flight: in_flight,
         }
+    }
+
+    /// This request's phase timings: the same as in the response's extensions, plus
+    /// [`PhaseTimings::last_byte`] once `poll_frame` has returned the body's end (its
+    /// trailers, or `None`). A body that failed, or was dropped early, has no last byte.
+    pub fn timings(&self) -> PhaseTimings {
+        self.timings
     }
 }
 
@@ -82,10 +105,21 @@ impl Body for ResponseBody {
         self: Pin<&mut Self>,
         cx: &mut Context<'_>,
     ) -> Poll<Option<Result<Frame<Bytes>, BodyError>>> {
-        match &mut self.get_mut().kind {
+        let this = self.get_mut();
+        let polled = match &mut this.kind {
             Kind::H1(b) => b.poll_frame(cx),
             Kind::H2(b) => b.poll_frame(cx),
+        };
+        // Trailers are the last frame of a body; `None` ends one without trailers.
+        let ended = match &polled {
+            Poll::Ready(None) => true,
+            Poll::Ready(Some(Ok(frame))) => frame.is_trailers(),
+            _ => false,
+        };
+        if ended && this.timings.last_byte.is_none() {
+            this.timings.last_byte = Some(this.started.elapsed());
         }
+        polled
     }
 
     fn is_end_stream(&self) -> bool {

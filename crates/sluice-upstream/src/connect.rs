@@ -1,5 +1,6 @@
 //! Connectors: DNS + TCP (`TCP_NODELAY`, keepalive) and TLS with ALPN, all bounded by
-//! `connect_timeout` and by the request's deadline, whichever comes first.
+//! `connect_timeout` and by the request's deadline, whichever comes first. Each connect
+//! reports how long its phases took ([`ConnectPhases`]).
 
 use std::io;
 use std::net::SocketAddr;
@@ -17,7 +18,9 @@ use tokio::time::Instant;
 use tokio_rustls::client::TlsStream;
 use tokio_rustls::TlsConnector;
 
+use crate::dns::{self, Resolver};
 use crate::error::UpstreamError;
+use crate::timing::ConnectPhases;
 
 /// TCP keepalive idle time: a long SSE stream can be silent for minutes (first-token wait,
 /// stalled generation), and a peer that vanished without a FIN must still be noticed.
@@ -40,10 +43,11 @@ pub(crate) enum Io {
     Tls(Box<TlsStream<TcpStream>>),
 }
 
-/// Result of a connect: the stream and whether ALPN chose h2.
+/// Result of a connect: the stream, whether ALPN chose h2, and how long it took.
 pub(crate) struct Connected {
     pub(crate) io: Io,
     pub(crate) alpn_h2: bool,
+    pub(crate) phases: ConnectPhases,
 }
 
 /// Everything needed to open a connection to one upstream; built once in `Upstream::new`.
@@ -52,6 +56,7 @@ pub(crate) struct Connector {
     pub(crate) upstream: String,
     host: String,
     port: u16,
+    resolver: Arc<Resolver>,
     connect_timeout: Duration,
     /// `None` for plain TCP (http://).
     tls: Option<(TlsConnector, ServerName<'static>)>,
@@ -59,10 +64,12 @@ pub(crate) struct Connector {
 
 impl Connector {
     /// `host` without IPv6 brackets. `ca_file` adds trust roots to the webpki roots.
+    /// `dns_refresh`: how long resolved addresses are used before resolving again.
     pub(crate) fn new(
         upstream: &str,
         host: &str,
         port: u16,
+        dns_refresh: Duration,
         connect_timeout: Duration,
         tls: Option<(Alpn, &[CertificateDer<'static>])>,
     ) -> Result<Connector, String> {
@@ -79,9 +86,16 @@ impl Connector {
             upstream: upstream.to_string(),
             host: host.to_string(),
             port,
+            resolver: Arc::new(Resolver::new(host, port, dns_refresh)),
             connect_timeout,
             tls,
         })
+    }
+
+    /// The same connector, resolving with `resolver` instead.
+    pub(crate) fn with_resolver(mut self, resolver: Resolver) -> Connector {
+        self.resolver = Arc::new(resolver);
+        self
     }
 
     /// The configured bound on TCP connect + TLS handshake.
@@ -92,8 +106,15 @@ impl Connector {
     /// Opens a connection. Bounded by `connect_timeout` (→ `ConnectTimeout`) and by
     /// `deadline` (→ `Deadline`), whichever is earlier.
     ///
+    /// `turn` picks the first address to try (see [`dns::rotation`]): a lane passes the
+    /// count of its connects, so its connections spread over every address of the host.
+    ///
     /// Cancel safety: dropping the future drops any half-open socket; nothing leaks.
-    pub(crate) async fn connect(&self, deadline: Instant) -> Result<Connected, UpstreamError> {
+    pub(crate) async fn connect(
+        &self,
+        deadline: Instant,
+        turn: usize,
+    ) -> Result<Connected, UpstreamError> {
         let connect_deadline = Instant::now() + self.connect_timeout;
         let (limit, on_elapsed) = if deadline < connect_deadline {
             (deadline, UpstreamError::Deadline)
@@ -103,48 +124,63 @@ impl Connector {
                 UpstreamError::ConnectTimeout(self.connect_timeout),
             )
         };
-        match tokio::time::timeout_at(limit, self.connect_inner()).await {
+        match tokio::time::timeout_at(limit, self.connect_inner(turn)).await {
             Ok(r) => r,
             Err(_) => Err(on_elapsed),
         }
     }
 
-    async fn connect_inner(&self) -> Result<Connected, UpstreamError> {
-        let tcp = self.tcp().await?;
+    async fn connect_inner(&self, turn: usize) -> Result<Connected, UpstreamError> {
+        let started = Instant::now();
+        let unresolved = SocketAddr::from(([0, 0, 0, 0], self.port));
+        let resolved = self
+            .resolver
+            .resolve()
+            .await
+            .map_err(|source| UpstreamError::Connect {
+                upstream: self.upstream.clone(),
+                addr: unresolved,
+                source,
+            })?;
+        let tcp_start = Instant::now();
+        let tcp = self.tcp(&resolved.addrs, turn).await?;
+        let tcp_done = Instant::now();
+        let mut phases = ConnectPhases {
+            started,
+            ready: tcp_done,
+            dns: resolved.took,
+            connect: tcp_done - tcp_start,
+            tls: None,
+        };
         let Some((connector, name)) = &self.tls else {
             return Ok(Connected {
                 io: Io::Tcp(tcp),
                 alpn_h2: false,
+                phases,
             });
         };
         let tls = connector
             .connect(name.clone(), tcp)
             .await
             .map_err(|e| UpstreamError::Tls(self.tls_message(&e)))?;
+        phases.ready = Instant::now();
+        phases.tls = Some(phases.ready - tcp_done);
         let alpn_h2 = tls.get_ref().1.alpn_protocol() == Some(b"h2");
         Ok(Connected {
             io: Io::Tls(Box::new(tls)),
             alpn_h2,
+            phases,
         })
     }
 
-    async fn tcp(&self) -> Result<TcpStream, UpstreamError> {
-        let unresolved = SocketAddr::from(([0, 0, 0, 0], self.port));
-        let addrs: Vec<SocketAddr> = tokio::net::lookup_host((self.host.as_str(), self.port))
-            .await
-            .map_err(|source| UpstreamError::Connect {
-                upstream: self.upstream.clone(),
-                addr: unresolved,
-                source,
-            })?
-            .collect();
+    async fn tcp(&self, addrs: &[SocketAddr], turn: usize) -> Result<TcpStream, UpstreamError> {
         // Try each address in turn (IPv6 and IPv4 of a name); report the last failure.
         let mut last = UpstreamError::Connect {
             upstream: self.upstream.clone(),
-            addr: unresolved,
+            addr: SocketAddr::from(([0, 0, 0, 0], self.port)),
             source: io::Error::new(io::ErrorKind::NotFound, "the name resolved to no address"),
         };
-        for addr in addrs {
+        for addr in dns::rotation(addrs, turn) {
             match TcpStream::connect(addr).await {
                 Ok(tcp) => {
                     // Small SSE events and request headers must not wait for Nagle.
@@ -289,5 +325,58 @@ impl AsyncWrite for Io {
             Io::Tcp(s) => Pin::new(s).poll_shutdown(cx),
             Io::Tls(s) => Pin::new(s.as_mut()).poll_shutdown(cx),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tokio::net::TcpListener;
+
+    fn plain(resolver: Resolver) -> Connector {
+        let secs = Duration::from_secs(5);
+        Connector::new("t", "fixed.invalid", 0, secs, secs, None)
+            .unwrap()
+            .with_resolver(resolver)
+    }
+
+    /// Which of `listeners` the connection with `turn` reached.
+    async fn reached(c: &Connector, turn: usize, listeners: &[SocketAddr]) -> usize {
+        let conn = c
+            .connect(Instant::now() + Duration::from_secs(5), turn)
+            .await;
+        let Io::Tcp(tcp) = conn.unwrap().io else {
+            unreachable!("no TLS configured")
+        };
+        let peer = tcp.peer_addr().unwrap();
+        listeners.iter().position(|a| *a == peer).unwrap()
+    }
+
+    #[tokio::test]
+    async fn consecutive_connections_go_to_consecutive_addresses() {
+        let a = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let b = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addrs = vec![a.local_addr().unwrap(), b.local_addr().unwrap()];
+        let c = plain(Resolver::fixed(addrs.clone()));
+        let mut got = Vec::new();
+        for turn in 0..4 {
+            got.push(reached(&c, turn, &addrs).await);
+        }
+        assert_eq!(got, [0, 1, 0, 1]);
+    }
+
+    #[tokio::test]
+    async fn an_address_that_refuses_falls_back_to_the_next() {
+        let live = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        // Bound then closed: connecting to it is refused.
+        let dead = TcpListener::bind("127.0.0.1:0")
+            .await
+            .unwrap()
+            .local_addr()
+            .unwrap();
+        let addrs = vec![dead, live.local_addr().unwrap()];
+        let c = plain(Resolver::fixed(addrs.clone()));
+        assert_eq!(reached(&c, 0, &addrs).await, 1);
+        assert_eq!(reached(&c, 1, &addrs).await, 1);
     }
 }

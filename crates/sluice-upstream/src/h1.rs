@@ -20,9 +20,10 @@ use hyper_util::rt::TokioIo;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tokio::time::{timeout_at, Instant};
 
-use crate::connect::{Connector, Io};
+use crate::connect::{Connected, Connector, Io};
 use crate::error::{self, UpstreamError};
 use crate::pool::{LaneConfig, LaneSnapshot};
+use crate::timing::Recorder;
 use crate::{Counters, Lane};
 
 type SendRequest = http1::SendRequest<Full<Bytes>>;
@@ -38,6 +39,8 @@ pub(crate) struct H1Pool {
     cfg: LaneConfig,
     /// Requests waiting for a permit.
     pending: AtomicUsize,
+    /// Connects so far: where the next one starts in the host's address list.
+    connects: AtomicUsize,
 }
 
 // A poisoned lock only means a panic elsewhere; the idle list itself is always consistent.
@@ -60,6 +63,7 @@ impl H1Pool {
             lane,
             cfg,
             pending: AtomicUsize::new(0),
+            connects: AtomicUsize::new(0),
         }
     }
 
@@ -125,6 +129,8 @@ impl H1Pool {
     ///
     /// `preconnected` is a stream whose TLS handshake already chose http/1.1 (protocol
     /// `Auto`); it is used instead of opening a new connection if the pool has none idle.
+    /// `rec` gets the wait for a permit, the connect (if any) and when the request was
+    /// handed to the connection.
     ///
     /// Cancel safety: dropping the future drops the lease; a connection with a request in
     /// flight is then closed by hyper, never returned to the pool.
@@ -132,19 +138,23 @@ impl H1Pool {
         self: &Arc<Self>,
         mut req: Request<Full<Bytes>>,
         deadline: Instant,
-        mut preconnected: Option<Io>,
+        mut preconnected: Option<Connected>,
+        rec: &mut Recorder,
     ) -> Result<(Response<Incoming>, Lease), UpstreamError> {
+        let waiting = Instant::now();
         let permit = self.permit(deadline).await?;
+        rec.waited(waiting, None);
         let mut permit = Some(permit);
         loop {
             let (mut send, reused) = match self.take_idle() {
                 Some(send) => (send, true),
                 None => {
-                    let io = match preconnected.take() {
-                        Some(io) => io,
+                    let connected = match preconnected.take() {
+                        Some(c) => c,
                         None => self.connect(deadline).await?,
                     };
-                    (self.handshake(io).await?, false)
+                    rec.connected(connected.phases);
+                    (self.handshake(connected.io).await?, false)
                 }
             };
             match timeout_at(deadline, send.ready()).await {
@@ -155,6 +165,7 @@ impl H1Pool {
                 Ok(Ok(())) => {}
             }
             let sent = send.try_send_request(req);
+            rec.written();
             let lease = Lease {
                 send: Some(send),
                 pool: self.clone(),
@@ -192,11 +203,12 @@ impl H1Pool {
         None
     }
 
-    async fn connect(&self, deadline: Instant) -> Result<Io, UpstreamError> {
-        match self.connector.connect(deadline).await {
+    async fn connect(&self, deadline: Instant) -> Result<Connected, UpstreamError> {
+        let turn = self.connects.fetch_add(1, Ordering::Relaxed);
+        match self.connector.connect(deadline, turn).await {
             Ok(c) => {
                 self.counters.connects.fetch_add(1, Ordering::Relaxed);
-                Ok(c.io)
+                Ok(c)
             }
             Err(e) => {
                 self.counters

@@ -7,9 +7,10 @@ use h2::{Reason, RecvStream, SendStream};
 use http::{Request, Response};
 use tokio::time::{timeout_at, Instant};
 
-use crate::connect::Io;
+use crate::connect::Connected;
 use crate::error::{self, UpstreamError};
 pub(crate) use crate::pool::StreamLease;
+use crate::timing::Recorder;
 
 /// Flow-control windows and ALPN policy, validated in `Upstream::new`.
 #[derive(Clone, Copy, Debug)]
@@ -36,7 +37,7 @@ pub(crate) enum Sent {
     Response(Response<RecvStream>, StreamGuard, StreamLease),
     /// ALPN chose http/1.1 (`Auto`): the caller sends the request over HTTP/1.1, on this
     /// freshly handshaken stream if there is one.
-    Http1(Option<Io>),
+    Http1(Option<Connected>),
 }
 
 /// Why an exchange failed, split by whether the server can have processed the request.
@@ -48,7 +49,7 @@ pub(crate) enum Failed {
 }
 
 /// Sends the request (whose body is already complete) on the leased shard and waits for the
-/// response headers.
+/// response headers. `rec` learns when the request was handed to the connection.
 ///
 /// Cancel safety: dropping the future before the headers arrive resets the stream with
 /// RST_STREAM(CANCEL) (via [`StreamGuard`]); the connection stays up for other streams.
@@ -57,6 +58,7 @@ pub(crate) async fn exchange(
     head: Request<()>,
     body: Bytes,
     deadline: Instant,
+    rec: &mut Recorder,
 ) -> Result<Sent, Failed> {
     let mut send = match timeout_at(deadline, lease.send_request().ready()).await {
         Err(_) => return Err(Failed::Processed(UpstreamError::Deadline)),
@@ -88,6 +90,7 @@ pub(crate) async fn exchange(
             })?;
         }
     }
+    rec.written();
     match timeout_at(deadline, response).await {
         // `guard` resets the stream with CANCEL as it drops.
         Err(_) => Err(Failed::Processed(UpstreamError::Deadline)),

@@ -8,6 +8,11 @@
 //! reads from the upstream only as fast as it is polled, and cancels the upstream request
 //! when dropped early.
 //!
+//! Every response carries the request's [`PhaseTimings`] (waiting for a slot, DNS, connect,
+//! TLS, written, first byte) in its extensions; [`ResponseBody::timings`] adds the last byte.
+//! `base_url`'s host is resolved to every address it has, cached for
+//! [`PoolConfig::dns_refresh`]; each lane's new connections take those addresses in turn.
+//!
 //! ```no_run
 //! # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
 //! use sluice_upstream::{Protocol, Upstream, UpstreamConfig};
@@ -27,11 +32,13 @@
 
 mod body;
 mod connect;
+mod dns;
 mod error;
 mod h1;
 mod h2;
 mod pool;
 mod target;
+mod timing;
 
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
@@ -49,11 +56,13 @@ pub use pool::{
     ConnectionSnapshot, Lane, LaneConfig, LaneSnapshot, PoolConfig, PoolCounters, PoolSnapshot,
     ShardState,
 };
+pub use timing::PhaseTimings;
 
 use connect::{Alpn, Connector};
 use h2::{AlpnPolicy, H2Settings, Sent};
 use pool::{DrainReason, Pool};
 use target::Target;
+use timing::Recorder;
 
 /// Which HTTP version to speak to the upstream, and how to agree on it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
@@ -178,6 +187,14 @@ impl Upstream {
     /// (see [`PoolConfig`]: each field says its range), naming it as e.g.
     /// `pool.stream.max_connections`.
     pub fn new(cfg: UpstreamConfig) -> Result<Upstream, UpstreamConfigError> {
+        Upstream::build(cfg, None)
+    }
+
+    /// `new`, with `resolver` (if any) instead of DNS: tests give a host several addresses.
+    fn build(
+        cfg: UpstreamConfig,
+        resolver: Option<dns::Resolver>,
+    ) -> Result<Upstream, UpstreamConfigError> {
         // Destructured so that a new field cannot be silently ignored.
         let UpstreamConfig {
             name,
@@ -281,6 +298,7 @@ impl Upstream {
             &name,
             host,
             port,
+            pool.dns_refresh,
             connect_timeout,
             tls.then_some((alpn, roots.as_slice())),
         )
@@ -296,7 +314,10 @@ impl Upstream {
                 reason,
             },
         })?;
-        let connector = Arc::new(connector);
+        let connector = Arc::new(match resolver {
+            Some(r) => connector.with_resolver(r),
+            None => connector,
+        });
         let scheme = if tls { Scheme::HTTPS } else { Scheme::HTTP };
         let target = Target::new(scheme, authority, base_url.path())
             .ok_or_else(|| url_err("its host is not a valid Host header"))?;
@@ -352,26 +373,40 @@ impl Upstream {
     /// Dropping the future cancels the request: on HTTP/2 its stream is reset with
     /// RST_STREAM(CANCEL) and the connection stays up; on HTTP/1.1 the connection is closed
     /// and never reused. Dropping it while connecting leaks nothing.
+    ///
+    /// # Timings
+    /// The response's extensions hold this request's [`PhaseTimings`] up to the first byte;
+    /// [`ResponseBody::timings`] adds the last byte once the body ended.
     pub async fn send(
         &self,
         req: http::Request<Bytes>,
         deadline: Instant,
     ) -> Result<http::Response<ResponseBody>, UpstreamError> {
         let inner = &self.inner;
+        let mut rec = Recorder::new();
         let in_flight = InFlight::new(&inner.counters);
         let lane = req.extensions().get::<Lane>().copied().unwrap_or_default();
         if inner.pool.uses_h2() {
             let (head, body) = inner.target.for_h2(&req)?;
-            match inner.pool.send_h2(lane, head, body, deadline).await? {
+            match inner
+                .pool
+                .send_h2(lane, head, body, deadline, &mut rec)
+                .await?
+            {
                 Sent::Response(resp, guard, lease) => {
-                    let (parts, recv) = resp.into_parts();
-                    let body = ResponseBody::h2(recv, guard, lease, in_flight);
+                    let (mut parts, recv) = resp.into_parts();
+                    let timings = rec.first_byte();
+                    parts.extensions.insert(timings.0);
+                    let body = ResponseBody::h2(recv, guard, lease, in_flight, timings);
                     return Ok(http::Response::from_parts(parts, body));
                 }
-                Sent::Http1(io) => return self.send_h1(lane, req, deadline, io, in_flight).await,
+                Sent::Http1(io) => {
+                    return self.send_h1(lane, req, deadline, io, in_flight, rec).await
+                }
             }
         }
-        self.send_h1(lane, req, deadline, None, in_flight).await
+        self.send_h1(lane, req, deadline, None, in_flight, rec)
+            .await
     }
 
     async fn send_h1(
@@ -379,18 +414,21 @@ impl Upstream {
         lane: Lane,
         req: http::Request<Bytes>,
         deadline: Instant,
-        preconnected: Option<connect::Io>,
+        preconnected: Option<connect::Connected>,
         in_flight: InFlight,
+        mut rec: Recorder,
     ) -> Result<http::Response<ResponseBody>, UpstreamError> {
         let req = self.inner.target.for_h1(req)?.map(Full::new);
         let (resp, lease) = self
             .inner
             .pool
             .h1(lane)
-            .send(req, deadline, preconnected)
+            .send(req, deadline, preconnected, &mut rec)
             .await?;
-        let (parts, incoming) = resp.into_parts();
-        let body = ResponseBody::h1(incoming, lease, in_flight);
+        let (mut parts, incoming) = resp.into_parts();
+        let timings = rec.first_byte();
+        parts.extensions.insert(timings.0);
+        let body = ResponseBody::h1(incoming, lease, in_flight, timings);
         Ok(http::Response::from_parts(parts, body))
     }
 
@@ -503,5 +541,58 @@ impl InFlight {
 impl Drop for InFlight {
     fn drop(&mut self) {
         self.0.in_flight.fetch_sub(1, Ordering::Relaxed);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use sluice_mock::{MockConfig, MockServer};
+
+    /// An upstream whose host resolves to both mocks (different ports on 127.0.0.1).
+    fn spread_over(mocks: &[&MockServer], protocol: Protocol) -> Upstream {
+        let mut cfg = UpstreamConfig {
+            base_url: "http://upstream.invalid/v1".parse().unwrap(),
+            protocol,
+            ..UpstreamConfig::default()
+        };
+        for lane in [&mut cfg.pool.short, &mut cfg.pool.stream] {
+            lane.min_connections = 1;
+            lane.max_streams_per_connection = 1;
+        }
+        let addrs = mocks.iter().map(|m| m.addr()).collect();
+        Upstream::build(cfg, Some(dns::Resolver::fixed(addrs))).unwrap()
+    }
+
+    fn slow_request() -> http::Request<Bytes> {
+        // Long enough that both requests are in flight at once, so each needs a connection.
+        http::Request::post("/chat/completions")
+            .header("x-mock", "tokens=3, interval_ms=100")
+            .body(Bytes::from(r#"{"model":"m","stream":true}"#))
+            .unwrap()
+    }
+
+    async fn connections_per_mock(protocol: Protocol) -> [u64; 2] {
+        let a = MockServer::start(MockConfig::default()).await.unwrap();
+        let b = MockServer::start(MockConfig::default()).await.unwrap();
+        let up = spread_over(&[&a, &b], protocol);
+        let deadline = Instant::now() + Duration::from_secs(5);
+        let (r1, r2) = tokio::join!(
+            up.send(slow_request(), deadline),
+            up.send(slow_request(), deadline)
+        );
+        let (r1, r2) = (r1.unwrap(), r2.unwrap());
+        assert!(r1.status().is_success() && r2.status().is_success());
+        [&a, &b].map(|m| m.stats().snapshot().totals.connections)
+    }
+
+    #[tokio::test]
+    async fn http1_connections_of_a_lane_spread_over_the_hosts_addresses() {
+        assert_eq!(connections_per_mock(Protocol::Http1).await, [1, 1]);
+    }
+
+    #[tokio::test]
+    async fn h2_shards_of_a_lane_spread_over_the_hosts_addresses() {
+        assert_eq!(connections_per_mock(Protocol::H2c).await, [1, 1]);
     }
 }

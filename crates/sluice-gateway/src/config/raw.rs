@@ -582,6 +582,8 @@ fn pool_config(
             )?),
         },
         max_requests_per_connection,
+        // Not configurable from TOML yet: the upstream crate's default.
+        dns_refresh: d.dns_refresh,
     };
     Ok((pool, long_max_tokens.unwrap_or(4096)))
 }

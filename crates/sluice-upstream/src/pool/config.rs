@@ -81,6 +81,11 @@ pub struct PoolConfig {
     /// Drain a connection once it has carried this many requests. Must be ≥ 1 when set.
     /// Default `None` (no limit).
     pub max_requests_per_connection: Option<u64>,
+    /// How long the addresses of `base_url`'s host are used before it is resolved again.
+    /// Every new connection (both protocols, each lane) starts at the next of those
+    /// addresses, round robin, trying the others if it refuses. Resolution is lazy: the
+    /// first connect after expiry resolves. Must be > 0. Default 30 s.
+    pub dns_refresh: Duration,
 }
 
 impl Default for PoolConfig {
@@ -94,6 +99,7 @@ impl Default for PoolConfig {
             stall_timeout: Duration::from_secs(30),
             max_connection_age: None,
             max_requests_per_connection: None,
+            dns_refresh: Duration::from_secs(30),
         }
     }
 }
@@ -120,6 +126,7 @@ impl PoolConfig {
             stall_timeout,
             max_connection_age,
             max_requests_per_connection,
+            dns_refresh,
         } = self;
         for (name, lane) in [("stream", stream), ("short", short)] {
             let LaneConfig {
@@ -172,6 +179,9 @@ impl PoolConfig {
                 "pool.max_requests_per_connection".into(),
                 "must be at least 1 (use None for no limit)".into(),
             ));
+        }
+        if dns_refresh.is_zero() {
+            return Err(("pool.dns_refresh".into(), "must be more than 0".into()));
         }
         Ok(())
     }

@@ -4,7 +4,7 @@
 
 use std::collections::VecDeque;
 use std::pin::pin;
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -15,7 +15,7 @@ use tokio::time::{sleep_until, Instant};
 use super::select::{self, Candidate};
 use super::shard_h2::{Shard, StreamLease};
 use super::{lock, ConnectionSnapshot, LaneSnapshot, PoolCtx, ShardState};
-use crate::connect::Io;
+use crate::connect::Connected;
 use crate::error::UpstreamError;
 use crate::h2::AlpnPolicy;
 use crate::{Lane, Protocol};
@@ -28,7 +28,7 @@ const SLOT_RECHECK: Duration = Duration::from_millis(50);
 pub(crate) enum Acquired {
     Stream(StreamLease),
     /// ALPN chose http/1.1 (`Auto`): send over HTTP/1.1, on this socket if there is one.
-    Http1(Option<Io>),
+    Http1(Option<Connected>),
 }
 
 /// State shared by the lane, its shards' tasks (as a `Weak`) and its connect task.
@@ -43,6 +43,8 @@ pub(crate) struct LaneShared {
     /// quadratic and starved the pool. Locked on its own (never while taking `state`'s lock
     /// from inside it), so shards can wake the head without the lane lock.
     waiters: Mutex<VecDeque<(u64, Arc<Notify>)>>,
+    /// Connects so far: where the next one starts in the host's address list.
+    connects: AtomicUsize,
 }
 
 struct LaneState {
@@ -53,7 +55,7 @@ struct LaneState {
     connect_gen: u64,
     failed: Option<(u64, UpstreamError)>,
     /// A socket on which TLS chose http/1.1 (`Auto`), for the first HTTP/1.1 request.
-    fallback_io: Option<Io>,
+    fallback_io: Option<Connected>,
     next_ticket: u64,
     /// Replacing degraded shards is rate-limited: not before `replace_after`, and each
     /// replacement doubles `replace_backoff` (a healthy PONG resets it).
@@ -177,8 +179,9 @@ impl LaneShared {
         let ctx = self.ctx.clone();
         let lane = self.lane;
         let weak = Arc::downgrade(self);
+        let turn = self.connects.fetch_add(1, Ordering::Relaxed);
         st.connecting = Some(tokio::spawn(async move {
-            let result = connect(&ctx, lane, weak.clone()).await;
+            let result = connect(&ctx, lane, weak.clone(), turn).await;
             let Some(shared) = weak.upgrade() else {
                 return;
             };
@@ -256,6 +259,7 @@ impl H2Lane {
                     replace_backoff: Duration::ZERO,
                 }),
                 waiters: Mutex::new(VecDeque::new()),
+                connects: AtomicUsize::new(0),
             }),
         }
     }
@@ -417,7 +421,7 @@ impl H2Lane {
 
 enum Opened {
     Shard(Arc<Shard>),
-    Http1(Io),
+    Http1(Connected),
 }
 
 /// One connect: TCP (+ TLS), then the HTTP/2 handshake, bounded by `connect_timeout` each.
@@ -425,13 +429,14 @@ async fn connect(
     ctx: &Arc<PoolCtx>,
     lane: Lane,
     weak: std::sync::Weak<LaneShared>,
+    turn: usize,
 ) -> Result<Opened, UpstreamError> {
     let connect_timeout = ctx.connector.connect_timeout();
     // Bounded by `connect_timeout` inside (→ ConnectTimeout); the waiters' own deadlines
     // bound how long they wait for it, so no request deadline applies here.
     let connected = ctx
         .connector
-        .connect(Instant::now() + 2 * connect_timeout)
+        .connect(Instant::now() + 2 * connect_timeout, turn)
         .await?;
     ctx.counters.connects.fetch_add(1, Ordering::Relaxed);
     let protocol = match ctx.settings.alpn {
@@ -450,13 +455,13 @@ async fn connect(
             }
             AlpnPolicy::FallBack => {
                 ctx.set_fell_back();
-                return Ok(Opened::Http1(connected.io));
+                return Ok(Opened::Http1(connected));
             }
         }
     }
     let shard = tokio::time::timeout(
         connect_timeout,
-        Shard::open(ctx, lane, weak, connected.io, protocol),
+        Shard::open(ctx, lane, weak, connected.io, protocol, connected.phases),
     )
     .await
     .map_err(|_| UpstreamError::ConnectTimeout(connect_timeout))??;

@@ -32,6 +32,7 @@ use crate::connect::Connector;
 use crate::error::UpstreamError;
 use crate::h1::H1Pool;
 use crate::h2::{self, H2Settings, Sent};
+use crate::timing::Recorder;
 use crate::{Counters, Protocol};
 use lane::{Acquired, H2Lane};
 use shard_h2::HealthSettings;
@@ -304,13 +305,15 @@ impl Pool {
     }
 
     /// Sends over HTTP/2 on `lane`, retrying on another shard (at most twice, within
-    /// `deadline`) when the server provably did not process the request.
+    /// `deadline`) when the server provably did not process the request. `rec` gets every
+    /// wait for a slot and the connect this request waited for, if any.
     pub(crate) async fn send_h2(
         &self,
         lane: Lane,
         head: Request<()>,
         body: Bytes,
         deadline: Instant,
+        rec: &mut Recorder,
     ) -> Result<Sent, UpstreamError> {
         let Some(lanes) = &self.h2 else {
             return Ok(Sent::Http1(None));
@@ -319,15 +322,23 @@ impl Pool {
         let mut avoid = None;
         let mut retries = 0;
         loop {
+            let waiting = Instant::now();
             let lease = match h2lane.acquire(deadline, avoid).await? {
-                Acquired::Stream(lease) => lease,
-                Acquired::Http1(io) => return Ok(Sent::Http1(io)),
+                Acquired::Stream(lease) => {
+                    rec.waited(waiting, lease.opened);
+                    lease
+                }
+                Acquired::Http1(connected) => {
+                    rec.waited(waiting, connected.as_ref().map(|c| c.phases));
+                    return Ok(Sent::Http1(connected));
+                }
             };
             let shard_id = lease.shard().id;
-            let err = match h2::exchange(lease, clone_head(&head), body.clone(), deadline).await {
-                Ok(sent) => return Ok(sent),
-                Err(e) => e,
-            };
+            let err =
+                match h2::exchange(lease, clone_head(&head), body.clone(), deadline, rec).await {
+                    Ok(sent) => return Ok(sent),
+                    Err(e) => e,
+                };
             let counters = &self.ctx.counters;
             if matches!(err, h2::Failed::NotProcessed(UpstreamError::Refused)) {
                 counters.refused_streams.fetch_add(1, Ordering::Relaxed);

@@ -23,6 +23,7 @@ use super::tap::{FrameSink, Tapped};
 use super::{lock, DrainReason, PoolCtx, ShardState};
 use crate::connect::Io;
 use crate::error::UpstreamError;
+use crate::timing::ConnectPhases;
 use crate::{Counters, Lane, Protocol};
 
 /// No GOAWAY seen yet (stream ids are 31-bit, so this is never a real last-stream-id).
@@ -176,6 +177,9 @@ impl FrameSink for ShardShared {
 /// One HTTP/2 connection. Dropping it aborts its tasks, which closes the socket.
 pub(crate) struct Shard {
     pub(crate) shared: Arc<ShardShared>,
+    /// How the connection was opened, until its first stream takes it: that stream's
+    /// request is the one that waited for the connect.
+    opened: Mutex<Option<ConnectPhases>>,
     send: SendRequest<Bytes>,
     driver: JoinHandle<()>,
     pinger: Option<JoinHandle<()>>,
@@ -221,6 +225,7 @@ impl Shard {
         }
         StreamLease {
             shard: self.clone(),
+            opened: lock(&self.opened).take(),
         }
     }
 
@@ -238,6 +243,7 @@ impl Shard {
         lane_shared: Weak<LaneShared>,
         io: Io,
         protocol: Protocol,
+        mut opened: ConnectPhases,
     ) -> Result<Arc<Shard>, UpstreamError> {
         let s = ctx.settings;
         let max_streams = ctx.cfg.lane(lane).max_streams_per_connection as usize;
@@ -267,6 +273,8 @@ impl Shard {
             .handshake::<_, Bytes>(io)
             .await
             .map_err(|e| UpstreamError::Protocol(format!("HTTP/2 handshake failed: {e}")))?;
+        // Usable only from here: the handshake is part of the wait for this connection.
+        opened.ready = Instant::now();
         let ping = conn.ping_pong();
         let open = ctx.counters.connection_opened();
         let task_shared = shared.clone();
@@ -291,6 +299,7 @@ impl Shard {
         });
         Ok(Arc::new(Shard {
             shared,
+            opened: Mutex::new(Some(opened)),
             send,
             driver,
             pinger,
@@ -378,6 +387,8 @@ async fn ping_loop(
 /// caller dropping the response). Holds the connection open while its stream is.
 pub(crate) struct StreamLease {
     shard: Arc<Shard>,
+    /// How the connection was opened, if this is its first stream.
+    pub(crate) opened: Option<ConnectPhases>,
 }
 
 impl StreamLease {

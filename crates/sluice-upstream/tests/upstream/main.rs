@@ -2,10 +2,12 @@
 
 mod backpressure;
 mod cancel;
+mod dns;
 mod errors;
 mod h2conn;
 mod lanes;
 mod ping;
 mod pool;
 mod support;
+mod timing;
 mod tls;
