@@ -15,7 +15,7 @@ use http_body::{Body, Frame, SizeHint};
 use http_body_util::{BodyExt, Limited};
 use serde::Deserialize;
 use sluice_sse::Decoder;
-use sluice_upstream::{Lane, Upstream, UpstreamError};
+use sluice_upstream::{Lane, PhaseTimings, Upstream, UpstreamError};
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
@@ -368,7 +368,19 @@ where
             return fail(&mut log, e, EndReason::UpstreamError);
         }
     };
-    let (rparts, rbody) = resp.into_parts();
+    let timings = resp.extensions().get::<PhaseTimings>().copied();
+    if let Some(p) = timings {
+        state
+            .telemetry
+            .acquire_wait(&ucfg.name, lane.as_str(), p.acquire);
+    }
+    log.timings = timings;
+    let want_timing = state.config.server.server_timing
+        || parts
+            .headers
+            .get("x-sluice-timing")
+            .is_some_and(|v| v.as_bytes() == b"1");
+    let (rparts, mut rbody) = resp.into_parts();
     log.status = rparts.status.as_u16();
     let is_sse = rparts
         .headers
@@ -376,6 +388,12 @@ where
         .and_then(|v| v.to_str().ok())
         .is_some_and(|v| v.trim_start().starts_with("text/event-stream"));
     let mut out_headers = headers::client_response_headers(&rparts.headers, &request_id);
+    if want_timing {
+        if let Some(v) = timings.and_then(|p| HeaderValue::from_str(&p.server_timing_header()).ok())
+        {
+            out_headers.insert("server-timing", v);
+        }
+    }
 
     if is_sse && rparts.status.is_success() {
         out_headers.insert(
@@ -412,7 +430,7 @@ where
     // whole, bounded in size and by the total deadline, so a too-large body can still be a
     // clean 502 instead of a cut.
     let max = state.config.server.max_response_body;
-    let read = tokio::time::timeout_at(total_by, Limited::new(rbody, max as usize).collect()).await;
+    let read = tokio::time::timeout_at(total_by, read_bounded(&mut rbody, max)).await;
     let bytes = match read {
         Err(_) => {
             let e = GatewayError::TotalTimeout {
@@ -421,26 +439,29 @@ where
             };
             return fail(&mut log, e, EndReason::TotalTimeout);
         }
-        Ok(Err(e)) if e.is::<http_body_util::LengthLimitError>() => {
+        Ok(Err(None)) => {
             let e = GatewayError::ResponseTooLarge {
                 upstream: ucfg.name.clone(),
                 limit: max,
             };
             return fail(&mut log, e, EndReason::ResponseTooLarge);
         }
-        Ok(Err(e)) => {
-            let source = match e.downcast::<sluice_upstream::BodyError>() {
-                Ok(b) => *b,
-                Err(other) => sluice_upstream::BodyError::Protocol(other.to_string()),
-            };
+        Ok(Err(Some(source))) => {
             let e = GatewayError::UpstreamBody {
                 upstream: ucfg.name.clone(),
                 source,
             };
             return fail(&mut log, e, EndReason::UpstreamReset);
         }
-        Ok(Ok(c)) => c.to_bytes(),
+        Ok(Ok(b)) => b,
     };
+    // The body has ended: its timings now include the last byte.
+    log.timings = Some(rbody.timings());
+    if want_timing {
+        if let Ok(v) = HeaderValue::from_str(&rbody.timings().server_timing_header()) {
+            out_headers.insert("server-timing", v);
+        }
+    }
     if rparts.status.is_client_error() && contains_ci(&bytes, b"session") {
         // Names only: the values are credentials or identifiers.
         tracing::warn!(
@@ -458,6 +479,24 @@ where
     *r.status_mut() = rparts.status;
     *r.headers_mut() = out_headers;
     r
+}
+
+/// Reads a whole body up to `max` bytes. `Err(None)`: over the limit; `Err(Some(e))`: the
+/// upstream broke off. Keeps the body (unlike `Limited`), so its timings stay readable.
+async fn read_bounded(
+    body: &mut sluice_upstream::ResponseBody,
+    max: u64,
+) -> Result<Bytes, Option<sluice_upstream::BodyError>> {
+    let mut buf = bytes::BytesMut::new();
+    while let Some(frame) = body.frame().await {
+        if let Ok(data) = frame.map_err(Some)?.into_data() {
+            if (buf.len() + data.len()) as u64 > max {
+                return Err(None);
+            }
+            buf.extend_from_slice(&data);
+        }
+    }
+    Ok(buf.freeze())
 }
 
 fn contains_ci(hay: &[u8], needle: &[u8]) -> bool {

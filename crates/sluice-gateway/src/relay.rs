@@ -100,6 +100,16 @@ impl SseRelay {
         }
     }
 
+    /// Drops the upstream body (cancelling it if unfinished), keeping its phase timings for
+    /// the log line.
+    fn take_upstream(&mut self) -> Option<ResponseBody> {
+        let up = self.upstream.take();
+        if let Some(u) = &up {
+            self.log.timings = Some(u.timings());
+        }
+        up
+    }
+
     /// Hands bytes to the client and restarts the heartbeat clock.
     fn forward(
         &mut self,
@@ -121,7 +131,7 @@ impl SseRelay {
         reason: EndReason,
         message: &str,
     ) -> Poll<Option<Result<Frame<Bytes>, std::convert::Infallible>>> {
-        self.upstream = None;
+        self.take_upstream();
         self.ended = true;
         let event = sse_error_event(self.api, reason.as_str(), message);
         self.log.sent(event.len(), 0);
@@ -131,7 +141,7 @@ impl SseRelay {
 
     fn complete(&mut self) -> Poll<Option<Result<Frame<Bytes>, std::convert::Infallible>>> {
         self.ended = true;
-        self.upstream = None;
+        self.take_upstream();
         self.log.finish(EndReason::Completed);
         Poll::Ready(None)
     }
@@ -285,9 +295,10 @@ impl Drop for SseRelay {
             return;
         }
         // The client went away mid-stream.
+        let upstream = self.take_upstream();
         self.log.finish(EndReason::ClientGone);
         if self.on_disconnect == OnClientDisconnect::Drain {
-            if let Some(upstream) = self.upstream.take() {
+            if let Some(upstream) = upstream {
                 let decoder = std::mem::take(&mut self.decoder);
                 let deadline = self.timers.total_by;
                 let request_id = self.log.request_id.clone();

@@ -70,6 +70,12 @@ struct RouteStatus {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct UpstreamLane {
+    upstream: String,
+    lane: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct Reason {
     reason: &'static str,
 }
@@ -88,6 +94,7 @@ pub struct Telemetry {
     relayed_events: Counter,
     first_byte: Histogram,
     duration: Histogram,
+    acquire_wait: Family<UpstreamLane, Histogram>,
 }
 
 impl Default for Telemetry {
@@ -160,8 +167,17 @@ impl Telemetry {
             "Time from request to its end",
             duration.clone(),
         );
+        let acquire_wait = Family::<UpstreamLane, Histogram>::new_with_constructor(|| {
+            Histogram::new(exponential_buckets(0.0001, 2.0, 18))
+        });
+        registry.register(
+            "pool_acquire_wait_seconds",
+            "Time a request waited for an upstream connection or stream slot",
+            acquire_wait.clone(),
+        );
         Telemetry {
             registry,
+            acquire_wait,
             requests,
             end_reasons,
             active_streams,
@@ -203,6 +219,15 @@ impl Telemetry {
     pub(crate) fn backpressure_pause(&self) {
         self.backpressure_pauses.inc();
     }
+
+    pub(crate) fn acquire_wait(&self, upstream: &str, lane: &'static str, wait: Duration) {
+        self.acquire_wait
+            .get_or_create(&UpstreamLane {
+                upstream: upstream.to_string(),
+                lane,
+            })
+            .observe(wait.as_secs_f64());
+    }
 }
 
 /// One request's record, finished exactly once: by whoever decides its outcome, or, if it is
@@ -218,6 +243,8 @@ pub(crate) struct RequestLog {
     first_byte: Option<Duration>,
     pub(crate) bytes: u64,
     pub(crate) events: u64,
+    /// The upstream phases, once the upstream answered (and `last_byte` once its body ended).
+    pub(crate) timings: Option<sluice_upstream::PhaseTimings>,
     finished: bool,
 }
 
@@ -233,6 +260,7 @@ impl RequestLog {
             first_byte: None,
             bytes: 0,
             events: 0,
+            timings: None,
             finished: false,
         }
     }
@@ -280,6 +308,8 @@ impl RequestLog {
         }
         let duration = self.started.elapsed();
         t.duration.observe(duration.as_secs_f64());
+        let ms = |d: Duration| d.as_secs_f64() * 1000.0;
+        let p = self.timings;
         tracing::info!(
             target: "sluice::request",
             request_id = %self.request_id,
@@ -291,6 +321,13 @@ impl RequestLog {
             duration_ms = duration.as_secs_f64() * 1000.0,
             bytes = self.bytes,
             events = self.events,
+            acquire_ms = p.map(|p| ms(p.acquire)),
+            dns_ms = p.and_then(|p| p.dns).map(ms),
+            connect_ms = p.and_then(|p| p.connect).map(ms),
+            tls_ms = p.and_then(|p| p.tls).map(ms),
+            written_ms = p.map(|p| ms(p.written)),
+            upstream_first_byte_ms = p.map(|p| ms(p.first_byte)),
+            upstream_last_byte_ms = p.and_then(|p| p.last_byte).map(ms),
             "request"
         );
     }

@@ -593,6 +593,9 @@ mod tests {
 
     #[tokio::test]
     async fn h2_shards_of_a_lane_spread_over_the_hosts_addresses() {
-        assert_eq!(connections_per_mock(Protocol::H2c).await, [1, 1]);
+        // Each address gets a connection; the lane may also have opened one more ahead of
+        // demand (it was full), which lands on the next address in turn.
+        let [a, b] = connections_per_mock(Protocol::H2c).await;
+        assert!(a >= 1 && b >= 1 && a + b <= 3, "{a} + {b}");
     }
 }

@@ -164,6 +164,11 @@ fn serve_logs_json_without_secrets_and_exits_on_sigterm() {
     assert_eq!(ok["route"], "mock");
     assert!(ok["request_id"].as_str().unwrap().starts_with("sl-"));
     assert!(ok["events"].as_u64().unwrap() > 3);
+    // Phase timings: the first request opened the upstream connection.
+    assert!(ok["acquire_ms"].as_f64().is_some(), "{ok}");
+    assert!(ok["connect_ms"].as_f64().is_some(), "{ok}");
+    assert!(ok["upstream_first_byte_ms"].as_f64().is_some(), "{ok}");
+    assert!(ok["upstream_last_byte_ms"].as_f64().is_some(), "{ok}");
     assert_eq!(lines[1]["fields"]["end_reason"], "bad_request");
     assert_eq!(lines[2]["fields"]["status"], 400);
     let session_warn = logs

@@ -45,6 +45,10 @@ pub struct ServerConfig {
     /// Largest single SSE event relayed; a larger one ends the stream with an error event.
     /// Default 1 MiB, at most 64 MiB.
     pub max_event_bytes: usize,
+    /// Send a `Server-Timing` header with the upstream phases (acquire, dns, connect, tls,
+    /// written, ttfb) on every response; without it, only when the client sends
+    /// `X-Sluice-Timing: 1`. Default false.
+    pub server_timing: bool,
 }
 
 /// PEM files for the listener's TLS.

@@ -35,6 +35,7 @@ struct RawServer {
     max_response_body: Option<Size>,
     shutdown_grace: Option<String>,
     max_event_bytes: Option<Size>,
+    server_timing: Option<bool>,
 }
 
 #[derive(Deserialize)]
@@ -77,6 +78,7 @@ struct RawPool {
     max_connection_age: Option<String>,
     max_requests_per_connection: Option<u64>,
     long_max_tokens: Option<u64>,
+    dns_refresh: Option<String>,
 }
 
 #[derive(Deserialize, Default)]
@@ -271,6 +273,7 @@ fn server_config(raw: RawServer) -> Result<ServerConfig, ConfigError> {
         max_response_body,
         shutdown_grace,
         max_event_bytes,
+        server_timing,
     } = raw;
     let listen = listen
         .as_deref()
@@ -309,6 +312,7 @@ fn server_config(raw: RawServer) -> Result<ServerConfig, ConfigError> {
             Duration::from_secs(30),
         )?,
         max_event_bytes: max_event_bytes as usize,
+        server_timing: server_timing.unwrap_or(false),
     })
 }
 
@@ -530,6 +534,7 @@ fn pool_config(
         max_connection_age,
         max_requests_per_connection,
         long_max_tokens,
+        dns_refresh,
     } = raw;
     let d = PoolConfig::default();
     let lane = |name: &str, kind: Lane, raw: Option<RawLane>| -> Result<LaneConfig, ConfigError> {
@@ -583,7 +588,11 @@ fn pool_config(
         },
         max_requests_per_connection,
         // Not configurable from TOML yet: the upstream crate's default.
-        dns_refresh: d.dns_refresh,
+        dns_refresh: duration(
+            &format!("{path}.pool.dns_refresh"),
+            dns_refresh,
+            d.dns_refresh,
+        )?,
     };
     Ok((pool, long_max_tokens.unwrap_or(4096)))
 }

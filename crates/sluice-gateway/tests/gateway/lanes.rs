@@ -134,3 +134,65 @@ async fn admin_pools_and_pool_metrics_describe_the_connections() {
         assert!(m.contains(needle), "missing {needle} in:\n{m}");
     }
 }
+
+/// Phase timings: `Server-Timing` on request (`X-Sluice-Timing: 1`) or for every response
+/// (`server.server_timing`), and the acquire-wait histogram.
+#[tokio::test]
+async fn server_timing_on_request_or_by_config() {
+    let mock = mock("").await;
+    let gw = gateway(&mock, Setup::default()).await;
+    let plain = h1(
+        gw.addr(),
+        request("POST", "/v1/chat/completions", "ttft_ms=100", CHAT),
+    )
+    .await;
+    assert!(!plain.headers.contains_key("server-timing"));
+    let mut req = request("POST", "/v1/chat/completions", "ttft_ms=100", CHAT);
+    req.headers_mut()
+        .insert("x-sluice-timing", "1".parse().unwrap());
+    let timed = h1(gw.addr(), req).await;
+    let st = timed.headers["server-timing"].to_str().unwrap().to_string();
+    let phases: std::collections::HashMap<&str, f64> = st
+        .split(", ")
+        .map(|p| {
+            let (name, dur) = p.split_once(";dur=").unwrap_or_else(|| panic!("{st}"));
+            (name, dur.parse().unwrap())
+        })
+        .collect();
+    assert!(phases["ttfb"] >= 100.0, "{st}");
+    assert!(
+        phases.contains_key("acquire") && phases.contains_key("written"),
+        "{st}"
+    );
+    assert!(phases["last"] >= phases["ttfb"], "{st}");
+    let m = String::from_utf8(
+        h1(gw.addr(), request("GET", "/metrics", "", ""))
+            .await
+            .body
+            .to_vec(),
+    )
+    .unwrap();
+    assert!(
+        m.contains("sluice_pool_acquire_wait_seconds_count{upstream=\"mock\",lane=\"short\"} 2"),
+        "{m}"
+    );
+
+    let gw = gateway(
+        &mock,
+        Setup {
+            server: "server_timing = true",
+            ..Default::default()
+        },
+    )
+    .await;
+    let r = h1(
+        gw.addr(),
+        request("POST", "/v1/chat/completions", "tokens=2", STREAM),
+    )
+    .await;
+    let st = r.headers["server-timing"].to_str().unwrap();
+    assert!(
+        st.contains("connect;dur=") && st.contains("ttfb;dur="),
+        "a fresh connection: {st}"
+    );
+}
