@@ -8,6 +8,7 @@ mod h2conn;
 mod lanes;
 mod ping;
 mod pool;
+mod scripted;
 mod support;
 mod timing;
 mod tls;
