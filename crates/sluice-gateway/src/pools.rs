@@ -262,6 +262,8 @@ pub(crate) fn snapshot_json(upstreams: &[(String, Upstream)]) -> Value {
                                 "rtt_ms": c.rtt.map(|d| d.as_secs_f64() * 1000.0),
                                 "age_ms": c.age.as_secs_f64() * 1000.0,
                                 "requests_served": c.requests_served,
+                                "bytes_in": c.bytes_in,
+                                "bytes_out": c.bytes_out,
                             })
                         })
                         .collect();

@@ -115,6 +115,8 @@ async fn admin_pools_and_pool_metrics_describe_the_connections() {
         assert_eq!(conns[0]["state"], "ready");
         assert!(conns[0]["requests_served"].as_u64().unwrap() >= 1 || name == "stream");
         assert!(conns[0]["cap"].as_u64().unwrap() >= 1);
+        assert!(conns[0]["bytes_in"].as_u64().unwrap() > 0, "{l}");
+        assert!(conns[0]["bytes_out"].as_u64().unwrap() > 0, "{l}");
     }
     assert!(up["counters"]["connects"].as_u64().unwrap() >= 2);
     let m = String::from_utf8(

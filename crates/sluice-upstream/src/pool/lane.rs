@@ -402,6 +402,8 @@ impl H2Lane {
                     rtt: health.ewma,
                     age: sh.opened_at.elapsed(),
                     requests_served: sh.requests.load(Ordering::Relaxed),
+                    bytes_in: sh.bytes_in.load(Ordering::Relaxed),
+                    bytes_out: sh.bytes_out.load(Ordering::Relaxed),
                 }
             })
             .collect();

@@ -188,6 +188,10 @@ pub struct ConnectionSnapshot {
     pub age: Duration,
     /// Streams it has carried.
     pub requests_served: u64,
+    /// Bytes read from the socket (TLS included).
+    pub bytes_in: u64,
+    /// Bytes written to the socket (TLS included).
+    pub bytes_out: u64,
 }
 
 /// Pool counters since the `Upstream` was created.

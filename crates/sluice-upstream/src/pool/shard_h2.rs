@@ -40,6 +40,9 @@ pub(crate) struct ShardShared {
     state: AtomicU8,
     pub(crate) in_flight: AtomicUsize,
     pub(crate) requests: AtomicU64,
+    /// Socket bytes read and written, for the admin snapshot.
+    pub(crate) bytes_in: AtomicU64,
+    pub(crate) bytes_out: AtomicU64,
     pub(crate) health: Mutex<Health>,
     /// Milliseconds after `opened_at` of the last DATA frame, or of the moment the shard went
     /// from idle to busy (so a stream that just started is not "stalled since long ago").
@@ -151,6 +154,15 @@ impl ShardShared {
 }
 
 impl FrameSink for ShardShared {
+    fn bytes(&self, read: usize, written: usize) {
+        if read > 0 {
+            self.bytes_in.fetch_add(read as u64, Ordering::Relaxed);
+        }
+        if written > 0 {
+            self.bytes_out.fetch_add(written as u64, Ordering::Relaxed);
+        }
+    }
+
     fn data(&self) {
         self.last_progress_ms
             .store(self.now_ms(), Ordering::Relaxed);
@@ -256,6 +268,8 @@ impl Shard {
             state: AtomicU8::new(ShardState::Ready as u8),
             in_flight: AtomicUsize::new(0),
             requests: AtomicU64::new(0),
+            bytes_in: AtomicU64::new(0),
+            bytes_out: AtomicU64::new(0),
             health: Mutex::new(Health::default()),
             last_progress_ms: AtomicU64::new(0),
             goaway_last_id: AtomicU32::new(NO_GOAWAY),

@@ -24,6 +24,8 @@ pub(crate) trait FrameSink: Send + Sync + 'static {
     fn data(&self);
     /// A GOAWAY arrived.
     fn goaway(&self, last_stream_id: u32, error_code: u32);
+    /// Bytes went over the socket (for the connection's bytes in/out).
+    fn bytes(&self, read: usize, written: usize);
 }
 
 /// The frame parser, fed the bytes as they are read.
@@ -109,7 +111,9 @@ impl<IO: AsyncRead + Unpin> AsyncRead for Tapped<IO> {
         let before = buf.filled().len();
         std::task::ready!(Pin::new(&mut self.io).poll_read(cx, buf))?;
         let this = &mut *self;
-        this.parser.feed(&buf.filled()[before..], &*this.sink);
+        let fresh = &buf.filled()[before..];
+        this.sink.bytes(fresh.len(), 0);
+        this.parser.feed(fresh, &*this.sink);
         Poll::Ready(Ok(()))
     }
 }
@@ -120,7 +124,9 @@ impl<IO: AsyncWrite + Unpin> AsyncWrite for Tapped<IO> {
         cx: &mut Context<'_>,
         buf: &[u8],
     ) -> Poll<io::Result<usize>> {
-        Pin::new(&mut self.io).poll_write(cx, buf)
+        let n = std::task::ready!(Pin::new(&mut self.io).poll_write(cx, buf))?;
+        self.sink.bytes(0, n);
+        Poll::Ready(Ok(n))
     }
 
     fn poll_write_vectored(
@@ -128,7 +134,9 @@ impl<IO: AsyncWrite + Unpin> AsyncWrite for Tapped<IO> {
         cx: &mut Context<'_>,
         bufs: &[io::IoSlice<'_>],
     ) -> Poll<io::Result<usize>> {
-        Pin::new(&mut self.io).poll_write_vectored(cx, bufs)
+        let n = std::task::ready!(Pin::new(&mut self.io).poll_write_vectored(cx, bufs))?;
+        self.sink.bytes(0, n);
+        Poll::Ready(Ok(n))
     }
 
     fn is_write_vectored(&self) -> bool {
@@ -159,6 +167,7 @@ mod tests {
         fn goaway(&self, last: u32, code: u32) {
             self.0.lock().unwrap().1.push((last, code));
         }
+        fn bytes(&self, _: usize, _: usize) {}
     }
 
     fn frame(kind: u8, stream: u32, payload: &[u8]) -> Vec<u8> {
