@@ -1,16 +1,17 @@
 #!/usr/bin/env bash
-# The gateway's cost in the path, measured in one run side by side with direct-to-mock and with
-# nginx as a plain SSE-friendly reverse proxy in front of the same mock.
+# The gateway's cost in the path, measured in one run side by side with direct-to-mock, nginx and
+# HAProxy as plain SSE-friendly reverse proxies in front of the same mock.
 #
-# Usage: bench/gateway_vs_nginx.sh [SECONDS]   (default 10 s per throughput load; loopback only)
-# Needs: nginx, wrk, h2load (Debian: nginx-light wrk nghttp2-client; installed when missing).
+# Usage: bench/compare.sh [SECONDS]   (default 10 s per throughput load; loopback only)
+# Needs: nginx, haproxy, wrk, h2load (Debian: nginx-light haproxy wrk nghttp2-client; installed
+# when missing).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 DUR=${1:-10}
 ulimit -n 65536 2>/dev/null || ulimit -n "$(ulimit -Hn)"
-for tool in nginx wrk h2load curl; do
+for tool in nginx haproxy wrk h2load curl; do
   if ! command -v "$tool" >/dev/null; then
-    apt-get update -qq && apt-get install -y -qq nginx-light wrk nghttp2-client curl >/dev/null
+    apt-get update -qq && apt-get install -y -qq nginx-light haproxy wrk nghttp2-client curl >/dev/null
     break
   fi
 done
@@ -21,6 +22,7 @@ chmod 755 "$WORK"   # nginx workers run as www-data
 cleanup() {
   kill $(jobs -p) 2>/dev/null || true
   [ -f "$WORK/nginx.pid" ] && kill "$(cat "$WORK/nginx.pid")" 2>/dev/null
+  [ -f "$WORK/haproxy.pid" ] && kill "$(cat "$WORK/haproxy.pid")" 2>/dev/null
   rm -rf "$WORK"
 }
 trap cleanup EXIT
@@ -73,19 +75,43 @@ http {
 }
 CONF
 nginx -c "$WORK/nginx.conf"
+
+HAPROXY=127.0.0.1:$((${NGINX#*:} + 2))
+HAPROXY_H2=127.0.0.1:$((${NGINX#*:} + 3))
+cat > "$WORK/haproxy.cfg" <<CONF
+global
+  maxconn 40000
+  pidfile $WORK/haproxy.pid
+defaults
+  mode http
+  timeout connect 5s
+  timeout client 600s
+  timeout server 600s
+frontend fe
+  bind $HAPROXY
+  bind $HAPROXY_H2 proto h2
+  default_backend mock
+backend mock
+  http-reuse always
+  server m $MOCK maxconn 20000
+CONF
+haproxy -D -f "$WORK/haproxy.cfg"
 sleep 0.3
 
 BODY='{"model":"gpt-4o","messages":[{"role":"user","content":"hi"}]}'
 printf 'wrk.method = "POST"\nwrk.body = [[%s]]\nwrk.headers["Content-Type"] = "application/json"\n' "$BODY" > "$WORK/post.lua"
 printf '{"model":"gpt-4o","stream":true,"messages":[{"role":"user","content":"hi"}]}' > "$WORK/stream.json"
 
-echo "date: $(date -u +%Y-%m-%dT%H:%MZ)  machine: $(nproc) cores  sluice upstream: h2c; nginx upstream: HTTP/1.1 keep-alive"
+echo "date: $(date -u +%Y-%m-%dT%H:%MZ)  machine: $(nproc) cores  sluice upstream: h2c; nginx and haproxy upstream: HTTP/1.1 keep-alive"
 echo
 echo "## small non-streaming requests, HTTP/1.1 keep-alive, 64 connections (wrk, ${DUR}s)"
-wrk_line() { wrk -t2 -c64 -d"${DUR}s" --latency -s "$WORK/post.lua" "$1" | awk '/Requests\/sec/{rps=$2} /99%/{p99=$2} /Non-2xx/{bad=$NF} END{printf "%10s req/s  p99 %8s  non-2xx %d", rps, p99, bad}'; }
-echo "direct : $(wrk_line "http://$MOCK/v1/chat/completions")"
-echo "sluice : $(wrk_line "http://$GW/v1/chat/completions")"
-echo "nginx  : $(wrk_line "http://$NGINX/v1/chat/completions")"
+wrk_line() { wrk -t2 -c64 -d"${DUR}s" --latency -s "$WORK/post.lua" "$2" | awk -v out="$WORK/rps.$1" '/Requests\/sec/{rps=$2} /99%/{p99=$2} /Non-2xx/{bad=$NF} END{printf "%10s req/s  p99 %8s  non-2xx %d", rps, p99, bad; print rps > out}'; }
+echo "direct : $(wrk_line direct "http://$MOCK/v1/chat/completions")"
+echo "sluice : $(wrk_line sluice "http://$GW/v1/chat/completions")"
+echo "nginx  : $(wrk_line nginx "http://$NGINX/v1/chat/completions")"
+echo "haproxy: $(wrk_line haproxy "http://$HAPROXY/v1/chat/completions")"
+ratio() { awk -v a="$(cat "$WORK/rps.$1")" -v b="$(cat "$WORK/rps.$2")" 'BEGIN{printf "%.2fx", a/b}'; }
+echo "ratios : sluice/direct $(ratio sluice direct), sluice/nginx $(ratio sluice nginx), sluice/haproxy $(ratio sluice haproxy)"
 
 echo
 echo "## 1,000 concurrent streams (HTTP/1.1 clients, 5 tokens 100 ms apart, ramp 2 s): first event"
@@ -97,6 +123,7 @@ stream_line() {
 echo "direct : $(stream_line "$MOCK")"
 echo "sluice : $(stream_line "$GW")"
 echo "nginx  : $(stream_line "$NGINX")"
+echo "haproxy: $(stream_line "$HAPROXY")"
 
 echo
 echo "## disconnect -> upstream cancel (200 concurrent, 1,000 streams closed after 3 events)"
@@ -111,6 +138,7 @@ curl -s -X POST "http://$MOCK/__mock/reset" > /dev/null
 echo "direct : $(cancel_line "$MOCK")"
 echo "sluice : $(cancel_line "$GW")"
 echo "nginx  : $(cancel_line "$NGINX")"
+echo "haproxy: $(cancel_line "$HAPROXY")"
 
 echo
 echo "## 10,000 concurrent slow streams (h2c clients: 100 connections x 100 streams; 20 events 1 s apart)"
@@ -133,3 +161,4 @@ rss_line() {
 echo "sluice : $(rss_line "$GW_PID" "http://$GW/v1/chat/completions")"
 NGINX_PIDS=$(pgrep -f "nginx: worker process" | tr '\n' ' '; cat "$WORK/nginx.pid")
 echo "nginx  : $(rss_line "$NGINX_PIDS" "http://$NGINX_H2/v1/chat/completions")"
+echo "haproxy: $(rss_line "$(cat "$WORK/haproxy.pid")" "http://$HAPROXY_H2/v1/chat/completions")"
