@@ -48,6 +48,10 @@ CONF
 RUST_LOG=warn "$BIN" serve --config "$WORK/sluice.toml" > "$WORK/gw.out" 2> "$WORK/gw.err" &
 GW_PID=$!
 GW=$(wait_line "$WORK/gw.out")
+# The same gateway with an HTTP/1.1 upstream: for small calls the protocol is the difference.
+sed 's/protocol = "h2c"/protocol = "http1"/' "$WORK/sluice.toml" > "$WORK/sluice-h1.toml"
+RUST_LOG=warn "$BIN" serve --config "$WORK/sluice-h1.toml" > "$WORK/gw1.out" 2> "$WORK/gw1.err" &
+GW1=$(wait_line "$WORK/gw1.out")
 
 NGINX=127.0.0.1:$((20000 + RANDOM % 20000))
 NGINX_H2=127.0.0.1:$((${NGINX#*:} + 1))
@@ -107,11 +111,12 @@ echo
 echo "## small non-streaming requests, HTTP/1.1 keep-alive, 64 connections (wrk, ${DUR}s)"
 wrk_line() { wrk -t2 -c64 -d"${DUR}s" --latency -s "$WORK/post.lua" "$2" | awk -v out="$WORK/rps.$1" '/Requests\/sec/{rps=$2} /99%/{p99=$2} /Non-2xx/{bad=$NF} END{printf "%10s req/s  p99 %8s  non-2xx %d", rps, p99, bad; print rps > out}'; }
 echo "direct : $(wrk_line direct "http://$MOCK/v1/chat/completions")"
-echo "sluice : $(wrk_line sluice "http://$GW/v1/chat/completions")"
+echo "sluice : $(wrk_line sluice "http://$GW/v1/chat/completions")   (h2c upstream)"
+echo "sluice1: $(wrk_line sluice1 "http://$GW1/v1/chat/completions")   (HTTP/1.1 upstream)"
 echo "nginx  : $(wrk_line nginx "http://$NGINX/v1/chat/completions")"
 echo "haproxy: $(wrk_line haproxy "http://$HAPROXY/v1/chat/completions")"
 ratio() { awk -v a="$(cat "$WORK/rps.$1")" -v b="$(cat "$WORK/rps.$2")" 'BEGIN{printf "%.2fx", a/b}'; }
-echo "ratios : sluice/direct $(ratio sluice direct), sluice/nginx $(ratio sluice nginx), sluice/haproxy $(ratio sluice haproxy)"
+echo "ratios : sluice/direct $(ratio sluice direct), sluice/nginx $(ratio sluice nginx), sluice/haproxy $(ratio sluice haproxy); HTTP/1.1 upstream: sluice1/nginx $(ratio sluice1 nginx)"
 
 echo
 echo "## 1,000 concurrent streams (HTTP/1.1 clients, 5 tokens 100 ms apart, ramp 2 s): first event"
