@@ -85,11 +85,11 @@ impl DemoPlan {
     pub fn full() -> DemoPlan {
         DemoPlan {
             streams: 40,
-            token_bytes: 2000,
+            token_bytes: 1000,
             interval_ms: 10,
             degrade_bytes_per_s: 50_000,
             baseline: Duration::from_secs(5),
-            duration: Duration::from_secs(22),
+            duration: Duration::from_secs(25),
             probe_interval: Duration::from_secs(1),
             probe_timeout: Duration::from_secs(10),
             warmup: Duration::from_secs(8),
@@ -101,7 +101,7 @@ impl DemoPlan {
     pub fn quick() -> DemoPlan {
         DemoPlan {
             streams: 10,
-            token_bytes: 2000,
+            token_bytes: 1000,
             baseline: Duration::from_secs(2),
             duration: Duration::from_secs(6),
             probe_interval: Duration::from_millis(500),
