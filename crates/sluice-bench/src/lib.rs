@@ -1,11 +1,19 @@
 //! Load generation for Sluice on our own upstream client, so a run holds real connections the
 //! way the gateway does and measures what matters for LLM traffic: time to first byte and first
-//! event, gaps between events, and how fast a client's departure reaches the upstream.
+//! event, gaps between events, how fast a client's departure reaches the upstream, latency
+//! under a fixed load or arrival rate, and how short calls fare next to long streams.
 #![forbid(unsafe_code)]
 
+mod client;
+pub mod probe;
+pub mod progress;
+pub mod rps;
 pub mod stream;
 pub mod summary;
 
+pub use probe::{ProbeOpts, ProbeReport};
+pub use progress::Progress;
+pub use rps::{Load, RpsOpts, RpsReport};
 pub use stream::{StreamOpts, StreamReport};
 pub use summary::Summary;
 
@@ -18,6 +26,9 @@ pub enum BenchError {
     /// The client could not be built.
     #[error("cannot build the client: {0}")]
     Client(String),
+    /// The options contradict each other or are out of range.
+    #[error("bad options: {0}")]
+    Options(String),
     /// The mock's stats could not be read.
     #[error("cannot read the mock's stats: {0}")]
     Stats(String),

@@ -11,7 +11,7 @@ use http::{HeaderName, HeaderValue, Request};
 use http_body_util::BodyExt;
 use serde::Serialize;
 use sluice_sse::{Decoder, Item};
-use sluice_upstream::{Protocol, Upstream, UpstreamConfig};
+use sluice_upstream::{Protocol, Upstream};
 use tokio::task::JoinSet;
 use tokio::time::{sleep, Instant};
 
@@ -195,36 +195,12 @@ pub(crate) fn client_for(
     protocol: Protocol,
     concurrency: usize,
 ) -> Result<Upstream, BenchError> {
-    let (Some(scheme), Some(authority)) = (url.scheme_str(), url.authority()) else {
-        return Err(BenchError::Url(format!("{url} needs a scheme and a host")));
-    };
     // One lane (the default, short) carries everything: HTTP/1.1 gets a connection per
     // concurrent stream, HTTP/2 spreads streams over connections of 100 streams each.
     let concurrency = concurrency.max(1);
-    let lane = sluice_upstream::LaneConfig {
-        min_connections: 1,
-        max_connections: concurrency,
-        max_streams_per_connection: 100,
-        max_pending: concurrency,
-        acquire_timeout: Duration::from_secs(60),
-    };
-    let stream_window = 64 * 1024;
-    Upstream::new(UpstreamConfig {
-        name: "bench-target".into(),
-        base_url: format!("{scheme}://{authority}")
-            .parse()
-            .map_err(|e| BenchError::Url(format!("{url}: {e}")))?,
-        protocol,
-        h2_stream_window: stream_window,
-        h2_connection_window: 100 * stream_window,
-        pool: sluice_upstream::PoolConfig {
-            short: lane.clone(),
-            stream: lane,
-            ..sluice_upstream::PoolConfig::default()
-        },
-        ..UpstreamConfig::default()
-    })
-    .map_err(|e| BenchError::Client(e.to_string()))
+    let mut lane = crate::client::lane(concurrency, 100, concurrency, Duration::from_secs(60));
+    lane.min_connections = 1;
+    crate::client::build(url, protocol, lane)
 }
 
 async fn one_stream(target: &Upstream, path: &str, opts: &StreamOpts, s: &mut Samples) -> Outcome {

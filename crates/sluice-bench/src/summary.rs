@@ -16,6 +16,8 @@ pub struct Summary {
     pub p50_ms: f64,
     /// 90th percentile.
     pub p90_ms: f64,
+    /// 95th percentile.
+    pub p95_ms: f64,
     /// 99th percentile.
     pub p99_ms: f64,
     /// 99.9th percentile.
@@ -47,6 +49,7 @@ impl Summary {
             mean_ms: ms(total) / samples.len() as f64,
             p50_ms: ms(percentile(&samples, 0.50)),
             p90_ms: ms(percentile(&samples, 0.90)),
+            p95_ms: ms(percentile(&samples, 0.95)),
             p99_ms: ms(percentile(&samples, 0.99)),
             p999_ms: ms(percentile(&samples, 0.999)),
             max_ms: ms(*samples.last().unwrap_or(&Duration::ZERO)),
@@ -78,6 +81,7 @@ mod tests {
         let s = Summary::of(vec![ms(30), ms(10), ms(20), ms(40)]);
         assert_eq!(s.count, 4);
         assert_eq!(s.p50_ms, 20.0);
+        assert_eq!(s.p95_ms, 40.0);
         assert_eq!(s.max_ms, 40.0);
         assert_eq!(s.mean_ms, 25.0);
         assert_eq!(Summary::of(vec![]).count, 0);

@@ -1,11 +1,16 @@
 //! `sluice bench`: load scenarios against a gateway or the mock.
 
+use std::io::{IsTerminal as _, Write as _};
+use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::Context as _;
 use bytes::Bytes;
 use http::{HeaderName, HeaderValue};
-use sluice_bench::{stream, StreamOpts, StreamReport, Summary};
+use sluice_bench::{
+    probe, rps, stream, Load, ProbeOpts, ProbeReport, Progress, RpsOpts, RpsReport, StreamOpts,
+    StreamReport, Summary,
+};
 use sluice_upstream::Protocol;
 
 /// `sluice bench` scenarios.
@@ -13,7 +18,122 @@ use sluice_upstream::Protocol;
 pub enum BenchCommand {
     /// N concurrent streaming requests: time to first byte and first event, event gaps,
     /// completions, and (with --close-after-events and --mock-stats) disconnect → cancel latency.
-    Stream(StreamArgs),
+    Stream(Box<StreamArgs>),
+    /// Short requests at a fixed concurrency (closed loop) or a fixed arrival rate (--rate,
+    /// open model, latency from each request's intended start): latency percentiles,
+    /// throughput, successes, timeouts and errors.
+    Rps(Box<RpsArgs>),
+    /// Seed 000's experiment: K long streams kept running while one short probe at a time is
+    /// sent every interval; probe latency, and (with --mock-stats) whether each probe shared
+    /// an upstream connection with a long stream.
+    Probe(Box<ProbeArgs>),
+}
+
+/// Options of `sluice bench rps`.
+#[derive(Debug, clap::Args)]
+pub struct RpsArgs {
+    /// Full URL of the endpoint (POST).
+    #[arg(long, default_value = "http://127.0.0.1:8080/v1/chat/completions")]
+    url: http::Uri,
+    /// Protocol to the target: http1, h2c, h2, auto.
+    #[arg(long, default_value = "http1")]
+    protocol: String,
+    /// Connections to the target (HTTP/2: all requests multiplexed over them; HTTP/1.1: the
+    /// most open at once). Default: the concurrency for HTTP/1.1, 4 for HTTP/2.
+    #[arg(long)]
+    connections: Option<usize>,
+    /// Requests in flight (closed loop). Ignored with --rate.
+    #[arg(long, short = 'c', default_value_t = 50)]
+    concurrency: usize,
+    /// Arrivals per second (open model): requests are sent on schedule whatever the server
+    /// does, and latency is measured from when each was due.
+    #[arg(long)]
+    rate: Option<f64>,
+    /// With --rate: the most requests in flight; later ones are sent late (and that lateness
+    /// counts in their latency).
+    #[arg(long, default_value_t = 10_000)]
+    max_in_flight: usize,
+    /// Stop after this many requests.
+    #[arg(long, short = 'n')]
+    requests: Option<u64>,
+    /// Stop starting requests after this many seconds (default 10 when -n is not given).
+    #[arg(long)]
+    duration_s: Option<f64>,
+    /// Request body; default an OpenAI chat request of --payload-bytes.
+    #[arg(long)]
+    body: Option<String>,
+    /// Size of the default body.
+    #[arg(long, default_value_t = 8192)]
+    payload_bytes: usize,
+    /// Extra header, `name: value` (repeatable).
+    #[arg(long = "header", short = 'H')]
+    headers: Vec<String>,
+    /// Per-request timeout in milliseconds (send to the end of the body).
+    #[arg(long, default_value_t = 5000)]
+    timeout_ms: u64,
+    /// Print the report as JSON.
+    #[arg(long)]
+    json: bool,
+}
+
+/// Options of `sluice bench probe`.
+#[derive(Debug, clap::Args)]
+pub struct ProbeArgs {
+    /// Full URL both the long streams and the probes POST to.
+    #[arg(long, default_value = "http://127.0.0.1:8080/v1/chat/completions")]
+    url: http::Uri,
+    /// Protocol to the target: http1, h2c, h2, auto.
+    #[arg(long, default_value = "http1")]
+    protocol: String,
+    /// Send the probes through the long streams' client (one pool; on HTTP/2 one connection,
+    /// like the incident's shared Go Transport) instead of a client of their own.
+    #[arg(long)]
+    shared_client: bool,
+    /// Long streams kept open.
+    #[arg(long, short = 'k', default_value_t = 40)]
+    streams: usize,
+    /// Body of a long stream.
+    #[arg(
+        long,
+        default_value = r#"{"model":"gpt-4o","stream":true,"messages":[{"role":"user","content":"write a long story"}]}"#
+    )]
+    stream_body: String,
+    /// Header of every long stream, `name: value` (repeatable), e.g.
+    /// `x-mock: tokens=100000, interval_ms=20, token_bytes=2000`.
+    #[arg(long = "stream-header")]
+    stream_headers: Vec<String>,
+    /// Header of the first long stream only (replaces a same-named --stream-header), e.g.
+    /// `x-mock: tokens=100000, interval_ms=20, token_bytes=2000, degrade=50000`.
+    #[arg(long = "first-stream-header")]
+    first_stream_headers: Vec<String>,
+    /// Body of a probe.
+    #[arg(
+        long,
+        default_value = r#"{"model":"gpt-4o","messages":[{"role":"user","content":"hi"}],"max_tokens":16}"#
+    )]
+    probe_body: String,
+    /// Header of every probe (repeatable).
+    #[arg(long = "probe-header")]
+    probe_headers: Vec<String>,
+    /// Seconds between the end of a probe and the next.
+    #[arg(long, default_value_t = 1.0)]
+    probe_interval: f64,
+    /// Seconds one probe may take.
+    #[arg(long, default_value_t = 10.0)]
+    probe_timeout: f64,
+    /// Seconds of probing.
+    #[arg(long, default_value_t = 120.0)]
+    duration: f64,
+    /// Seconds to wait at most for the long streams to start before probing.
+    #[arg(long, default_value_t = 10.0)]
+    warmup: f64,
+    /// The mock's stats URL (e.g. http://127.0.0.1:9090/__mock/stats), to tell which probes
+    /// shared a connection with a long stream.
+    #[arg(long)]
+    mock_stats: Option<http::Uri>,
+    /// Print the report as JSON (every probe included).
+    #[arg(long)]
+    json: bool,
 }
 
 /// Options of `sluice bench stream`.
@@ -70,16 +190,12 @@ fn protocol(s: &str) -> anyhow::Result<Protocol> {
     })
 }
 
-/// Runs a scenario and prints its report.
-pub fn run(cmd: BenchCommand) -> anyhow::Result<()> {
-    let BenchCommand::Stream(a) = cmd;
-    let headers = a
-        .headers
-        .iter()
+fn parse_headers(raw: &[String]) -> anyhow::Result<Vec<(HeaderName, HeaderValue)>> {
+    raw.iter()
         .map(|h| {
             let (k, v) = h
                 .split_once(':')
-                .with_context(|| format!("--header `{h}` is not `name: value`"))?;
+                .with_context(|| format!("header `{h}` is not `name: value`"))?;
             Ok((
                 HeaderName::from_bytes(k.trim().as_bytes())
                     .with_context(|| format!("bad header name in `{h}`"))?,
@@ -87,7 +203,165 @@ pub fn run(cmd: BenchCommand) -> anyhow::Result<()> {
                     .with_context(|| format!("bad header value in `{h}`"))?,
             ))
         })
-        .collect::<anyhow::Result<Vec<_>>>()?;
+        .collect()
+}
+
+fn seconds(flag: &str, s: f64) -> anyhow::Result<Duration> {
+    Duration::try_from_secs_f64(s).with_context(|| format!("{flag} {s} is not a duration"))
+}
+
+/// Runs a scenario and prints its report.
+pub fn run(cmd: BenchCommand) -> anyhow::Result<()> {
+    match cmd {
+        BenchCommand::Stream(a) => run_stream(*a),
+        BenchCommand::Rps(a) => run_rps(*a),
+        BenchCommand::Probe(a) => run_probe(*a),
+    }
+}
+
+fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
+    tokio::runtime::Runtime::new().context("cannot start the tokio runtime")
+}
+
+fn run_rps(a: RpsArgs) -> anyhow::Result<()> {
+    let protocol = protocol(&a.protocol)?;
+    let load = match a.rate {
+        Some(rate_per_s) => Load::Open {
+            rate_per_s,
+            max_in_flight: a.max_in_flight,
+        },
+        None => Load::Closed {
+            concurrency: a.concurrency,
+        },
+    };
+    let connections = a.connections.unwrap_or(match protocol {
+        Protocol::Http1 | Protocol::Auto => match load {
+            Load::Closed { concurrency } => concurrency,
+            Load::Open { max_in_flight, .. } => max_in_flight.min(1000),
+        },
+        Protocol::H2 | Protocol::H2c => 4,
+    });
+    let duration = match (a.duration_s, a.requests) {
+        (Some(s), _) => Some(seconds("--duration-s", s)?),
+        (None, None) => Some(Duration::from_secs(10)),
+        (None, Some(_)) => None,
+    };
+    let progress = Arc::new(Progress::default());
+    let opts = RpsOpts {
+        url: a.url,
+        protocol,
+        connections,
+        load,
+        requests: a.requests,
+        duration,
+        body: a
+            .body
+            .map_or_else(|| rps::chat_body(a.payload_bytes), Bytes::from),
+        headers: parse_headers(&a.headers)?,
+        timeout: Duration::from_millis(a.timeout_ms),
+        progress: progress.clone(),
+    };
+    let report = runtime()?.block_on(async {
+        let ticker = Ticker::start(progress, "requests");
+        let r = rps::run(opts).await;
+        ticker.stop();
+        r
+    })?;
+    if a.json {
+        println!("{}", serde_json::to_string_pretty(&report)?);
+    } else {
+        print_rps(&report);
+    }
+    Ok(())
+}
+
+fn print_rps(r: &RpsReport) {
+    let load = match (r.concurrency, r.target_rate_per_s) {
+        (_, Some(rate)) => format!("open model at {rate} req/s, latency from the intended start"),
+        (Some(c), _) => format!("closed loop, {c} in flight"),
+        _ => String::new(),
+    };
+    println!(
+        "rps ({load}): {} sent, {} ok, {} timeouts, {} errors; {:.0} ok/s in {:.1} s",
+        r.sent,
+        r.successes,
+        r.timeouts,
+        r.errors,
+        r.throughput_per_s,
+        r.wall_ms / 1000.0
+    );
+    for e in &r.error_samples {
+        println!("  error: {e}");
+    }
+    header_row();
+    row("latency", &r.latency);
+}
+
+fn run_probe(a: ProbeArgs) -> anyhow::Result<()> {
+    let progress = Arc::new(Progress::default());
+    let opts = ProbeOpts {
+        url: a.url,
+        protocol: protocol(&a.protocol)?,
+        shared_client: a.shared_client,
+        streams: a.streams,
+        stream_body: Bytes::from(a.stream_body),
+        stream_headers: parse_headers(&a.stream_headers)?,
+        first_stream_headers: parse_headers(&a.first_stream_headers)?,
+        probe_body: Bytes::from(a.probe_body),
+        probe_headers: parse_headers(&a.probe_headers)?,
+        probe_interval: seconds("--probe-interval", a.probe_interval)?,
+        probe_timeout: seconds("--probe-timeout", a.probe_timeout)?,
+        duration: seconds("--duration", a.duration)?,
+        warmup: seconds("--warmup", a.warmup)?,
+        mock_stats: a.mock_stats,
+        progress: progress.clone(),
+    };
+    let report = runtime()?.block_on(async {
+        let ticker = Ticker::start(progress, "probes");
+        let r = probe::run(opts).await;
+        ticker.stop();
+        r
+    })?;
+    if a.json {
+        println!("{}", serde_json::to_string_pretty(&report)?);
+    } else {
+        print_probe(&report);
+    }
+    Ok(())
+}
+
+fn print_probe(r: &ProbeReport) {
+    println!(
+        "long streams: {} kept open ({} active when probing began, {} started in all)",
+        r.long_streams, r.long_streams_active_at_start, r.long_streams_started
+    );
+    println!(
+        "{:>8} {:>9} {:>7} {:>9} {:>10} {:>10} {:>10} {:>10}  shared with a long stream",
+        "requests", "successes", "failed", "cancelled", "mean ms", "p50 ms", "p95 ms", "max ms",
+    );
+    let shared = match r.shared_pct() {
+        Some(p) => format!(
+            "{}/{} ({p:.0}%)",
+            r.shared_with_long_stream, r.probes_located
+        ),
+        None => "unknown (no --mock-stats)".into(),
+    };
+    println!(
+        "{:>8} {:>9} {:>7} {:>9} {:>10.1} {:>10.1} {:>10.1} {:>10.1}  {}",
+        r.requests,
+        r.successes,
+        r.errors + r.timeouts,
+        r.cancelled_at_end,
+        r.latency.mean_ms,
+        r.latency.p50_ms,
+        r.latency.p95_ms,
+        r.latency.max_ms,
+        shared
+    );
+}
+
+fn run_stream(a: StreamArgs) -> anyhow::Result<()> {
+    let headers = parse_headers(&a.headers)?;
     let opts = StreamOpts {
         url: a.url,
         protocol: protocol(&a.protocol)?,
@@ -101,8 +375,7 @@ pub fn run(cmd: BenchCommand) -> anyhow::Result<()> {
         mock_stats: a.mock_stats,
         max_duration: Duration::from_secs(a.max_duration_s),
     };
-    let rt = tokio::runtime::Runtime::new().context("cannot start the tokio runtime")?;
-    let report = rt.block_on(stream::run(opts))?;
+    let report = runtime()?.block_on(stream::run(opts))?;
     if a.json {
         println!("{}", serde_json::to_string_pretty(&report)?);
     } else {
@@ -118,6 +391,13 @@ fn row(name: &str, s: &Summary) {
     );
 }
 
+fn header_row() {
+    println!(
+        "{:<16} {:>7} {:>9} {:>9} {:>9} {:>9} {:>9}",
+        "ms", "count", "p50", "p90", "p99", "p99.9", "max"
+    );
+}
+
 fn print_table(r: &StreamReport) {
     println!(
         "streams: {} started, {} completed, {} closed early, {} errors, {} timeouts; {} events ({:.0}/s) in {:.1} s",
@@ -126,14 +406,56 @@ fn print_table(r: &StreamReport) {
     for e in &r.error_samples {
         println!("  error: {e}");
     }
-    println!(
-        "{:<16} {:>7} {:>9} {:>9} {:>9} {:>9} {:>9}",
-        "ms", "count", "p50", "p90", "p99", "p99.9", "max"
-    );
+    header_row();
     row("ttfb", &r.ttfb);
     row("first event", &r.first_event);
     row("event gap", &r.event_gaps);
     if let Some(c) = &r.cancel_latency {
         row("cancel latency", c);
+    }
+}
+
+/// A live progress line on stdout, redrawn every 250 ms, only when stdout is a terminal (a
+/// pipe or file gets just the report).
+pub struct Ticker {
+    task: Option<tokio::task::JoinHandle<()>>,
+}
+
+impl Ticker {
+    /// Starts redrawing `label: <progress line>` (inside a tokio runtime).
+    pub fn start(progress: Arc<Progress>, label: &'static str) -> Ticker {
+        if !std::io::stdout().is_terminal() {
+            return Ticker { task: None };
+        }
+        let t0 = tokio::time::Instant::now();
+        let task = tokio::spawn(async move {
+            let mut tick = tokio::time::interval(Duration::from_millis(250));
+            loop {
+                tick.tick().await;
+                let line = progress.line(t0.elapsed().as_secs_f64());
+                let mut out = std::io::stdout().lock();
+                // \r and erase-line: redraw in place.
+                let _ = write!(out, "\r\x1b[K{label}: {line}");
+                let _ = out.flush();
+            }
+        });
+        Ticker { task: Some(task) }
+    }
+
+    /// Erases the line (before other output).
+    pub fn clear(&self) {
+        if self.task.is_some() {
+            let mut out = std::io::stdout().lock();
+            let _ = write!(out, "\r\x1b[K");
+            let _ = out.flush();
+        }
+    }
+
+    /// Stops redrawing and erases the line.
+    pub fn stop(mut self) {
+        self.clear();
+        if let Some(t) = self.task.take() {
+            t.abort();
+        }
     }
 }

@@ -2,6 +2,7 @@
 #![forbid(unsafe_code)]
 
 mod bench_cmd;
+mod demo_cmd;
 mod mock_cmd;
 mod serve_cmd;
 mod sse_decode;
@@ -29,6 +30,9 @@ enum Command {
         #[command(subcommand)]
         command: bench_cmd::BenchCommand,
     },
+    /// The incident in a minute: probes next to long streams on one shared upstream
+    /// connection vs on Sluice's lanes, and how fast a client's cancel reaches the upstream.
+    Demo(demo_cmd::DemoArgs),
     /// Server-sent events tools.
     Sse {
         #[command(subcommand)]
@@ -54,5 +58,6 @@ fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Mock(args) => mock_cmd::run(args),
         Command::Sse { command } => sse_decode::run(command),
         Command::Bench { command } => bench_cmd::run(command),
+        Command::Demo(args) => demo_cmd::run(args),
     }
 }

@@ -1,0 +1,4 @@
+//! The library side of the `sluice` binary: what its commands are made of, for tests to call.
+#![forbid(unsafe_code)]
+
+pub mod demo;
