@@ -2,12 +2,23 @@
 # The gateway's cost in the path, measured in one run side by side with direct-to-mock, nginx and
 # HAProxy as plain SSE-friendly reverse proxies in front of the same mock.
 #
-# Usage: bench/compare.sh [SECONDS]   (default 10 s per throughput load; loopback only)
+# Usage: bench/compare.sh [SECONDS] [--with-litellm]   (default 10 s per throughput load; loopback only)
+#   --with-litellm also runs LiteLLM's proxy (from PyPI, cached in .bench-venv/) against the same mock.
+#   (LiteLLM forwards `x-pass-*` headers with the prefix stripped, so every request carries its
+#   `x-mock` behaviour twice; the other proxies pass `x-mock` itself, and the mock ignores the
+#   copy. The bearer key is LiteLLM's master key; the others forward it and the mock ignores it.)
 # Needs: nginx, haproxy, wrk, h2load (Debian: nginx-light haproxy wrk nghttp2-client; installed
 # when missing).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-DUR=${1:-10}
+DUR=10
+WITH_LITELLM=0
+for arg in "$@"; do
+  case "$arg" in
+    --with-litellm) WITH_LITELLM=1 ;;
+    *) DUR=$arg ;;
+  esac
+done
 ulimit -n 65536 2>/dev/null || ulimit -n "$(ulimit -Hn)"
 for tool in nginx haproxy wrk h2load curl; do
   if ! command -v "$tool" >/dev/null; then
@@ -23,6 +34,7 @@ cleanup() {
   kill $(jobs -p) 2>/dev/null || true
   [ -f "$WORK/nginx.pid" ] && kill "$(cat "$WORK/nginx.pid")" 2>/dev/null
   [ -f "$WORK/haproxy.pid" ] && kill "$(cat "$WORK/haproxy.pid")" 2>/dev/null
+  pkill -f "litellm --config $WORK" 2>/dev/null
   rm -rf "$WORK"
 }
 trap cleanup EXIT
@@ -102,8 +114,22 @@ CONF
 haproxy -D -f "$WORK/haproxy.cfg"
 sleep 0.3
 
+LITELLM=""
+LITELLM_KEY=sk-bench-compare
+if [ "$WITH_LITELLM" = 1 ]; then
+  if [ ! -x .bench-venv/litellm/bin/litellm ]; then
+    python3 -m venv .bench-venv/litellm
+    .bench-venv/litellm/bin/pip install --quiet --disable-pip-version-check 'litellm[proxy]'
+  fi
+  printf 'model_list:\n  - model_name: gpt-4o\n    litellm_params:\n      model: openai/gpt-4o\n      api_base: http://%s/v1\n      api_key: sk-mock\n' "$MOCK" > "$WORK/litellm.yaml"
+  LITELLM=127.0.0.1:$((${NGINX#*:} + 4))
+  (cd "$WORK" && LITELLM_MASTER_KEY=$LITELLM_KEY "$OLDPWD/.bench-venv/litellm/bin/litellm" --config "$WORK/litellm.yaml" \
+    --host 127.0.0.1 --port "${LITELLM#*:}" --num_workers 1 > "$WORK/litellm.log" 2>&1 &)
+  for _ in $(seq 120); do curl -s "http://$LITELLM/health/liveliness" >/dev/null 2>&1 && break; sleep 1; done
+fi
+
 BODY='{"model":"gpt-4o","messages":[{"role":"user","content":"hi"}]}'
-printf 'wrk.method = "POST"\nwrk.body = [[%s]]\nwrk.headers["Content-Type"] = "application/json"\n' "$BODY" > "$WORK/post.lua"
+printf 'wrk.method = "POST"\nwrk.body = [[%s]]\nwrk.headers["Content-Type"] = "application/json"\nwrk.headers["Authorization"] = "Bearer %s"\n' "$BODY" "$LITELLM_KEY" > "$WORK/post.lua"
 printf '{"model":"gpt-4o","stream":true,"messages":[{"role":"user","content":"hi"}]}' > "$WORK/stream.json"
 
 echo "date: $(date -u +%Y-%m-%dT%H:%MZ)  machine: $(nproc) cores  sluice upstream: h2c; nginx and haproxy upstream: HTTP/1.1 keep-alive"
@@ -115,6 +141,7 @@ echo "sluice : $(wrk_line sluice "http://$GW/v1/chat/completions")   (h2c upstre
 echo "sluice1: $(wrk_line sluice1 "http://$GW1/v1/chat/completions")   (HTTP/1.1 upstream)"
 echo "nginx  : $(wrk_line nginx "http://$NGINX/v1/chat/completions")"
 echo "haproxy: $(wrk_line haproxy "http://$HAPROXY/v1/chat/completions")"
+[ -n "$LITELLM" ] && echo "litellm: $(wrk_line litellm "http://$LITELLM/v1/chat/completions")"
 ratio() { awk -v a="$(cat "$WORK/rps.$1")" -v b="$(cat "$WORK/rps.$2")" 'BEGIN{printf "%.2fx", a/b}'; }
 echo "ratios : sluice/direct $(ratio sluice direct), sluice/nginx $(ratio sluice nginx), sluice/haproxy $(ratio sluice haproxy); HTTP/1.1 upstream: sluice1/nginx $(ratio sluice1 nginx)"
 
@@ -122,19 +149,22 @@ echo
 echo "## 1,000 concurrent streams (HTTP/1.1 clients, 5 tokens 100 ms apart, ramp 2 s): first event"
 stream_line() {
   "$BIN" bench stream --url "http://$1/v1/chat/completions" -c 1000 -n 1000 --ramp-ms 2000 \
-    -H 'x-mock: tokens=5, interval_ms=100' --json |
+    -H 'x-mock: tokens=5, interval_ms=100' -H 'x-pass-x-mock: tokens=5, interval_ms=100' \
+    -H "authorization: Bearer $LITELLM_KEY" --json |
     python3 -c 'import json,sys; r=json.load(sys.stdin); t=r["ttfb"]; f=r["first_event"]; print("completed %5d errors %d  ttfb p50 %.2f p99 %.2f ms   first event p50 %.2f p99 %.2f ms" % (r["completed"], r["errors"]+r["timeouts"], t["p50_ms"], t["p99_ms"], f["p50_ms"], f["p99_ms"]))'
 }
 echo "direct : $(stream_line "$MOCK")"
 echo "sluice : $(stream_line "$GW")"
 echo "nginx  : $(stream_line "$NGINX")"
 echo "haproxy: $(stream_line "$HAPROXY")"
+[ -n "$LITELLM" ] && echo "litellm: $(stream_line "$LITELLM")"
 
 echo
 echo "## disconnect -> upstream cancel (200 concurrent, 1,000 streams closed after 3 events)"
 cancel_line() {
   "$BIN" bench stream --url "http://$1/v1/chat/completions" -c 200 -n 1000 --ramp-ms 500 \
-    -H 'x-mock: tokens=1000, interval_ms=20' --close-after-events 3 \
+    -H 'x-mock: tokens=1000, interval_ms=20' -H 'x-pass-x-mock: tokens=1000, interval_ms=20' \
+    -H "authorization: Bearer $LITELLM_KEY" --close-after-events 3 \
     --mock-stats "http://$MOCK/__mock/stats" --json |
     python3 -c 'import json,sys; r=json.load(sys.stdin); c=r["cancel_latency"] or {}; print("closed %5d  cancel seen by upstream: p50 %.2f p99 %.2f max %.2f ms (n=%d)" % (r["closed_early"], c.get("p50_ms",-1), c.get("p99_ms",-1), c.get("max_ms",-1), c.get("count",0)))'
   curl -s -X POST "http://$MOCK/__mock/reset" > /dev/null
@@ -144,6 +174,7 @@ echo "direct : $(cancel_line "$MOCK")"
 echo "sluice : $(cancel_line "$GW")"
 echo "nginx  : $(cancel_line "$NGINX")"
 echo "haproxy: $(cancel_line "$HAPROXY")"
+[ -n "$LITELLM" ] && echo "litellm: $(cancel_line "$LITELLM")"
 
 echo
 echo "## 10,000 concurrent slow streams (h2c clients: 100 connections x 100 streams; 20 events 1 s apart)"
@@ -167,3 +198,5 @@ echo "sluice : $(rss_line "$GW_PID" "http://$GW/v1/chat/completions")"
 NGINX_PIDS=$(pgrep -f "nginx: worker process" | tr '\n' ' '; cat "$WORK/nginx.pid")
 echo "nginx  : $(rss_line "$NGINX_PIDS" "http://$NGINX_H2/v1/chat/completions")"
 echo "haproxy: $(rss_line "$(cat "$WORK/haproxy.pid")" "http://$HAPROXY_H2/v1/chat/completions")"
+[ -n "$LITELLM" ] && echo "litellm: (not run: its server speaks no h2c, and 10,000 HTTP/1.1 streams into one Python worker is not a fair fight)"
+true

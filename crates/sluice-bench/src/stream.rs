@@ -223,9 +223,11 @@ async fn one_stream(target: &Upstream, path: &str, opts: &StreamOpts, s: &mut Sa
     if !resp.status().is_success() {
         return Outcome::Error(format!("status {}", resp.status()));
     }
+    // LiteLLM returns upstream headers with an `llm_provider-` prefix.
     let mock_id = resp
         .headers()
         .get("x-mock-request-id")
+        .or_else(|| resp.headers().get("llm_provider-x-mock-request-id"))
         .and_then(|v| v.to_str().ok())
         .and_then(|v| v.parse().ok());
     let mut body = resp.into_body();
