@@ -198,3 +198,33 @@ async fn server_timing_on_request_or_by_config() {
         "a fresh connection: {st}"
     );
 }
+
+/// A full pool fails fast with a clear 503 instead of queueing without end.
+#[tokio::test]
+async fn a_full_pool_is_a_fast_503() {
+    let mock = mock("ttft_ms=2000").await;
+    let gw = gateway(
+        &mock,
+        Setup {
+            upstream: "pool = { short = { min_connections = 1, max_connections = 1, max_streams_per_connection = 1, acquire_timeout = \"200ms\" } }",
+            ..Default::default()
+        },
+    )
+    .await;
+    let addr = gw.addr();
+    let busy =
+        tokio::spawn(
+            async move { h1(addr, request("POST", "/v1/chat/completions", "", CHAT)).await },
+        );
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let t0 = tokio::time::Instant::now();
+    let r = h1(gw.addr(), request("POST", "/v1/chat/completions", "", CHAT)).await;
+    assert_eq!(r.status, 503);
+    assert_eq!(r.json()["error"]["code"], "pool_acquire_timeout");
+    assert!(
+        t0.elapsed() < Duration::from_millis(1500),
+        "{:?}",
+        t0.elapsed()
+    );
+    assert_eq!(busy.await.unwrap().status, 200);
+}

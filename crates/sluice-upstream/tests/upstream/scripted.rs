@@ -61,6 +61,7 @@ async fn run_connection(
     tcp: TcpStream,
     first_settings: Vec<u8>,
     opened: mpsc::UnboundedSender<(Opened, mpsc::UnboundedSender<Vec<u8>>)>,
+    pong_delay: Arc<dyn Fn(usize) -> Duration + Send + Sync>,
 ) {
     let (mut rd, mut wr) = tcp.into_split();
     let (out, mut out_rx) = mpsc::unbounded_channel::<Vec<u8>>();
@@ -77,6 +78,7 @@ async fn run_connection(
     }
     let _ = out.send(first_settings);
     let mut head = [0u8; 9];
+    let mut pings = 0usize;
     while rd.read_exact(&mut head).await.is_ok() {
         let len = (usize::from(head[0]) << 16) | (usize::from(head[1]) << 8) | usize::from(head[2]);
         let (kind, flags) = (head[3], head[4]);
@@ -90,7 +92,18 @@ async fn run_connection(
                 let _ = out.send(frame(SETTINGS, ACK, 0, &[]));
             }
             PING if flags & ACK == 0 => {
-                let _ = out.send(frame(PING, ACK, 0, &payload));
+                let delay = pong_delay(pings);
+                pings += 1;
+                let pong = frame(PING, ACK, 0, &payload);
+                if delay.is_zero() {
+                    let _ = out.send(pong);
+                } else {
+                    let out = out.clone();
+                    tokio::spawn(async move {
+                        tokio::time::sleep(delay).await;
+                        let _ = out.send(pong);
+                    });
+                }
             }
             HEADERS => {
                 let _ = opened.send((Opened { stream }, out.clone()));
@@ -107,8 +120,20 @@ struct Scripted {
 }
 
 /// Accepts connections; connection `i` (0-based) announces `settings_for(i)` and hands its
-/// streams to `script(i, ..)`.
+/// streams to `script(i, ..)`. PINGs are answered at once.
 async fn scripted<F>(settings_for: fn(usize) -> Vec<u8>, script: F) -> Scripted
+where
+    F: Fn(usize, Opened, mpsc::UnboundedSender<Vec<u8>>) + Send + Sync + 'static,
+{
+    scripted_with_pongs(settings_for, |_, _| Duration::ZERO, script).await
+}
+
+/// As [`scripted`], with the `n`-th PONG of connection `i` delayed by `pong_delay(i, n)`.
+async fn scripted_with_pongs<F>(
+    settings_for: fn(usize) -> Vec<u8>,
+    pong_delay: fn(usize, usize) -> Duration,
+    script: F,
+) -> Scripted
 where
     F: Fn(usize, Opened, mpsc::UnboundedSender<Vec<u8>>) + Send + Sync + 'static,
 {
@@ -121,7 +146,9 @@ where
         while let Ok((tcp, _)) = listener.accept().await {
             let i = count.fetch_add(1, Ordering::SeqCst);
             let (tx, mut rx) = mpsc::unbounded_channel();
-            tokio::spawn(run_connection(tcp, settings_for(i), tx));
+            let delay: Arc<dyn Fn(usize) -> Duration + Send + Sync> =
+                Arc::new(move |n| pong_delay(i, n));
+            tokio::spawn(run_connection(tcp, settings_for(i), tx, delay));
             let script = script.clone();
             tokio::spawn(async move {
                 while let Some((opened, out)) = rx.recv().await {
@@ -273,4 +300,91 @@ async fn a_raised_max_concurrent_streams_is_used_without_a_new_connection() {
             .server_max_streams,
         Some(2)
     );
+}
+
+/// Delayed PONGs degrade a connection (no new streams while a healthy one exists); once its
+/// PONGs are prompt again it recovers after three good pings.
+#[tokio::test]
+async fn delayed_pongs_degrade_a_connection_and_prompt_ones_recover_it() {
+    // Connection 0 answers its pings 2..=6 after 300 ms, then promptly again; connection 1
+    // always promptly.
+    let server = scripted_with_pongs(
+        |_| settings(None),
+        |conn, n| {
+            if conn == 0 && (2..=6).contains(&n) {
+                Duration::from_millis(300)
+            } else {
+                Duration::ZERO
+            }
+        },
+        |_, opened, out| {
+            let s = opened.stream;
+            let _ = out.send(frame(HEADERS, END_HEADERS, s, STATUS_200));
+            let _ = out.send(frame(DATA, END_STREAM, s, b"ok"));
+        },
+    )
+    .await;
+    let up = Upstream::new(UpstreamConfig {
+        name: "scripted".into(),
+        base_url: format!("http://{}/v1", server.addr).parse().unwrap(),
+        protocol: Protocol::H2c,
+        pool: PoolConfig {
+            short: LaneConfig {
+                min_connections: 2,
+                max_connections: 2,
+                max_streams_per_connection: 10,
+                ..LaneConfig::default_for(Lane::Short)
+            },
+            ping_interval: Duration::from_millis(100),
+            degraded_rtt_floor: Duration::from_millis(50),
+            ..PoolConfig::default()
+        },
+        ..UpstreamConfig::default()
+    })
+    .unwrap();
+    // Two requests open the lane's two connections.
+    for _ in 0..2 {
+        let r = up.send(get(), secs(5)).await.unwrap();
+        read_all(&mut r.into_body()).await.unwrap();
+    }
+    let states = |up: &Upstream| -> Vec<sluice_upstream::ShardState> {
+        let snap = up.pool_snapshot();
+        let lane = snap.lanes.iter().find(|l| l.lane == Lane::Short).unwrap();
+        let mut c: Vec<_> = lane.connections.iter().map(|c| (c.id, c.state)).collect();
+        c.sort_by_key(|(id, _)| *id);
+        c.into_iter().map(|(_, s)| s).collect()
+    };
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(5);
+    loop {
+        let st = states(&up);
+        if st.first() == Some(&sluice_upstream::ShardState::Degraded) {
+            // While degraded, new streams go to the healthy connection only.
+            let before = up.pool_snapshot().counters.connects;
+            let r = up.send(get(), secs(5)).await.unwrap();
+            read_all(&mut r.into_body()).await.unwrap();
+            assert_eq!(
+                up.pool_snapshot().counters.connects,
+                before,
+                "no new connection needed"
+            );
+            break;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "never degraded: {st:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    loop {
+        let st = states(&up);
+        if st.first() == Some(&sluice_upstream::ShardState::Ready) {
+            break;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "never recovered: {st:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert!(up.pool_snapshot().counters.degradations >= 1);
 }
