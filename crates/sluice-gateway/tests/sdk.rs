@@ -5,33 +5,20 @@
 //! Needs a Python with both SDKs: `$SLUICE_PYTHON`, else `.venv/bin/python` at the workspace
 //! root (`.ci/run` creates it). Without one the test is skipped with a message, except under CI.
 
-use std::path::PathBuf;
 use std::process::Command;
 
 use sluice_gateway::config::Config;
 use sluice_gateway::Gateway;
 use sluice_mock::{MockConfig, MockServer};
 
-fn workspace_root() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..")
-}
+#[path = "../../sluice-mock/tests/mock/python.rs"]
+mod python;
 
-fn python() -> Option<PathBuf> {
-    if let Some(p) = std::env::var_os("SLUICE_PYTHON") {
-        return Some(PathBuf::from(p));
-    }
-    let venv = workspace_root().join(".venv/bin/python");
-    venv.exists().then_some(venv)
-}
+use python::{python_or_skip, workspace_root};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn official_sdks_through_the_gateway() {
-    let Some(py) = python() else {
-        assert!(
-            std::env::var_os("CI").is_none(),
-            "CI must provide the Python SDKs (SLUICE_PYTHON or .venv)"
-        );
-        eprintln!("SKIPPED: no Python with the openai/anthropic SDKs (see README)");
+    let Some(py) = python_or_skip() else {
         return;
     };
     let mock = MockServer::start(MockConfig::default()).await.unwrap();

@@ -5,34 +5,18 @@
 //! root (`.ci/run` creates it). Without one the test is skipped with a message, except under CI
 //! (`CI` set), where a missing SDK is a failure.
 
-use std::path::PathBuf;
 use std::process::Command;
 
 use sluice_mock::{MockConfig, MockServer};
 
-fn workspace_root() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..")
-}
+#[path = "mock/python.rs"]
+mod python;
 
-fn python() -> Option<PathBuf> {
-    if let Some(p) = std::env::var_os("SLUICE_PYTHON") {
-        return Some(PathBuf::from(p));
-    }
-    let venv = workspace_root().join(".venv/bin/python");
-    venv.exists().then_some(venv)
-}
+use python::{python_or_skip, workspace_root};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn official_sdks_parse_every_shape() {
-    let Some(py) = python() else {
-        assert!(
-            std::env::var_os("CI").is_none(),
-            "CI must provide the Python SDKs (SLUICE_PYTHON or .venv)"
-        );
-        eprintln!(
-            "SKIPPED: no Python with the openai/anthropic SDKs; run \
-             `python3 -m venv .venv && .venv/bin/pip install -r tests/python/requirements.txt`"
-        );
+    let Some(py) = python_or_skip() else {
         return;
     };
     let mock = MockServer::start(MockConfig::default()).await.unwrap();

@@ -1,7 +1,7 @@
 //! Errors speak the client's API: before the response, the provider's JSON and status.
 
 use crate::support::*;
-use crate::{gateway, Setup, CHAT};
+use crate::{gateway, gateway_at, Setup, CHAT};
 
 #[tokio::test]
 async fn request_errors_in_openai_and_anthropic_shapes() {
@@ -55,14 +55,14 @@ async fn request_errors_in_openai_and_anthropic_shapes() {
 #[tokio::test]
 async fn unknown_model_is_a_404_model_not_found() {
     let mock = mock("").await;
-    let gw = gateway(&mock, Setup::default()).await;
-    let text = format!(
-        "[server]\nlisten = \"127.0.0.1:0\"\n[[upstream]]\nname = \"m\"\nbase_url = \"{}/v1\"\n[[route]]\nmodels = [\"gpt-4o*\", \"claude-3\"]\nupstream = \"m\"\n",
-        mock.url()
-    );
-    drop(gw);
-    let cfg = sluice_gateway::config::Config::from_toml(&text, &|_| None).unwrap();
-    let gw = sluice_gateway::Gateway::start(cfg).await.unwrap();
+    let gw = gateway(
+        &mock,
+        Setup {
+            models: r#"["gpt-4o*", "claude-3"]"#,
+            ..Default::default()
+        },
+    )
+    .await;
     let r = h1(
         gw.addr(),
         request("POST", "/v1/chat/completions", "", r#"{"model":"llama"}"#),
@@ -111,15 +111,11 @@ async fn unreachable_upstream_is_a_502() {
     let closed = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let port = closed.local_addr().unwrap().port();
     drop(closed);
-    let text = format!(
-        "[server]\nlisten = \"127.0.0.1:0\"\n[[upstream]]\nname = \"gone\"\nbase_url = \"http://127.0.0.1:{port}/v1\"\nprotocol = \"h2c\"\n[[route]]\nmodels = [\"*\"]\nupstream = \"gone\"\n"
-    );
-    let cfg = sluice_gateway::config::Config::from_toml(&text, &|_| None).unwrap();
-    let gw = sluice_gateway::Gateway::start(cfg).await.unwrap();
+    let gw = gateway_at(&format!("http://127.0.0.1:{port}/v1"), Setup::default()).await;
     let r = h1(gw.addr(), request("POST", "/v1/chat/completions", "", CHAT)).await;
     assert_eq!(r.status, 502);
     let msg = r.json()["error"]["message"].as_str().unwrap().to_string();
-    assert!(msg.contains("gone") && msg.contains("refused"), "{msg}");
+    assert!(msg.contains("`mock`") && msg.contains("refused"), "{msg}");
 }
 
 #[tokio::test]

@@ -29,20 +29,28 @@ pub struct Setup<'a> {
     pub route: &'a str,
     /// Upstream protocol (default h2c).
     pub protocol: &'a str,
+    /// The route's model globs, as a TOML array (default `["*"]`).
+    pub models: &'a str,
 }
 
+/// A gateway whose one upstream is the mock.
 pub async fn gateway(mock: &MockServer, s: Setup<'_>) -> Gateway {
-    let protocol = if s.protocol.is_empty() {
-        "h2c"
-    } else {
-        s.protocol
+    gateway_at(&format!("{}/v1", mock.url()), s).await
+}
+
+/// A gateway whose one upstream (named `mock`) is at `base_url`.
+pub async fn gateway_at(base_url: &str, s: Setup<'_>) -> Gateway {
+    let or = |v: &'static str, given: &str| {
+        if given.is_empty() {
+            v.to_string()
+        } else {
+            given.to_string()
+        }
     };
+    let (protocol, models) = (or("h2c", s.protocol), or("[\"*\"]", s.models));
     let text = format!(
-        "[server]\nlisten = \"127.0.0.1:0\"\n{}\n\n[[upstream]]\nname = \"mock\"\nbase_url = \"{}/v1\"\nprotocol = \"{protocol}\"\n{}\n\n[[route]]\nmodels = [\"*\"]\nupstream = \"mock\"\n{}\n",
-        s.server,
-        mock.url(),
-        s.upstream,
-        s.route
+        "[server]\nlisten = \"127.0.0.1:0\"\n{}\n\n[[upstream]]\nname = \"mock\"\nbase_url = \"{base_url}\"\nprotocol = \"{protocol}\"\n{}\n\n[[route]]\nmodels = {models}\nupstream = \"mock\"\n{}\n",
+        s.server, s.upstream, s.route
     );
     let cfg = Config::from_toml(&text, &|k| (k == "TEST_KEY").then(|| "sk-test".to_string()))
         .unwrap_or_else(|e| panic!("{e}\n{text}"));

@@ -9,7 +9,7 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::time::Instant;
 
 use crate::support::*;
-use crate::{gateway, Setup, CHAT, STREAM};
+use crate::{gateway, gateway_at, Setup, CHAT, STREAM};
 
 fn last_error(body: &[u8]) -> (Option<String>, Value) {
     let (event, data) = sse(body).pop().expect("at least one event");
@@ -200,14 +200,14 @@ async fn upstream_eof_mid_event() {
             });
         }
     });
-    let text = format!(
-        "[server]\nlisten = \"127.0.0.1:0\"\n[[upstream]]\nname = \"cut\"\nbase_url = \"http://{addr}/v1\"\nprotocol = \"http1\"\n[[route]]\nmodels = [\"*\"]\nupstream = \"cut\"\n"
-    );
-    let gw = sluice_gateway::Gateway::start(
-        sluice_gateway::config::Config::from_toml(&text, &|_| None).unwrap(),
+    let gw = gateway_at(
+        &format!("http://{addr}/v1"),
+        Setup {
+            protocol: "http1",
+            ..Default::default()
+        },
     )
-    .await
-    .unwrap();
+    .await;
     let r = h1(
         gw.addr(),
         request("POST", "/v1/chat/completions", "", STREAM),
@@ -233,14 +233,14 @@ async fn black_hole_upstream_is_a_first_byte_timeout() {
             held.push(s);
         }
     });
-    let text = format!(
-        "[server]\nlisten = \"127.0.0.1:0\"\n[[upstream]]\nname = \"hole\"\nbase_url = \"http://{addr}/v1\"\nprotocol = \"h2c\"\ntimeouts = {{ first_byte = \"300ms\" }}\n[[route]]\nmodels = [\"*\"]\nupstream = \"hole\"\n"
-    );
-    let gw = sluice_gateway::Gateway::start(
-        sluice_gateway::config::Config::from_toml(&text, &|_| None).unwrap(),
+    let gw = gateway_at(
+        &format!("http://{addr}/v1"),
+        Setup {
+            upstream: "timeouts = { first_byte = \"300ms\" }",
+            ..Default::default()
+        },
     )
-    .await
-    .unwrap();
+    .await;
     let t0 = Instant::now();
     let r = h1(gw.addr(), request("POST", "/v1/chat/completions", "", CHAT)).await;
     assert_eq!(r.status, 504);

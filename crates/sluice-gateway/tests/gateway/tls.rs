@@ -7,14 +7,12 @@ use bytes::Bytes;
 use http_body_util::{BodyExt, Full};
 use hyper_util::rt::TokioIo;
 use rustls::pki_types::{pem::PemObject, CertificateDer, ServerName};
-use sluice_gateway::config::Config;
-use sluice_gateway::Gateway;
 use sluice_mock::{MockConfig, MockServer, Protocol};
 use tokio::net::TcpStream;
 use tokio_rustls::TlsConnector;
 
 use crate::support::*;
-use crate::STREAM;
+use crate::{gateway_at, Setup, STREAM};
 
 fn temp_dir(name: &str) -> std::path::PathBuf {
     let d = std::env::temp_dir().join(format!("sluice-gw-{name}-{}", std::process::id()));
@@ -39,14 +37,16 @@ async fn https_upstream_with_a_generated_ca() {
         ("auto", Protocol::H2),
     ] {
         mock.stats().reset();
-        let text = format!(
-            "[server]\nlisten = \"127.0.0.1:0\"\n[[upstream]]\nname = \"tls\"\nbase_url = \"https://localhost:{}/v1\"\nprotocol = \"{protocol}\"\nca_file = \"{}\"\n[[route]]\nmodels = [\"*\"]\nupstream = \"tls\"\n",
-            mock.addr().port(),
-            ca.display()
-        );
-        let gw = Gateway::start(Config::from_toml(&text, &|_| None).unwrap())
-            .await
-            .unwrap();
+        let ca_line = format!("ca_file = \"{}\"", ca.display());
+        let gw = gateway_at(
+            &format!("https://localhost:{}/v1", mock.addr().port()),
+            Setup {
+                protocol,
+                upstream: &ca_line,
+                ..Default::default()
+            },
+        )
+        .await;
         let r = h1(
             gw.addr(),
             request("POST", "/v1/chat/completions", "tokens=3", STREAM),
@@ -63,13 +63,14 @@ async fn https_upstream_with_a_generated_ca() {
         assert!(snap.connections.last().unwrap().tls);
     }
     // Without the CA the upstream's certificate is not trusted: a 502 that says so.
-    let text = format!(
-        "[server]\nlisten = \"127.0.0.1:0\"\n[[upstream]]\nname = \"tls\"\nbase_url = \"https://localhost:{}/v1\"\nprotocol = \"h2\"\n[[route]]\nmodels = [\"*\"]\nupstream = \"tls\"\n",
-        mock.addr().port()
-    );
-    let gw = Gateway::start(Config::from_toml(&text, &|_| None).unwrap())
-        .await
-        .unwrap();
+    let gw = gateway_at(
+        &format!("https://localhost:{}/v1", mock.addr().port()),
+        Setup {
+            protocol: "h2",
+            ..Default::default()
+        },
+    )
+    .await;
     let r = h1(
         gw.addr(),
         request("POST", "/v1/chat/completions", "", STREAM),
@@ -91,15 +92,19 @@ async fn tls_listener_serves_h2_and_http1_by_alpn() {
     let (cert, key) = (dir.join("cert.pem"), dir.join("key.pem"));
     std::fs::write(&cert, ck.cert.pem()).unwrap();
     std::fs::write(&key, ck.signing_key.serialize_pem()).unwrap();
-    let text = format!(
-        "[server]\nlisten = \"127.0.0.1:0\"\ntls = {{ cert = \"{}\", key = \"{}\" }}\n[[upstream]]\nname = \"mock\"\nbase_url = \"{}/v1\"\nprotocol = \"h2c\"\n[[route]]\nmodels = [\"*\"]\nupstream = \"mock\"\n",
+    let tls_line = format!(
+        "tls = {{ cert = \"{}\", key = \"{}\" }}",
         cert.display(),
-        key.display(),
-        mock.url()
+        key.display()
     );
-    let gw = Gateway::start(Config::from_toml(&text, &|_| None).unwrap())
-        .await
-        .unwrap();
+    let gw = crate::gateway(
+        &mock,
+        Setup {
+            server: &tls_line,
+            ..Default::default()
+        },
+    )
+    .await;
     let mut roots = rustls::RootCertStore::empty();
     roots
         .add(CertificateDer::from_pem_slice(ck.cert.pem().as_bytes()).unwrap())
