@@ -89,7 +89,7 @@ fn serve_logs_json_without_secrets_and_exits_on_sigterm() {
     std::fs::write(
         &cfg,
         format!(
-            "[server]\nshutdown_grace = \"5s\"\n[[upstream]]\nname = \"mock\"\nbase_url = \"http://{mock_addr}/v1\"\nprotocol = \"h2c\"\nauth = {{ type = \"bearer\", env = \"SLUICE_TEST_KEY\" }}\n[[route]]\nmodels = [\"*\"]\nupstream = \"mock\"\n"
+            "[server]\nshutdown_grace = \"5s\"\n[[upstream]]\nname = \"mock\"\nbase_url = \"http://{mock_addr}/v1\"\nprotocol = \"h2c\"\nauth = {{ type = \"bearer\", env = \"SLUICE_TEST_KEY\" }}\n[[route]]\nmodels = [\"billed-*\"]\nupstream = \"mock\"\non_client_disconnect = \"drain\"\n[[route]]\nmodels = [\"*\"]\nupstream = \"mock\"\n"
         ),
     )
     .unwrap();
@@ -135,6 +135,24 @@ fn serve_logs_json_without_secrets_and_exits_on_sigterm() {
     assert!(resp.starts_with("HTTP/1.1 400"), "{resp}");
     assert!(resp.contains("missing_session_id"), "{resp}");
 
+    // A drain route: the client leaves after the first bytes; the gateway reads the upstream to
+    // its end and logs the usage it reported.
+    let mut s = TcpStream::connect(&addr).unwrap();
+    let body = r#"{"model":"billed-1","stream":true,"stream_options":{"include_usage":true}}"#;
+    write!(
+        s,
+        "POST /v1/chat/completions HTTP/1.1\r\nhost: x\r\nx-mock: tokens=8, interval_ms=20\r\ncontent-length: {}\r\n\r\n{body}",
+        body.len()
+    )
+    .unwrap();
+    let mut first = [0u8; 64];
+    let _ = s.read(&mut first).unwrap();
+    drop(s);
+    // Give the drain time to finish (8 events, 20 ms apart). This is a plain test thread, not a
+    // tokio worker, so the sleep blocks nothing else.
+    #[allow(clippy::disallowed_methods)]
+    std::thread::sleep(Duration::from_millis(600));
+
     let status = Command::new("kill")
         .args(["-TERM", &gw.0.id().to_string()])
         .status()
@@ -157,7 +175,17 @@ fn serve_logs_json_without_secrets_and_exits_on_sigterm() {
         .filter_map(|l| serde_json::from_str(l).ok())
         .filter(|v: &serde_json::Value| v["target"] == "sluice::request")
         .collect();
-    assert_eq!(lines.len(), 3, "one line per request:\n{logs}");
+    assert_eq!(lines.len(), 4, "one line per request:\n{logs}");
+    assert_eq!(lines[3]["fields"]["end_reason"], "client_gone");
+    let drained = logs
+        .lines()
+        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+        .find(|v| v["target"] == "sluice::drain")
+        .unwrap_or_else(|| panic!("no drain line in:\n{logs}"));
+    assert_eq!(drained["fields"]["outcome"], "drained");
+    let usage: serde_json::Value =
+        serde_json::from_str(drained["fields"]["usage"].as_str().unwrap()).unwrap();
+    assert_eq!(usage["completion_tokens"], 8, "{drained}");
     let ok = &lines[0]["fields"];
     assert_eq!(ok["end_reason"], "completed");
     assert_eq!(ok["status"], 200);
