@@ -165,16 +165,20 @@ async fn serve(
     grace: Duration,
 ) {
     let graceful = GracefulShutdown::new();
+    // Connections are owned by the server: whatever is left when shutdown ends is aborted, so no
+    // task outlives the gateway.
+    let mut conns = tokio::task::JoinSet::new();
     loop {
         tokio::select! {
             _ = stop.cancelled() => break,
+            Some(_) = conns.join_next(), if !conns.is_empty() => {}
             accepted = listener.accept() => match accepted {
                 Ok((tcp, _)) => {
                     let _ = tcp.set_nodelay(true);
                     let state = state.clone();
                     let watcher = graceful.watcher();
                     let tls = tls.clone();
-                    tokio::spawn(async move {
+                    conns.spawn(async move {
                         serve_conn(tcp, tls, state, watcher).await;
                     });
                 }
@@ -198,6 +202,7 @@ async fn serve(
         // Bounded: a client that never reads its last event must not hold the process.
         let _ = tokio::time::timeout(Duration::from_secs(5), all_closed).await;
     }
+    conns.shutdown().await;
 }
 
 async fn serve_conn(
