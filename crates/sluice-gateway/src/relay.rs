@@ -66,6 +66,9 @@ pub(crate) struct SseRelay {
     ended: bool,
     last_yield: Option<Instant>,
     on_disconnect: OnClientDisconnect,
+    /// Most upstream bytes held at once (decoder input not yet forwarded), for the metric
+    /// that proves the per-stream bound.
+    peak_buffered: usize,
 }
 
 impl SseRelay {
@@ -97,6 +100,7 @@ impl SseRelay {
             ended: false,
             last_yield: None,
             on_disconnect,
+            peak_buffered: 0,
         }
     }
 
@@ -232,6 +236,7 @@ impl Body for SseRelay {
                 Poll::Ready(Some(Ok(frame))) => {
                     if let Ok(data) = frame.into_data() {
                         this.decoder.feed(data);
+                        this.peak_buffered = this.peak_buffered.max(this.decoder.buffered_bytes());
                     }
                 }
                 Poll::Ready(Some(Err(e))) => {
@@ -283,6 +288,7 @@ impl Body for SseRelay {
 impl Drop for SseRelay {
     fn drop(&mut self) {
         self.telemetry.stream_ended();
+        self.telemetry.relay_buffer_peak(self.peak_buffered);
         // A client that stopped taking data and then left never polled again: its last
         // pause ends here.
         if self

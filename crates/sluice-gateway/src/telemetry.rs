@@ -95,6 +95,7 @@ pub struct Telemetry {
     first_byte: Histogram,
     duration: Histogram,
     acquire_wait: Family<UpstreamLane, Histogram>,
+    relay_buffer_peak: Histogram,
 }
 
 impl Default for Telemetry {
@@ -175,9 +176,16 @@ impl Telemetry {
             "Time a request waited for an upstream connection or stream slot",
             acquire_wait.clone(),
         );
+        let relay_buffer_peak = Histogram::new(exponential_buckets(1024.0, 2.0, 17));
+        registry.register(
+            "relay_buffer_peak_bytes",
+            "Most bytes a stream's relay held at once (upstream bytes not yet sent as events)",
+            relay_buffer_peak.clone(),
+        );
         Telemetry {
             registry,
             acquire_wait,
+            relay_buffer_peak,
             requests,
             end_reasons,
             active_streams,
@@ -214,6 +222,10 @@ impl Telemetry {
 
     pub(crate) fn heartbeat(&self) {
         self.heartbeats.inc();
+    }
+
+    pub(crate) fn relay_buffer_peak(&self, bytes: usize) {
+        self.relay_buffer_peak.observe(bytes as f64);
     }
 
     pub(crate) fn backpressure_pause(&self) {

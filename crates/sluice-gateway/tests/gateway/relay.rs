@@ -231,22 +231,6 @@ async fn slow_client_throttles_the_upstream() {
         "{in_flight} bytes between mock and client"
     );
     drop(body);
-    let m = String::from_utf8(
-        h1(gw.addr(), request("GET", "/metrics", "", ""))
-            .await
-            .body
-            .to_vec(),
-    )
-    .unwrap();
-    let pauses: u64 = m
-        .lines()
-        .find_map(|l| l.strip_prefix("sluice_backpressure_pauses_total "))
-        .and_then(|v| v.trim().parse().ok())
-        .unwrap_or(0);
-    assert!(
-        pauses >= 1,
-        "the slow client's waits count as backpressure pauses:\n{m}"
-    );
     let snap = wait_for(mock.stats(), "cancel", |s| {
         matches!(s.requests.last().unwrap().outcome, Outcome::Cancelled(_))
     })
@@ -254,6 +238,31 @@ async fn slow_client_throttles_the_upstream() {
     // The mock's writes waited for the slow reader most of the time.
     let blocked = snap.requests.last().unwrap().write_blocked;
     assert!(blocked >= Duration::from_millis(500), "{blocked:?}");
+    let m = String::from_utf8(
+        h1(gw.addr(), request("GET", "/metrics", "", ""))
+            .await
+            .body
+            .to_vec(),
+    )
+    .unwrap();
+    let value = |key: &str| -> u64 {
+        m.lines()
+            .find_map(|l| l.strip_prefix(key))
+            .and_then(|v| v.trim().parse().ok())
+            .unwrap_or_else(|| panic!("no `{key}` in:\n{m}"))
+    };
+    assert!(
+        value("sluice_backpressure_pauses_total ") >= 1,
+        "the slow client's waits count as backpressure pauses:\n{m}"
+    );
+    // The relay itself held at most one upstream read plus one partial event: the stream's peak
+    // is in the 256 KiB bucket or below, although 40 MB went through it.
+    assert_eq!(value("sluice_relay_buffer_peak_bytes_count "), 1);
+    assert_eq!(
+        value("sluice_relay_buffer_peak_bytes_bucket{le=\"262144.0\"} "),
+        1,
+        "{m}"
+    );
 }
 
 /// One stalled client must not stall another stream on the same upstream HTTP/2 connection.
