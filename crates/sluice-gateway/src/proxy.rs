@@ -165,6 +165,36 @@ impl Probe<'_> {
     }
 }
 
+/// Why a request ended before its response started: what the client gets, and the end reason
+/// that is logged.
+struct Failure {
+    error: GatewayError,
+    reason: EndReason,
+}
+
+impl Failure {
+    fn new(error: GatewayError, reason: EndReason) -> Self {
+        Failure { error, reason }
+    }
+
+    fn bad_request(error: GatewayError) -> Self {
+        Failure::new(error, EndReason::BadRequest)
+    }
+}
+
+/// Records the failure once and answers in the client API's error format.
+fn fail(
+    api: Api,
+    log: &mut RequestLog,
+    f: Failure,
+    request_id: &HeaderValue,
+) -> Response<GatewayBody> {
+    log.status = f.error.status().as_u16();
+    log.finish(f.reason);
+    tracing::debug!(request_id = %log.request_id, error = %f.error, "request failed");
+    error_response(api, &f.error, request_id)
+}
+
 /// Serves one request. Never fails: every error becomes a response in the client's format.
 pub(crate) async fn handle<B>(state: Arc<State>, req: Request<B>) -> Response<GatewayBody>
 where
@@ -179,40 +209,41 @@ where
         request_id.to_str().unwrap_or("-").to_string(),
         started,
     );
-    let path = parts.uri.path().to_string();
-    let api = route::api_of(&path);
-    let fail = |log: &mut RequestLog, e: GatewayError, reason: EndReason| {
-        log.status = e.status().as_u16();
-        log.finish(reason);
-        tracing::debug!(request_id = %log.request_id, error = %e, "request failed");
-        error_response(api, &e, &request_id)
-    };
-    let endpoint = match route::endpoint(&parts.method, &path) {
-        Ok(ep) => ep,
-        Err(e) => return fail(&mut log, e, EndReason::BadRequest),
-    };
-    let (api, upstream_path) = match endpoint {
-        Endpoint::Health => {
-            log.status = 200;
+    let api = route::api_of(parts.uri.path());
+    let (api, upstream_path) = match route::endpoint(&parts.method, parts.uri.path()) {
+        Err(e) => return fail(api, &mut log, Failure::bad_request(e), &request_id),
+        Ok(Endpoint::Model { api, upstream_path }) => (api, upstream_path),
+        Ok(local) => {
+            let r = local_endpoint(&state, local, &request_id);
+            log.status = r.status().as_u16();
             log.finish(EndReason::Completed);
-            return full(
-                StatusCode::OK,
-                "application/json",
-                Bytes::from_static(b"{\"status\":\"ok\"}"),
-            );
+            return r;
         }
-        Endpoint::Metrics => {
-            log.status = 200;
-            log.finish(EndReason::Completed);
-            return full(
-                StatusCode::OK,
-                "application/openmetrics-text; version=1.0.0; charset=utf-8",
-                Bytes::from(state.telemetry.encode()),
-            );
-        }
+    };
+    if state.draining.is_cancelled() {
+        let f = Failure::new(GatewayError::ShuttingDown, EndReason::Shutdown);
+        return fail(api, &mut log, f, &request_id);
+    }
+    match forward(&state, &parts, body, upstream_path, &request_id, &mut log).await {
+        Ok(fwd) => respond(&state, api, fwd, log, &parts.headers, &request_id).await,
+        Err(f) => fail(api, &mut log, f, &request_id),
+    }
+}
+
+/// The endpoints the gateway answers itself.
+fn local_endpoint(state: &State, ep: Endpoint, request_id: &HeaderValue) -> Response<GatewayBody> {
+    match ep {
+        Endpoint::Health => full(
+            StatusCode::OK,
+            "application/json",
+            Bytes::from_static(b"{\"status\":\"ok\"}"),
+        ),
+        Endpoint::Metrics => full(
+            StatusCode::OK,
+            "application/openmetrics-text; version=1.0.0; charset=utf-8",
+            Bytes::from(state.telemetry.encode()),
+        ),
         Endpoint::AdminPools => {
-            log.status = 200;
-            log.finish(EndReason::Completed);
             let pairs: Vec<(String, Upstream)> = state
                 .config
                 .upstreams
@@ -221,151 +252,160 @@ where
                 .zip(state.upstreams.iter().cloned())
                 .collect();
             let body = crate::pools::snapshot_json(&pairs).to_string();
-            return full(StatusCode::OK, "application/json", Bytes::from(body));
+            full(StatusCode::OK, "application/json", Bytes::from(body))
         }
-        Endpoint::Models => {
-            log.status = 200;
-            log.finish(EndReason::Completed);
+        // Model calls are proxied and never get here.
+        Endpoint::Models | Endpoint::Model { .. } => {
             let mut r = full(
                 StatusCode::OK,
                 "application/json",
                 state.models_body.clone(),
             );
             r.headers_mut().insert(REQUEST_ID, request_id.clone());
-            return r;
+            r
         }
-        Endpoint::Model { api, upstream_path } => (api, upstream_path),
-    };
-    if state.draining.is_cancelled() {
-        return fail(&mut log, GatewayError::ShuttingDown, EndReason::Shutdown);
     }
+}
 
-    // The body is read whole (bounded), so every request can be replayed and routed by model.
-    let limit = state.config.server.max_request_body;
+/// What `forward` learned, for the response leg.
+struct Forwarded {
+    resp: Response<sluice_upstream::ResponseBody>,
+    upstream: usize,
+    on_disconnect: crate::config::OnClientDisconnect,
+    first_by: Instant,
+    total_by: Instant,
+    /// Names only, for the "upstream rejected a session" diagnostic.
+    session_headers_sent: Vec<String>,
+}
+
+/// Reads the whole body (bounded, so every request can be replayed and routed by model).
+async fn read_request_body<B>(
+    parts: &http::request::Parts,
+    body: B,
+    limit: u64,
+) -> Result<Bytes, Failure>
+where
+    B: Body<Data = Bytes> + Send + 'static,
+    B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
+{
+    let too_large = || {
+        Failure::new(
+            GatewayError::BodyTooLarge { limit },
+            EndReason::BodyTooLarge,
+        )
+    };
     let declared = parts
         .headers
         .get(header::CONTENT_LENGTH)
         .and_then(|v| v.to_str().ok())
         .and_then(|v| v.parse::<u64>().ok());
     if declared.is_some_and(|n| n > limit) {
-        return fail(
-            &mut log,
-            GatewayError::BodyTooLarge { limit },
-            EndReason::BodyTooLarge,
-        );
+        return Err(too_large());
     }
-    let bytes = match Limited::new(body, limit as usize).collect().await {
-        Ok(c) => c.to_bytes(),
-        Err(e) if e.is::<http_body_util::LengthLimitError>() => {
-            return fail(
-                &mut log,
-                GatewayError::BodyTooLarge { limit },
-                EndReason::BodyTooLarge,
-            )
-        }
-        Err(e) => {
-            return fail(
-                &mut log,
-                GatewayError::BodyRead(e.to_string()),
-                EndReason::BadRequest,
-            )
-        }
-    };
-    let probe: Probe<'_> = match serde_json::from_slice(&bytes) {
-        Ok(p) => p,
-        Err(e) => {
-            return fail(
-                &mut log,
-                GatewayError::BadJson(e.to_string()),
-                EndReason::BadRequest,
-            )
-        }
-    };
-    let Some(model) = probe.model.as_deref().map(str::to_string) else {
-        return fail(&mut log, GatewayError::MissingModel, EndReason::BadRequest);
-    };
-    log.model.clone_from(&model);
-    let Some(route) = state.config.route_for(&model) else {
-        return fail(
-            &mut log,
-            GatewayError::UnknownModel(model),
-            EndReason::BadRequest,
-        );
-    };
-    let on_disconnect = route.on_client_disconnect;
-    let ucfg = &state.config.upstreams[route.upstream];
-    let upstream = &state.upstreams[route.upstream];
-    log.route.clone_from(&ucfg.name);
-    let lane = route
-        .lane
-        .unwrap_or_else(|| probe.lane(ucfg.long_max_tokens));
+    match Limited::new(body, limit as usize).collect().await {
+        Ok(c) => Ok(c.to_bytes()),
+        Err(e) if e.is::<http_body_util::LengthLimitError>() => Err(too_large()),
+        Err(e) => Err(Failure::bad_request(GatewayError::BodyRead(e.to_string()))),
+    }
+}
 
-    let mut body = bytes;
+/// The request as the upstream gets it: path under its base URL, end-to-end headers, its
+/// credentials, the request id, the lane, and the session header copied into the body if
+/// configured.
+fn upstream_request(
+    parts: &http::request::Parts,
+    mut body: Bytes,
+    upstream_path: &'static str,
+    ucfg: &crate::config::UpstreamConfig,
+    lane: Lane,
+    request_id: &HeaderValue,
+) -> Result<Request<Bytes>, Failure> {
     if let Some(rule) = &ucfg.session_header_to_body {
         if parts.headers.contains_key(&rule.header) {
-            let mut v: serde_json::Value = match serde_json::from_slice(&body) {
-                Ok(v) => v,
-                Err(e) => {
-                    return fail(
-                        &mut log,
-                        GatewayError::BadJson(e.to_string()),
-                        EndReason::BadRequest,
-                    )
-                }
-            };
-            if let Err(e) = headers::session_header_to_body(rule, &parts.headers, &mut v) {
-                return fail(
-                    &mut log,
-                    GatewayError::BadJson(e.to_string()),
-                    EndReason::BadRequest,
-                );
-            }
+            let bad = |e: String| Failure::bad_request(GatewayError::BadJson(e));
+            let mut v: serde_json::Value =
+                serde_json::from_slice(&body).map_err(|e| bad(e.to_string()))?;
+            headers::session_header_to_body(rule, &parts.headers, &mut v)
+                .map_err(|e| bad(e.to_string()))?;
             body = Bytes::from(v.to_string());
         }
     }
-
     let mut up_req = Request::new(body);
     *up_req.method_mut() = parts.method.clone();
     *up_req.uri_mut() = match parts.uri.query() {
         Some(q) => format!("{upstream_path}?{q}")
             .parse()
-            .unwrap_or_else(|_| upstream_path.parse().expect("static path")),
+            .unwrap_or_else(|_| http::Uri::from_static(upstream_path)),
         None => http::Uri::from_static(upstream_path),
     };
     *up_req.headers_mut() =
-        headers::upstream_request_headers(&parts.headers, &ucfg.auth, &request_id);
+        headers::upstream_request_headers(&parts.headers, &ucfg.auth, request_id);
     up_req.extensions_mut().insert(lane);
-    // Names only, kept for the "upstream rejected a session" diagnostic below.
-    let session_headers_sent: Vec<String> = headers::session_header_names(up_req.headers())
+    Ok(up_req)
+}
+
+/// Left to right: body, model, route, upstream request, response headers.
+async fn forward<B>(
+    state: &State,
+    parts: &http::request::Parts,
+    body: B,
+    upstream_path: &'static str,
+    request_id: &HeaderValue,
+    log: &mut RequestLog,
+) -> Result<Forwarded, Failure>
+where
+    B: Body<Data = Bytes> + Send + 'static,
+    B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
+{
+    let bytes = read_request_body(parts, body, state.config.server.max_request_body).await?;
+    let probe: Probe<'_> = serde_json::from_slice(&bytes)
+        .map_err(|e| Failure::bad_request(GatewayError::BadJson(e.to_string())))?;
+    let model = probe
+        .model
+        .as_deref()
+        .ok_or_else(|| Failure::bad_request(GatewayError::MissingModel))?;
+    log.model = model.to_string();
+    let route = state
+        .config
+        .route_for(model)
+        .ok_or_else(|| Failure::bad_request(GatewayError::UnknownModel(model.to_string())))?;
+    let ucfg = &state.config.upstreams[route.upstream];
+    log.route.clone_from(&ucfg.name);
+    let lane = route
+        .lane
+        .unwrap_or_else(|| probe.lane(ucfg.long_max_tokens));
+    let up_req = upstream_request(parts, bytes.clone(), upstream_path, ucfg, lane, request_id)?;
+    let session_headers_sent = headers::session_header_names(up_req.headers())
         .into_iter()
         .map(str::to_string)
         .collect();
     let t = ucfg.timeouts;
-    let total_by = started + t.total;
-    let first_by = (started + t.first_byte).min(total_by);
-    let resp = match upstream.send(up_req, first_by).await {
+    let total_by = log.started() + t.total;
+    let first_by = (log.started() + t.first_byte).min(total_by);
+    let resp = match state.upstreams[route.upstream].send(up_req, first_by).await {
         Ok(r) => r,
         Err(UpstreamError::Deadline) => {
-            let e = if first_by == total_by {
+            let upstream = ucfg.name.clone();
+            let error = if first_by == total_by {
                 GatewayError::TotalTimeout {
-                    upstream: ucfg.name.clone(),
+                    upstream,
                     timeout: t.total,
                 }
             } else {
                 GatewayError::FirstByteTimeout {
-                    upstream: ucfg.name.clone(),
+                    upstream,
                     timeout: t.first_byte,
                 }
             };
-            return fail(&mut log, e, EndReason::FirstByteTimeout);
+            return Err(Failure::new(error, EndReason::FirstByteTimeout));
         }
         Err(source) => {
             tracing::warn!(request_id = %log.request_id, upstream = %ucfg.name, error = %source, "upstream request failed");
-            let e = GatewayError::Upstream {
+            let error = GatewayError::Upstream {
                 upstream: ucfg.name.clone(),
                 source,
             };
-            return fail(&mut log, e, EndReason::UpstreamError);
+            return Err(Failure::new(error, EndReason::UpstreamError));
         }
     };
     let timings = resp.extensions().get::<PhaseTimings>().copied();
@@ -375,22 +415,41 @@ where
             .acquire_wait(&ucfg.name, lane.as_str(), p.acquire);
     }
     log.timings = timings;
+    Ok(Forwarded {
+        resp,
+        upstream: route.upstream,
+        on_disconnect: route.on_client_disconnect,
+        first_by,
+        total_by,
+        session_headers_sent,
+    })
+}
+
+/// Right to left: the SSE relay, or the whole (bounded) body.
+async fn respond(
+    state: &State,
+    api: Api,
+    fwd: Forwarded,
+    mut log: RequestLog,
+    client_headers: &http::HeaderMap,
+    request_id: &HeaderValue,
+) -> Response<GatewayBody> {
+    let ucfg = &state.config.upstreams[fwd.upstream];
     let want_timing = state.config.server.server_timing
-        || parts
-            .headers
+        || client_headers
             .get("x-sluice-timing")
             .is_some_and(|v| v.as_bytes() == b"1");
-    let (rparts, mut rbody) = resp.into_parts();
+    let (rparts, mut rbody) = fwd.resp.into_parts();
     log.status = rparts.status.as_u16();
     let is_sse = rparts
         .headers
         .get(header::CONTENT_TYPE)
         .and_then(|v| v.to_str().ok())
         .is_some_and(|v| v.trim_start().starts_with("text/event-stream"));
-    let mut out_headers = headers::client_response_headers(&rparts.headers, &request_id);
+    let mut out_headers = headers::client_response_headers(&rparts.headers, request_id);
+    let server_timing = |t: PhaseTimings| HeaderValue::from_str(&t.server_timing_header()).ok();
     if want_timing {
-        if let Some(v) = timings.and_then(|p| HeaderValue::from_str(&p.server_timing_header()).ok())
-        {
+        if let Some(v) = log.timings.and_then(server_timing) {
             out_headers.insert("server-timing", v);
         }
     }
@@ -405,9 +464,9 @@ where
         let decoder =
             Decoder::with_max_event_bytes(state.config.server.max_event_bytes).unwrap_or_default();
         let timers = RelayTimers {
-            first_event_by: first_by,
-            idle: t.idle,
-            total_by,
+            first_event_by: fwd.first_by,
+            idle: ucfg.timeouts.idle,
+            total_by: fwd.total_by,
             heartbeat: state.config.server.heartbeat,
         };
         let relay = SseRelay::new(
@@ -418,7 +477,7 @@ where
             state.telemetry.clone(),
             timers,
             state.streams_deadline.clone().cancelled_owned(),
-            on_disconnect,
+            fwd.on_disconnect,
         );
         let mut r = Response::new(GatewayBody::Relay(Box::new(relay)));
         *r.status_mut() = rparts.status;
@@ -430,35 +489,44 @@ where
     // whole, bounded in size and by the total deadline, so a too-large body can still be a
     // clean 502 instead of a cut.
     let max = state.config.server.max_response_body;
-    let read = tokio::time::timeout_at(total_by, read_bounded(&mut rbody, max)).await;
+    let upstream = ucfg.name.clone();
+    let read = tokio::time::timeout_at(fwd.total_by, read_bounded(&mut rbody, max)).await;
     let bytes = match read {
+        Ok(Ok(b)) => b,
         Err(_) => {
-            let e = GatewayError::TotalTimeout {
-                upstream: ucfg.name.clone(),
-                timeout: t.total,
+            let error = GatewayError::TotalTimeout {
+                upstream,
+                timeout: ucfg.timeouts.total,
             };
-            return fail(&mut log, e, EndReason::TotalTimeout);
+            return fail(
+                api,
+                &mut log,
+                Failure::new(error, EndReason::TotalTimeout),
+                request_id,
+            );
         }
         Ok(Err(None)) => {
-            let e = GatewayError::ResponseTooLarge {
-                upstream: ucfg.name.clone(),
+            let error = GatewayError::ResponseTooLarge {
+                upstream,
                 limit: max,
             };
-            return fail(&mut log, e, EndReason::ResponseTooLarge);
+            let f = Failure::new(error, EndReason::ResponseTooLarge);
+            return fail(api, &mut log, f, request_id);
         }
         Ok(Err(Some(source))) => {
-            let e = GatewayError::UpstreamBody {
-                upstream: ucfg.name.clone(),
-                source,
-            };
-            return fail(&mut log, e, EndReason::UpstreamReset);
+            let error = GatewayError::UpstreamBody { upstream, source };
+            return fail(
+                api,
+                &mut log,
+                Failure::new(error, EndReason::UpstreamReset),
+                request_id,
+            );
         }
-        Ok(Ok(b)) => b,
     };
     // The body has ended: its timings now include the last byte.
     log.timings = Some(rbody.timings());
     if want_timing {
-        if let Ok(v) = HeaderValue::from_str(&rbody.timings().server_timing_header()) {
+        if let Some(v) = server_timing(rbody.timings()) {
             out_headers.insert("server-timing", v);
         }
     }
@@ -468,7 +536,7 @@ where
             request_id = %log.request_id,
             upstream = %ucfg.name,
             status = rparts.status.as_u16(),
-            session_headers_sent = ?session_headers_sent,
+            session_headers_sent = ?fwd.session_headers_sent,
             "upstream rejected a request mentioning a session"
         );
     }

@@ -277,6 +277,11 @@ impl RequestLog {
         }
     }
 
+    /// When the request arrived.
+    pub(crate) fn started(&self) -> Instant {
+        self.started
+    }
+
     /// Marks the first byte (or first event) now, once.
     pub(crate) fn first_byte(&mut self) {
         if self.first_byte.is_none() {
