@@ -37,6 +37,9 @@ pub struct StreamOpts {
     pub headers: Vec<(HeaderName, HeaderValue)>,
     /// Close each stream after this many events (measures cancellation).
     pub close_after_events: Option<u64>,
+    /// The share of streams (0.0–1.0) that `close_after_events` applies to, spread evenly over
+    /// the run; the others are read to their end. Default 1.0.
+    pub close_share: f64,
     /// Per-request budget: a stream not finished by then counts as a timeout.
     pub timeout: Duration,
     /// The mock's `/__mock/stats` URL, to read when it saw each early close.
@@ -132,11 +135,18 @@ pub async fn run(opts: StreamOpts) -> Result<StreamReport, BenchError> {
         );
         workers.spawn(async move {
             sleep(opts.ramp.mul_f64(w as f64 / n as f64)).await;
-            while next.fetch_add(1, Ordering::Relaxed) < opts.requests && Instant::now() < stop_at {
+            loop {
+                let i = next.fetch_add(1, Ordering::Relaxed);
+                if i >= opts.requests || Instant::now() >= stop_at {
+                    break;
+                }
                 let mut local = Samples::default();
+                let close_after = opts
+                    .close_after_events
+                    .filter(|_| closes(i, opts.close_share));
                 let outcome = tokio::time::timeout(
                     opts.timeout,
-                    one_stream(&target, &path, &opts, &mut local),
+                    one_stream(&target, &path, &opts, close_after, &mut local),
                 )
                 .await
                 .unwrap_or(Outcome::Timeout);
@@ -203,7 +213,20 @@ pub(crate) fn client_for(
     crate::client::build(url, protocol, lane)
 }
 
-async fn one_stream(target: &Upstream, path: &str, opts: &StreamOpts, s: &mut Samples) -> Outcome {
+/// Whether stream `i` is one of the `share` that close early: evenly spread, deterministic
+/// (stream i closes when the running count of closes steps up at i).
+fn closes(i: usize, share: f64) -> bool {
+    let share = share.clamp(0.0, 1.0);
+    ((i + 1) as f64 * share).floor() > (i as f64 * share).floor()
+}
+
+async fn one_stream(
+    target: &Upstream,
+    path: &str,
+    opts: &StreamOpts,
+    close_after: Option<u64>,
+    s: &mut Samples,
+) -> Outcome {
     let mut req = Request::post(path)
         .body(opts.body.clone())
         .expect("valid request");
@@ -248,7 +271,7 @@ async fn one_stream(target: &Upstream, path: &str, opts: &StreamOpts, s: &mut Sa
             decoder.feed(d);
         }
         drain_events(&mut decoder, start, &mut last, &mut n, s);
-        if opts.close_after_events.is_some_and(|k| n >= k) {
+        if close_after.is_some_and(|k| n >= k) {
             let at = unix_ms();
             drop(body);
             return Outcome::Closed(mock_id, at);
@@ -317,4 +340,20 @@ pub(crate) async fn fetch_json(url: &http::Uri) -> Result<serde_json::Value, Ben
         .map_err(|e| BenchError::Stats(e.to_string()))?
         .to_bytes();
     serde_json::from_slice(&body).map_err(|e| BenchError::Stats(e.to_string()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::closes;
+
+    #[test]
+    fn close_share_is_spread_evenly() {
+        let picked: Vec<usize> = (0..10).filter(|&i| closes(i, 0.3)).collect();
+        assert_eq!(picked.len(), 3);
+        assert_eq!((0..100).filter(|&i| closes(i, 0.25)).count(), 25);
+        assert!((0..10).all(|i| closes(i, 1.0)));
+        assert!((0..10).all(|i| !closes(i, 0.0)));
+        // No two picks in a row at 30 %.
+        assert!(picked.windows(2).all(|w| w[1] - w[0] >= 3), "{picked:?}");
+    }
 }

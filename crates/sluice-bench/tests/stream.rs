@@ -28,6 +28,7 @@ fn opts(mock: &MockServer, protocol: Protocol) -> StreamOpts {
         body: Bytes::from_static(br#"{"model":"m","stream":true}"#),
         headers: vec![],
         close_after_events: None,
+        close_share: 1.0,
         timeout: Duration::from_secs(10),
         mock_stats: None,
         max_duration: Duration::from_secs(30),
@@ -65,6 +66,16 @@ async fn early_close_reports_cancel_latency() {
     let c = r.cancel_latency.expect("cancel latency measured");
     assert_eq!(c.count, 40);
     assert!(c.p99_ms < 100.0, "{c:?}");
+}
+
+#[tokio::test]
+async fn a_share_of_streams_closes_early() {
+    let mock = mock("tokens=20, interval_ms=5").await;
+    let mut o = opts(&mock, Protocol::H2c);
+    o.close_after_events = Some(3);
+    o.close_share = 0.25;
+    let r = stream::run(o).await.unwrap();
+    assert_eq!((r.closed_early, r.completed), (10, 30), "{r:?}");
 }
 
 #[tokio::test]

@@ -166,6 +166,10 @@ pub struct StreamArgs {
     /// Close each stream after this many events.
     #[arg(long)]
     close_after_events: Option<u64>,
+    /// The share of streams (0.0 to 1.0) that --close-after-events applies to; the rest are
+    /// read to their end.
+    #[arg(long, default_value_t = 1.0)]
+    close_share: f64,
     /// The mock's stats URL (e.g. http://127.0.0.1:9090/__mock/stats) for cancel latency.
     #[arg(long)]
     mock_stats: Option<http::Uri>,
@@ -371,6 +375,7 @@ fn run_stream(a: StreamArgs) -> anyhow::Result<()> {
         body: Bytes::from(a.body),
         headers,
         close_after_events: a.close_after_events,
+        close_share: a.close_share,
         timeout: Duration::from_secs(a.timeout_s),
         mock_stats: a.mock_stats,
         max_duration: Duration::from_secs(a.max_duration_s),
