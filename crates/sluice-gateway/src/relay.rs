@@ -179,9 +179,7 @@ impl Body for SseRelay {
             while let Some(item) = this.decoder.next_item() {
                 match item {
                     Ok(Item::Event(ev)) => {
-                        if !this.got_event {
-                            this.got_event = true;
-                        }
+                        this.got_event = true;
                         let next = Instant::now() + this.timers.idle;
                         this.idle.as_mut().reset(next);
                         return this.forward(ev.into_raw(), 1);

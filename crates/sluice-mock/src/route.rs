@@ -280,12 +280,18 @@ pub(crate) fn route(
     done(reply)
 }
 
+/// Largest request body the mock reads, on either protocol; beyond it, 413.
+pub(crate) const MAX_REQUEST_BODY: usize = 64 << 20;
+
 /// The 413 for a request body over the mock's limit.
 pub(crate) fn too_large(path: &str) -> Reply {
     Reply::error(
         api_of(path),
         StatusCode::PAYLOAD_TOO_LARGE,
-        "the request body is larger than the mock accepts (64 MiB)",
+        &format!(
+            "the request body is larger than the mock accepts ({} MiB)",
+            MAX_REQUEST_BODY >> 20
+        ),
         Some("request_too_large"),
     )
 }

@@ -27,9 +27,6 @@ use crate::stats::{Outcome, ReqStats};
 /// writes soon, as a real server's would, instead of after hundreds of kilobytes.
 const MAX_BUF: usize = 64 * 1024;
 
-/// Largest request body the mock reads; beyond it, 413.
-const MAX_REQUEST_BODY: usize = 64 << 20;
-
 /// Serves one HTTP/1.1 connection.
 pub(crate) async fn serve<IO>(io: IO, ctx: ConnCtx)
 where
@@ -105,7 +102,7 @@ async fn read_body(body: &mut Incoming, slow_read: Option<u64>) -> Result<Bytes,
             if let Some(rate) = slow_read {
                 sleep(Duration::from_secs_f64(chunk.len() as f64 / rate as f64)).await;
             }
-            if buf.len() + chunk.len() > MAX_REQUEST_BODY {
+            if buf.len() + chunk.len() > route::MAX_REQUEST_BODY {
                 return Err(None);
             }
             buf.extend_from_slice(&chunk);

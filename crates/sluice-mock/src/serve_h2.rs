@@ -92,9 +92,6 @@ where
     streams.shutdown().await;
 }
 
-/// Largest request body the mock reads; beyond it, 413.
-const MAX_REQUEST_BODY: usize = 64 << 20;
-
 enum BodyError {
     Gone(Gone),
     TooLarge,
@@ -119,7 +116,7 @@ async fn read_body(body: &mut RecvStream, b: Option<&Behavior>) -> Result<Bytes,
         // Capacity goes back only after the data is "processed", so slow_read really throttles
         // the client through flow control.
         let _ = body.flow_control().release_capacity(chunk.len());
-        if buf.len() + chunk.len() > MAX_REQUEST_BODY {
+        if buf.len() + chunk.len() > route::MAX_REQUEST_BODY {
             return Err(BodyError::TooLarge);
         }
         buf.extend_from_slice(&chunk);

@@ -84,3 +84,55 @@ async fn streams_past_the_grace_period_get_an_error_event() {
     })
     .await;
 }
+
+/// Shutdown sends GOAWAY to HTTP/2 clients: a new stream on the same connection is not
+/// accepted, while the stream already open runs to its end.
+#[tokio::test]
+async fn shutdown_sends_goaway_to_http2_clients() {
+    let mock = mock("").await;
+    let gw = gateway(
+        &mock,
+        Setup {
+            server: "shutdown_grace = \"5s\"",
+            ..Default::default()
+        },
+    )
+    .await;
+    let send = h2_connect(gw.addr()).await;
+    let open = {
+        let send = send.clone();
+        tokio::spawn(async move {
+            h2(
+                &send,
+                request(
+                    "POST",
+                    "/v1/chat/completions",
+                    "tokens=5, interval_ms=100",
+                    STREAM,
+                ),
+            )
+            .await
+        })
+    };
+    tokio::time::sleep(Duration::from_millis(150)).await;
+    let stopping = tokio::spawn(gw.shutdown());
+    tokio::time::sleep(Duration::from_millis(150)).await;
+    let late = h2_send(&send, request("POST", "/v1/chat/completions", "", STREAM)).await;
+    let err = late.expect_err("no new stream after GOAWAY");
+    assert!(
+        err.is_go_away() || err.reason() == Some(h2::Reason::REFUSED_STREAM),
+        "{err:?}"
+    );
+    let r = open.await.unwrap();
+    assert_eq!(
+        sse(&r.body).last().unwrap().1,
+        "[DONE]",
+        "the open stream finished"
+    );
+    stopping.await.unwrap();
+    assert_eq!(
+        mock.stats().snapshot().totals.requests,
+        1,
+        "the late stream never reached the upstream"
+    );
+}
