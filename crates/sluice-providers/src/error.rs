@@ -1,0 +1,259 @@
+//! Errors in each family's format, and the classes upstream errors fall into.
+//!
+//! Two directions:
+//! - *out*: [`error_body`] and [`sse_error_event`] write an error the way a client of a family
+//!   expects it (status-derived `type`, a stable `code`), before or inside a stream;
+//! - *in*: [`classify`] reads an upstream's error response (status, headers, body) and
+//!   [`classify_stream_error`] an error event inside a 200 stream, into a [`ProviderError`]
+//!   whose [`ErrorClass`] is what the policy stage decides by — never a string match at a call
+//!   site. [`client_error`] then re-expresses it for a client of another family (an Anthropic
+//!   529 `overloaded_error` reaches an OpenAI client as a 503).
+
+use std::time::Duration;
+
+use bytes::Bytes;
+use http::{HeaderMap, StatusCode};
+use serde_json::json;
+
+use crate::api::Family;
+
+/// What kind of failure an upstream reported. Low cardinality: a metric label.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum ErrorClass {
+    /// 429 for request or token rate: retryable, after `Retry-After` if given.
+    RateLimited,
+    /// Quota or spend limit exhausted (OpenAI `insufficient_quota`, Anthropic
+    /// `enforced_spend_limit_reached`): 429 but final until someone pays.
+    QuotaExhausted,
+    /// The provider is overloaded (503, Anthropic 529 `overloaded_error`): retryable.
+    Overloaded,
+    /// A server-side failure (500, 502, 504): retryable.
+    ServerError,
+    /// The prompt does not fit the model's context window: final for this target, may go to
+    /// a target with a larger window.
+    ContextLength,
+    /// The provider's content filter refused the request or the output: final, never routed
+    /// around.
+    ContentFiltered,
+    /// Anything else the client got wrong (400, 404 for a model, 413, 422): final.
+    InvalidRequest,
+    /// 401/403: the credential was refused. Final for the request; a key target may be
+    /// ejected.
+    Auth,
+}
+
+impl ErrorClass {
+    /// The label value (`rate_limited`, `overloaded`, ...).
+    pub fn metric_label(self) -> &'static str {
+        match self {
+            ErrorClass::RateLimited => "rate_limited",
+            ErrorClass::QuotaExhausted => "quota_exhausted",
+            ErrorClass::Overloaded => "overloaded",
+            ErrorClass::ServerError => "server_error",
+            ErrorClass::ContextLength => "context_length",
+            ErrorClass::ContentFiltered => "content_filtered",
+            ErrorClass::InvalidRequest => "invalid_request",
+            ErrorClass::Auth => "auth",
+        }
+    }
+
+    /// Whether another attempt (same or other target) may succeed.
+    pub fn is_retryable(self) -> bool {
+        matches!(
+            self,
+            ErrorClass::RateLimited | ErrorClass::Overloaded | ErrorClass::ServerError
+        )
+    }
+}
+
+/// An upstream's error, understood.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ProviderError {
+    /// What kind of failure it is.
+    pub class: ErrorClass,
+    /// The status the upstream answered with (200 for an error event inside a stream is
+    /// replaced by the status the error would have had: 529/503 for overloaded, ...).
+    pub status: StatusCode,
+    /// The provider's machine-readable code or type (`rate_limit_exceeded`,
+    /// `overloaded_error`, `RESOURCE_EXHAUSTED`), if it gave one.
+    pub code: Option<String>,
+    /// The provider's message, for the client (bounded: at most 1 KiB kept).
+    pub message: String,
+    /// How long the provider asked us to wait (`retry-after-ms`, `Retry-After` in seconds or
+    /// as an HTTP date, Gemini's `RetryInfo.retryDelay`).
+    pub retry_after: Option<Duration>,
+}
+
+/// Reads an upstream error response of `family` into a [`ProviderError`].
+///
+/// `now_unix` (seconds since the epoch) resolves an HTTP-date `Retry-After` without reading a
+/// clock here (this crate does no I/O).
+pub fn classify(
+    family: Family,
+    status: StatusCode,
+    headers: &HeaderMap,
+    body: &[u8],
+    now_unix: u64,
+) -> ProviderError {
+    let _ = (family, status, headers, body, now_unix);
+    todo!("sluice-providers: classify")
+}
+
+/// Reads an error event inside a 200 stream (OpenAI `data: {"error":{...}}`, Anthropic
+/// `event: error`, a Gemini error chunk). `None` when the event is not an error.
+pub fn classify_stream_error(family: Family, event: &sluice_sse::Event) -> Option<ProviderError> {
+    let _ = (family, event);
+    todo!("sluice-providers: classify_stream_error")
+}
+
+/// The status and body a client of `client` gets for an upstream error: the same status and
+/// the provider's message and code, re-expressed in the client's format (with the status
+/// mapped where the client's API has no such status: Anthropic 529 → 503 for OpenAI
+/// clients).
+pub fn client_error(client: Family, err: &ProviderError) -> (StatusCode, Bytes) {
+    let _ = (client, err);
+    todo!("sluice-providers: client_error")
+}
+
+/// An error body in `family`'s format: OpenAI `{"error":{message,type,param,code}}`,
+/// Anthropic `{"type":"error","error":{type,message}}`, Gemini
+/// `{"error":{code,message,status}}`. `code` is a stable machine-readable code
+/// (`model_not_found`, `rate_limited`, ...); the `type` derives from `status`.
+pub fn error_body(family: Family, status: StatusCode, code: &str, message: &str) -> Bytes {
+    let v = match family {
+        Family::OpenAi => json!({
+            "error": {
+                "message": message,
+                "type": openai_type(status),
+                "param": null,
+                "code": code,
+            }
+        }),
+        Family::Anthropic => json!({
+            "type": "error",
+            "error": { "type": anthropic_type(status), "message": message },
+        }),
+        Family::Gemini => json!({
+            "error": {
+                "code": status.as_u16(),
+                "message": message,
+                "status": gemini_status(status),
+            }
+        }),
+    };
+    Bytes::from(v.to_string())
+}
+
+/// The final SSE event of a stream that cannot finish normally, in `family`'s format: OpenAI
+/// clients read a `data:` line holding `{"error":{...}}`, Anthropic clients an `event:
+/// error`, Gemini clients a data chunk holding `{"error":{...}}`. No `[DONE]` follows: a
+/// broken stream must not look complete.
+pub fn sse_error_event(family: Family, status: StatusCode, code: &str, message: &str) -> Bytes {
+    let body = error_body(family, status, code, message);
+    let mut out = Vec::with_capacity(body.len() + 32);
+    if family == Family::Anthropic {
+        out.extend_from_slice(b"event: error\n");
+    }
+    out.extend_from_slice(b"data: ");
+    out.extend_from_slice(&body);
+    out.extend_from_slice(b"\n\n");
+    Bytes::from(out)
+}
+
+/// OpenAI's error `type` for a status.
+pub fn openai_type(status: StatusCode) -> &'static str {
+    match status.as_u16() {
+        400 | 404 | 405 | 409 | 413 | 422 => "invalid_request_error",
+        401 => "authentication_error",
+        403 => "permission_error",
+        429 => "rate_limit_exceeded",
+        504 => "timeout",
+        _ => "server_error",
+    }
+}
+
+/// Anthropic's error `type` for a status.
+pub fn anthropic_type(status: StatusCode) -> &'static str {
+    match status.as_u16() {
+        400 | 405 | 409 | 422 => "invalid_request_error",
+        401 => "authentication_error",
+        403 => "permission_error",
+        404 => "not_found_error",
+        413 => "request_too_large",
+        429 => "rate_limit_error",
+        503 | 529 => "overloaded_error",
+        504 => "timeout_error",
+        _ => "api_error",
+    }
+}
+
+/// Gemini's (google.rpc) `status` for an HTTP status.
+pub fn gemini_status(status: StatusCode) -> &'static str {
+    match status.as_u16() {
+        400 | 413 | 422 => "INVALID_ARGUMENT",
+        401 => "UNAUTHENTICATED",
+        403 => "PERMISSION_DENIED",
+        404 => "NOT_FOUND",
+        405 => "UNIMPLEMENTED",
+        409 => "ABORTED",
+        429 => "RESOURCE_EXHAUSTED",
+        503 => "UNAVAILABLE",
+        504 => "DEADLINE_EXCEEDED",
+        _ => "INTERNAL",
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn bodies_per_family() {
+        let o: serde_json::Value = serde_json::from_slice(&error_body(
+            Family::OpenAi,
+            StatusCode::NOT_FOUND,
+            "model_not_found",
+            "no",
+        ))
+        .unwrap();
+        assert_eq!(o["error"]["code"], "model_not_found");
+        assert_eq!(o["error"]["type"], "invalid_request_error");
+        let a: serde_json::Value = serde_json::from_slice(&error_body(
+            Family::Anthropic,
+            StatusCode::NOT_FOUND,
+            "model_not_found",
+            "no",
+        ))
+        .unwrap();
+        assert_eq!(a["type"], "error");
+        assert_eq!(a["error"]["type"], "not_found_error");
+        let g: serde_json::Value = serde_json::from_slice(&error_body(
+            Family::Gemini,
+            StatusCode::TOO_MANY_REQUESTS,
+            "rate_limited",
+            "slow down",
+        ))
+        .unwrap();
+        assert_eq!(g["error"]["status"], "RESOURCE_EXHAUSTED");
+        assert_eq!(g["error"]["code"], 429);
+    }
+
+    #[test]
+    fn sse_error_events() {
+        let o = sse_error_event(
+            Family::OpenAi,
+            StatusCode::GATEWAY_TIMEOUT,
+            "idle_timeout",
+            "no event for 30s",
+        );
+        assert!(o.starts_with(b"data: {\"error\":"));
+        assert!(o.ends_with(b"\n\n"));
+        let a = sse_error_event(
+            Family::Anthropic,
+            StatusCode::BAD_GATEWAY,
+            "upstream_reset",
+            "reset",
+        );
+        assert!(a.starts_with(b"event: error\ndata: {\"type\":\"error\""));
+    }
+}

@@ -1,0 +1,34 @@
+//! Provider adapters, sans-I/O: everything Sluice knows about vendor wire formats, and nothing
+//! about sockets, pools or time.
+//!
+//! The gateway asks this crate four questions and does all I/O itself:
+//! - *Which API is this?* [`api`]: the table of client-facing endpoints ([`Operation`]) and
+//!   their families ([`Family`]: the error format a client speaks).
+//! - *What do I send upstream?* [`request::translate_request`]: the client's body in the
+//!   upstream provider's format (or the same bytes when nothing needs to change), the path
+//!   below the upstream's base URL, and the parameters dropped or refused.
+//! - *What does the client get back?* [`response::translate_response`] for whole bodies, and a
+//!   [`stream::StreamTranslator`] for SSE streams (upstream events in, client events out,
+//!   incrementally); [`stream::classify_event`] tells the relay which passthrough events are
+//!   content (the commit point), errors or usage without translating them.
+//! - *What went wrong?* [`error::classify`] turns an upstream error response (or an error event
+//!   inside a stream) into a typed [`error::ErrorClass`] the policy stage decides retries and
+//!   fallbacks by; [`error::error_body`] and [`error::sse_error_event`] speak the client's error
+//!   format.
+//!
+//! Usage (tokens) is normalised into one [`usage::Usage`] record whatever the provider.
+#![forbid(unsafe_code)]
+#![deny(missing_docs)]
+
+pub mod api;
+pub mod error;
+pub mod provider;
+pub mod request;
+pub mod response;
+pub mod stream;
+pub mod usage;
+
+pub use api::{Family, Operation};
+pub use error::{ErrorClass, ProviderError};
+pub use provider::ProviderKind;
+pub use usage::Usage;
