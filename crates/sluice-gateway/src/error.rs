@@ -5,10 +5,9 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use http::StatusCode;
-use serde_json::json;
 use sluice_upstream::{BodyError, UpstreamError};
 
-use crate::route::Api;
+use sluice_providers::Family;
 
 /// Why a request could not be served before its response started.
 #[derive(Debug, thiserror::Error)]
@@ -84,6 +83,38 @@ pub enum GatewayError {
         /// How.
         source: BodyError,
     },
+    /// A stream answered but failed before its first content, and no other attempt was
+    /// possible.
+    #[error("upstream `{upstream}` failed before sending any content: {detail}")]
+    StreamFailed {
+        /// Upstream name.
+        upstream: String,
+        /// What happened.
+        detail: String,
+    },
+    /// A stream sent no content within `first_token`, and no other attempt was possible.
+    #[error("upstream `{upstream}` sent no content within the first-token timeout ({timeout:?})")]
+    FirstTokenTimeout {
+        /// Upstream name.
+        upstream: String,
+        /// The timeout that fired.
+        timeout: Duration,
+    },
+    /// A stream fell silent for `idle` before its first content, and no other attempt was
+    /// possible.
+    #[error("upstream `{upstream}` sent no event for {timeout:?} (idle timeout)")]
+    IdleTimeout {
+        /// Upstream name.
+        upstream: String,
+        /// The timeout that fired.
+        timeout: Duration,
+    },
+    /// Retrying would exceed the upstream's retry budget: failing fast instead.
+    #[error("upstream `{upstream}` is failing and its retry budget is spent; not retrying")]
+    RetryBudgetExhausted {
+        /// Upstream name.
+        upstream: String,
+    },
     /// The gateway is shutting down.
     #[error("the gateway is shutting down")]
     ShuttingDown,
@@ -107,8 +138,14 @@ impl GatewayError {
                 }
                 _ => StatusCode::BAD_GATEWAY,
             },
-            FirstByteTimeout { .. } | TotalTimeout { .. } => StatusCode::GATEWAY_TIMEOUT,
-            ResponseTooLarge { .. } | UpstreamBody { .. } => StatusCode::BAD_GATEWAY,
+            FirstByteTimeout { .. }
+            | TotalTimeout { .. }
+            | FirstTokenTimeout { .. }
+            | IdleTimeout { .. } => StatusCode::GATEWAY_TIMEOUT,
+            ResponseTooLarge { .. } | UpstreamBody { .. } | StreamFailed { .. } => {
+                StatusCode::BAD_GATEWAY
+            }
+            RetryBudgetExhausted { .. } => StatusCode::SERVICE_UNAVAILABLE,
             ShuttingDown => StatusCode::SERVICE_UNAVAILABLE,
         }
     }
@@ -132,76 +169,24 @@ impl GatewayError {
             TotalTimeout { .. } => "total_timeout",
             ResponseTooLarge { .. } => "upstream_response_too_large",
             UpstreamBody { .. } => "upstream_body_error",
+            StreamFailed { .. } => "upstream_stream_failed",
+            FirstTokenTimeout { .. } => "first_token_timeout",
+            IdleTimeout { .. } => "idle_timeout",
+            RetryBudgetExhausted { .. } => "retry_budget_exhausted",
             ShuttingDown => "shutting_down",
         }
     }
 
     /// The error body in the client API's format.
-    pub fn body(&self, api: Api) -> Bytes {
-        error_json(api, self.status(), &self.to_string(), self.code())
+    pub fn body(&self, family: Family) -> Bytes {
+        sluice_providers::error::error_body(family, self.status(), self.code(), &self.to_string())
     }
 }
 
-/// An error body: `{"error":{...}}` for OpenAI, `{"type":"error","error":{...}}` for Anthropic.
-pub fn error_json(api: Api, status: StatusCode, message: &str, code: &str) -> Bytes {
-    let v = match api {
-        Api::OpenAi => json!({
-            "error": {
-                "message": message,
-                "type": openai_type(status),
-                "param": null,
-                "code": code,
-            }
-        }),
-        Api::Anthropic => json!({
-            "type": "error",
-            "error": { "type": anthropic_type(status), "message": message },
-        }),
-    };
-    Bytes::from(v.to_string())
-}
-
-/// The final SSE event of a stream that cannot finish normally, in the client API's format:
-/// OpenAI clients read a `data:` line holding `{"error":{...}}`, Anthropic clients an
-/// `event: error`. No `[DONE]` follows: a broken stream must not look complete.
-pub fn sse_error_event(api: Api, code: &str, message: &str) -> Bytes {
-    let status = match code {
-        "idle_timeout" | "first_byte_timeout" | "total_timeout" => StatusCode::GATEWAY_TIMEOUT,
-        "shutting_down" => StatusCode::SERVICE_UNAVAILABLE,
-        _ => StatusCode::BAD_GATEWAY,
-    };
-    let body = error_json(api, status, message, code);
-    let mut out = Vec::with_capacity(body.len() + 32);
-    if api == Api::Anthropic {
-        out.extend_from_slice(b"event: error\n");
-    }
-    out.extend_from_slice(b"data: ");
-    out.extend_from_slice(&body);
-    out.extend_from_slice(b"\n\n");
-    Bytes::from(out)
-}
-
-fn openai_type(status: StatusCode) -> &'static str {
-    match status.as_u16() {
-        400 | 404 | 405 | 413 => "invalid_request_error",
-        401 => "authentication_error",
-        429 => "rate_limit_exceeded",
-        504 => "timeout",
-        _ => "server_error",
-    }
-}
-
-fn anthropic_type(status: StatusCode) -> &'static str {
-    match status.as_u16() {
-        400 | 405 => "invalid_request_error",
-        401 => "authentication_error",
-        404 => "not_found_error",
-        413 => "request_too_large",
-        429 => "rate_limit_error",
-        503 | 529 => "overloaded_error",
-        504 => "timeout_error",
-        _ => "api_error",
-    }
+/// The final SSE event of a stream that cannot finish normally, in the client's format (see
+/// [`sluice_providers::error::sse_error_event`]).
+pub fn sse_error_event(family: Family, status: StatusCode, code: &str, message: &str) -> Bytes {
+    sluice_providers::error::sse_error_event(family, status, code, message)
 }
 
 #[cfg(test)]
@@ -211,21 +196,12 @@ mod tests {
     #[test]
     fn openai_and_anthropic_shapes() {
         let e = GatewayError::UnknownModel("x".into());
-        let o: serde_json::Value = serde_json::from_slice(&e.body(Api::OpenAi)).unwrap();
+        let o: serde_json::Value = serde_json::from_slice(&e.body(Family::OpenAi)).unwrap();
         assert_eq!(o["error"]["code"], "model_not_found");
         assert_eq!(o["error"]["type"], "invalid_request_error");
-        let a: serde_json::Value = serde_json::from_slice(&e.body(Api::Anthropic)).unwrap();
+        let a: serde_json::Value = serde_json::from_slice(&e.body(Family::Anthropic)).unwrap();
         assert_eq!(a["type"], "error");
         assert_eq!(a["error"]["type"], "not_found_error");
         assert_eq!(e.status(), 404);
-    }
-
-    #[test]
-    fn sse_error_events() {
-        let o = sse_error_event(Api::OpenAi, "idle_timeout", "no event for 30s");
-        assert!(o.starts_with(b"data: {\"error\":"));
-        assert!(o.ends_with(b"\n\n"));
-        let a = sse_error_event(Api::Anthropic, "upstream_reset", "reset");
-        assert!(a.starts_with(b"event: error\ndata: {\"type\":\"error\""));
     }
 }

@@ -1,29 +1,32 @@
-//! One request, left to right once: endpoint, bounded body, model, route, upstream request;
-//! and its response right to left once: the SSE relay or a bounded non-streaming body.
+//! One request, left to right once: endpoint, bounded body, model, route, the policy's
+//! attempts; and its response right to left once: the SSE relay or a bounded non-streaming
+//! body.
 
 use std::borrow::Cow;
 use std::convert::Infallible;
 use std::pin::Pin;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::task::{Context, Poll};
+use std::time::Duration;
 
 use bytes::Bytes;
-use http::header::{self, HeaderValue};
+use http::header::{self, HeaderMap, HeaderValue};
 use http::{Request, Response, StatusCode};
 use http_body::{Body, Frame, SizeHint};
 use http_body_util::{BodyExt, Limited};
 use serde::Deserialize;
-use sluice_sse::Decoder;
-use sluice_upstream::{Lane, PhaseTimings, Upstream, UpstreamError};
+use sluice_providers::Family;
+use sluice_upstream::{Lane, PhaseTimings, Upstream};
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 use crate::config::Config;
 use crate::error::GatewayError;
 use crate::headers::{self, REQUEST_ID};
-use crate::relay::{RelayTimers, SseRelay};
-use crate::route::{self, Api, Endpoint};
+use crate::policy::{Answer, Attempt, AttemptFailure, GiveUp, Policy, RequestCtx, RetryBudget};
+use crate::relay::{RelaySetup, RelayTimers, SseRelay};
+use crate::route::{self, Endpoint, Operation};
 use crate::telemetry::{EndReason, RequestLog, Telemetry};
 
 /// Everything requests share.
@@ -31,6 +34,10 @@ pub(crate) struct State {
     pub(crate) config: Config,
     /// Parallel to `config.upstreams`.
     pub(crate) upstreams: Vec<Upstream>,
+    /// Parallel to `config.upstreams`.
+    pub(crate) budgets: Vec<RetryBudget>,
+    /// Parallel to `config.routes`: where the next request starts in tier 0.
+    rotation: Vec<AtomicUsize>,
     pub(crate) telemetry: Arc<Telemetry>,
     /// Cancelled when the shutdown grace period is over: streams still running end with an
     /// error event.
@@ -63,9 +70,17 @@ impl State {
             .duration_since(std::time::UNIX_EPOCH)
             .map(|d| d.as_nanos())
             .unwrap_or(0);
+        let budgets = config
+            .upstreams
+            .iter()
+            .map(|u| RetryBudget::new(u.retry_budget))
+            .collect();
+        let rotation = config.routes.iter().map(|_| AtomicUsize::new(0)).collect();
         State {
             config,
             upstreams,
+            budgets,
+            rotation,
             telemetry,
             streams_deadline: CancellationToken::new(),
             draining: CancellationToken::new(),
@@ -84,6 +99,11 @@ impl State {
         let n = self.request_ids.fetch_add(1, Ordering::Relaxed);
         HeaderValue::from_str(&format!("{}-{n}", self.id_prefix))
             .unwrap_or_else(|_| HeaderValue::from_static("sl-unknown"))
+    }
+
+    /// Where route `i`'s next request starts in its first tier (round robin).
+    pub(crate) fn route_rotation(&self, i: usize) -> usize {
+        self.rotation[i].fetch_add(1, Ordering::Relaxed)
     }
 }
 
@@ -131,8 +151,12 @@ fn full(status: StatusCode, content_type: &'static str, body: Bytes) -> Response
     r
 }
 
-fn error_response(api: Api, e: &GatewayError, request_id: &HeaderValue) -> Response<GatewayBody> {
-    let mut r = full(e.status(), "application/json", e.body(api));
+fn error_response(
+    family: Family,
+    e: &GatewayError,
+    request_id: &HeaderValue,
+) -> Response<GatewayBody> {
+    let mut r = full(e.status(), "application/json", e.body(family));
     r.headers_mut().insert(REQUEST_ID, request_id.clone());
     r
 }
@@ -148,26 +172,9 @@ struct Probe<'a> {
     max_output_tokens: Option<u64>,
 }
 
-impl Probe<'_> {
-    /// Streams and long generations are long calls: they take the `stream` lane, so they never
-    /// share a connection with short calls.
-    fn lane(&self, long_max_tokens: u64) -> Lane {
-        let tokens = self
-            .max_tokens
-            .or(self.max_completion_tokens)
-            .or(self.max_output_tokens)
-            .unwrap_or(0);
-        if self.stream == Some(true) || tokens > long_max_tokens {
-            Lane::Stream
-        } else {
-            Lane::Short
-        }
-    }
-}
-
 /// Why a request ended before its response started: what the client gets, and the end reason
 /// that is logged.
-struct Failure {
+pub(crate) struct Failure {
     error: GatewayError,
     reason: EndReason,
 }
@@ -184,7 +191,7 @@ impl Failure {
 
 /// Records the failure once and answers in the client API's error format.
 fn fail(
-    api: Api,
+    family: Family,
     log: &mut RequestLog,
     f: Failure,
     request_id: &HeaderValue,
@@ -192,7 +199,7 @@ fn fail(
     log.status = f.error.status().as_u16();
     log.finish(f.reason);
     tracing::debug!(request_id = %log.request_id, error = %f.error, "request failed");
-    error_response(api, &f.error, request_id)
+    error_response(family, &f.error, request_id)
 }
 
 /// Serves one request. Never fails: every error becomes a response in the client's format.
@@ -209,10 +216,10 @@ where
         request_id.to_str().unwrap_or("-").to_string(),
         started,
     );
-    let api = route::api_of(parts.uri.path());
-    let (api, upstream_path) = match route::endpoint(&parts.method, parts.uri.path()) {
-        Err(e) => return fail(api, &mut log, Failure::bad_request(e), &request_id),
-        Ok(Endpoint::Model { api, upstream_path }) => (api, upstream_path),
+    let family = route::family_of(parts.uri.path());
+    let op = match route::endpoint(&parts.method, parts.uri.path()) {
+        Err(e) => return fail(family, &mut log, Failure::bad_request(e), &request_id),
+        Ok(Endpoint::Model(op)) => op,
         Ok(local) => {
             let r = local_endpoint(&state, local, &request_id);
             log.status = r.status().as_u16();
@@ -220,14 +227,16 @@ where
             return r;
         }
     };
+    let family = op.family();
     if state.draining.is_cancelled() {
         let f = Failure::new(GatewayError::ShuttingDown, EndReason::Shutdown);
-        return fail(api, &mut log, f, &request_id);
+        return fail(family, &mut log, f, &request_id);
     }
-    match forward(&state, &parts, body, upstream_path, &request_id, &mut log).await {
-        Ok(fwd) => respond(&state, api, fwd, log, &parts.headers, &request_id).await,
-        Err(f) => fail(api, &mut log, f, &request_id),
-    }
+    let policy = match admit(&state, parts, body, op, request_id.clone(), &mut log).await {
+        Ok(p) => p,
+        Err(f) => return fail(family, &mut log, f, &request_id),
+    };
+    serve(state, policy, log).await
 }
 
 /// The endpoints the gateway answers itself.
@@ -255,7 +264,7 @@ fn local_endpoint(state: &State, ep: Endpoint, request_id: &HeaderValue) -> Resp
             full(StatusCode::OK, "application/json", Bytes::from(body))
         }
         // Model calls are proxied and never get here.
-        Endpoint::Models | Endpoint::Model { .. } => {
+        Endpoint::Models | Endpoint::Model(_) => {
             let mut r = full(
                 StatusCode::OK,
                 "application/json",
@@ -265,17 +274,6 @@ fn local_endpoint(state: &State, ep: Endpoint, request_id: &HeaderValue) -> Resp
             r
         }
     }
-}
-
-/// What `forward` learned, for the response leg.
-struct Forwarded {
-    resp: Response<sluice_upstream::ResponseBody>,
-    upstream: usize,
-    on_disconnect: crate::config::OnClientDisconnect,
-    first_by: Instant,
-    total_by: Instant,
-    /// Names only, for the "upstream rejected a session" diagnostic.
-    session_headers_sent: Vec<String>,
 }
 
 /// Reads the whole body (bounded, so every request can be replayed and routed by model).
@@ -309,55 +307,95 @@ where
     }
 }
 
-/// The request as the upstream gets it: path under its base URL, end-to-end headers, its
-/// credentials, the request id, the lane, and the session header copied into the body if
-/// configured.
-fn upstream_request(
-    parts: &http::request::Parts,
-    mut body: Bytes,
-    upstream_path: &'static str,
+/// The request as one target's upstream gets it: path under its base URL, end-to-end headers,
+/// its credentials, the request id, the lane, the model renamed if the target says so, and the
+/// session header copied into the body if configured.
+pub(crate) fn upstream_request(
+    ctx: &RequestCtx,
     ucfg: &crate::config::UpstreamConfig,
+    model: Option<&str>,
     lane: Lane,
-    request_id: &HeaderValue,
-) -> Result<Request<Bytes>, Failure> {
-    if let Some(rule) = &ucfg.session_header_to_body {
-        if parts.headers.contains_key(&rule.header) {
-            let bad = |e: String| Failure::bad_request(GatewayError::BadJson(e));
-            let mut v: serde_json::Value =
-                serde_json::from_slice(&body).map_err(|e| bad(e.to_string()))?;
+) -> Result<Request<Bytes>, GatewayError> {
+    let parts = &ctx.parts;
+    let session = ucfg
+        .session_header_to_body
+        .as_ref()
+        .filter(|rule| parts.headers.contains_key(&rule.header));
+    let body = if session.is_some() || model.is_some() {
+        let bad = |e: String| GatewayError::BadJson(e);
+        let mut v: serde_json::Value =
+            serde_json::from_slice(&ctx.body).map_err(|e| bad(e.to_string()))?;
+        if let Some(rule) = session {
             headers::session_header_to_body(rule, &parts.headers, &mut v)
                 .map_err(|e| bad(e.to_string()))?;
-            body = Bytes::from(v.to_string());
         }
-    }
+        if let (Some(m), Some(obj)) = (model, v.as_object_mut()) {
+            obj.insert("model".into(), serde_json::Value::String(m.to_string()));
+        }
+        Bytes::from(v.to_string())
+    } else {
+        ctx.body.clone()
+    };
     let mut up_req = Request::new(body);
     *up_req.method_mut() = parts.method.clone();
+    let path = ctx.op.path();
     *up_req.uri_mut() = match parts.uri.query() {
-        Some(q) => format!("{upstream_path}?{q}")
+        Some(q) => format!("{path}?{q}")
             .parse()
-            .unwrap_or_else(|_| http::Uri::from_static(upstream_path)),
-        None => http::Uri::from_static(upstream_path),
+            .unwrap_or_else(|_| http::Uri::from_static(path)),
+        None => http::Uri::from_static(path),
     };
     *up_req.headers_mut() =
-        headers::upstream_request_headers(&parts.headers, &ucfg.auth, request_id);
+        headers::upstream_request_headers(&parts.headers, &ucfg.auth, &ctx.request_id);
     up_req.extensions_mut().insert(lane);
     Ok(up_req)
 }
 
-/// Left to right: body, model, route, upstream request, response headers.
-async fn forward<B>(
-    state: &State,
-    parts: &http::request::Parts,
+/// Whether a response is an SSE stream.
+pub(crate) fn is_event_stream(h: &HeaderMap) -> bool {
+    h.get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.trim_start().starts_with("text/event-stream"))
+}
+
+/// The request's deadline: the route's (or its first upstream's) total timeout, shortened by
+/// the client's own timeout header if it sent one (`x-sluice-timeout: 30s`, or the seconds
+/// the OpenAI and Anthropic SDKs send in `x-stainless-timeout`).
+fn deadline(state: &State, route: usize, headers: &HeaderMap, started: Instant) -> Instant {
+    let r = &state.config.routes[route];
+    let total = r
+        .timeout
+        .unwrap_or(state.config.upstreams[r.primary_upstream()].timeouts.total);
+    let client = headers
+        .get("x-sluice-timeout")
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| crate::config::parse_duration(v).ok())
+        .or_else(|| {
+            headers
+                .get("x-stainless-timeout")
+                .and_then(|v| v.to_str().ok())
+                .and_then(|v| v.trim().parse::<f64>().ok())
+                .filter(|s| s.is_finite() && *s > 0.0)
+                .map(|s| Duration::from_secs_f64(s.min(86_400.0)))
+        })
+        .filter(|d| !d.is_zero());
+    started + client.map_or(total, |c| c.min(total))
+}
+
+/// Left to right: body, model, route; builds the request's policy.
+async fn admit<B>(
+    state: &Arc<State>,
+    parts: http::request::Parts,
     body: B,
-    upstream_path: &'static str,
-    request_id: &HeaderValue,
+    op: Operation,
+    request_id: HeaderValue,
     log: &mut RequestLog,
-) -> Result<Forwarded, Failure>
+) -> Result<Box<Policy>, Failure>
 where
     B: Body<Data = Bytes> + Send + 'static,
     B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
 {
-    let bytes = read_request_body(parts, body, state.config.server.max_request_body).await?;
+    let bytes = read_request_body(&parts, body, state.config.server.max_request_body).await?;
     let probe: Probe<'_> = serde_json::from_slice(&bytes)
         .map_err(|e| Failure::bad_request(GatewayError::BadJson(e.to_string())))?;
     let model = probe
@@ -365,188 +403,322 @@ where
         .as_deref()
         .ok_or_else(|| Failure::bad_request(GatewayError::MissingModel))?;
     log.model = model.to_string();
-    let route = state
+    let route_idx = state
         .config
-        .route_for(model)
+        .routes
+        .iter()
+        .position(|r| r.models.iter().any(|g| crate::config::glob_match(g, model)))
         .ok_or_else(|| Failure::bad_request(GatewayError::UnknownModel(model.to_string())))?;
-    let ucfg = &state.config.upstreams[route.upstream];
-    log.route.clone_from(&ucfg.name);
-    let lane = route
-        .lane
-        .unwrap_or_else(|| probe.lane(ucfg.long_max_tokens));
-    let up_req = upstream_request(parts, bytes.clone(), upstream_path, ucfg, lane, request_id)?;
-    let session_headers_sent = headers::session_header_names(up_req.headers())
-        .into_iter()
-        .map(str::to_string)
-        .collect();
-    let t = ucfg.timeouts;
-    let total_by = log.started() + t.total;
-    let first_by = (log.started() + t.first_byte).min(total_by);
-    let resp = match state.upstreams[route.upstream].send(up_req, first_by).await {
-        Ok(r) => r,
-        Err(UpstreamError::Deadline) => {
-            let upstream = ucfg.name.clone();
-            let error = if first_by == total_by {
-                GatewayError::TotalTimeout {
-                    upstream,
-                    timeout: t.total,
-                }
-            } else {
-                GatewayError::FirstByteTimeout {
-                    upstream,
-                    timeout: t.first_byte,
-                }
-            };
-            return Err(Failure::new(error, EndReason::FirstByteTimeout));
-        }
-        Err(source) => {
-            tracing::warn!(request_id = %log.request_id, upstream = %ucfg.name, error = %source, "upstream request failed");
-            let error = GatewayError::Upstream {
-                upstream: ucfg.name.clone(),
-                source,
-            };
-            return Err(Failure::new(error, EndReason::UpstreamError));
-        }
+    let route = &state.config.routes[route_idx];
+    log.route.clone_from(&route.name);
+    let idempotent = route.idempotent || parts.headers.contains_key("idempotency-key");
+    let max_tokens = probe
+        .max_tokens
+        .or(probe.max_completion_tokens)
+        .or(probe.max_output_tokens)
+        .unwrap_or(0);
+    let stream = probe.stream == Some(true);
+    let deadline = deadline(state, route_idx, &parts.headers, log.started());
+    drop(probe);
+    let ctx = RequestCtx {
+        parts,
+        body: bytes,
+        request_id,
+        op,
+        stream,
+        max_tokens,
+        idempotent,
+        started: log.started(),
     };
-    let timings = resp.extensions().get::<PhaseTimings>().copied();
-    if let Some(p) = timings {
-        state
-            .telemetry
-            .acquire_wait(&ucfg.name, lane.as_str(), p.acquire);
-    }
-    log.timings = timings;
-    Ok(Forwarded {
-        resp,
-        upstream: route.upstream,
-        on_disconnect: route.on_client_disconnect,
-        first_by,
-        total_by,
-        session_headers_sent,
-    })
+    Ok(Box::new(Policy::new(
+        state.clone(),
+        route_idx,
+        ctx,
+        deadline,
+    )))
 }
 
-/// Right to left: the SSE relay, or the whole (bounded) body.
-async fn respond(
-    state: &State,
-    api: Api,
-    fwd: Forwarded,
+/// What the client gets when the policy gave up.
+pub(crate) struct Reply {
+    pub(crate) reason: EndReason,
+    pub(crate) status: StatusCode,
+    pub(crate) code: String,
+    pub(crate) message: String,
+    /// The upstream's own answer, passed on (non-streaming responses).
+    pub(crate) answer: Option<Box<Answer>>,
+}
+
+/// Turns a give-up into the client's error: the upstream's last answer, or the gateway's
+/// error for the last failure.
+pub(crate) fn give_up_reply(policy: &Policy, g: GiveUp) -> Reply {
+    match policy.give_up_error(g) {
+        Ok(e) => {
+            let reason = EndReason::of_error(&e);
+            Reply {
+                reason,
+                status: e.status(),
+                code: e.code().to_string(),
+                message: e.to_string(),
+                answer: None,
+            }
+        }
+        Err((_, answer)) => {
+            let (code, message) = answer.code_and_message();
+            Reply {
+                reason: EndReason::UpstreamError,
+                status: answer.status,
+                code,
+                message,
+                answer: Some(answer),
+            }
+        }
+    }
+}
+
+/// Runs the policy's attempts and answers: the relay for a stream, the whole body otherwise.
+async fn serve(
+    state: Arc<State>,
+    mut policy: Box<Policy>,
     mut log: RequestLog,
-    client_headers: &http::HeaderMap,
+) -> Response<GatewayBody> {
+    let family = policy.ctx.op.family();
+    let request_id = policy.ctx.request_id.clone();
+    loop {
+        let attempt = match policy.next().await {
+            Ok(a) => a,
+            Err(g) => {
+                log.attempts = policy.records();
+                let reply = give_up_reply(&policy, g);
+                if let Some(a) = &reply.answer {
+                    session_diagnostic(&state, &policy, a, &log);
+                }
+                return answer_failure(family, reply, &mut log, &request_id);
+            }
+        };
+        let upstream = attempt.upstream;
+        log.upstream = state.config.upstreams[upstream].name.clone();
+        log.timings = attempt.resp.extensions().get::<PhaseTimings>().copied();
+        if is_event_stream(attempt.resp.headers()) {
+            return stream_response(&state, policy, attempt, log);
+        }
+        match read_whole(&state, &mut policy, attempt, &mut log).await {
+            Ok(mut r) => {
+                log.attempts = policy.records();
+                attempts_header(&mut r, &log);
+                log.finish(EndReason::Completed);
+                return r;
+            }
+            Err(Whole::Failed(t, started, f)) => policy.failed(t, started, f),
+            Err(Whole::Final(f)) => {
+                log.attempts = policy.records();
+                return fail(family, &mut log, f, &request_id);
+            }
+        }
+    }
+}
+
+/// An upstream 4xx that mentions a session is logged with the request id and the names (never
+/// the values) of the session headers that were sent: the usual cause is a session header a
+/// hop dropped. Computed only on this rare path.
+fn session_diagnostic(state: &State, policy: &Policy, a: &Answer, log: &RequestLog) {
+    if !a.status.is_client_error() || !contains_ci(&a.body, b"session") {
+        return;
+    }
+    let ucfg = state
+        .config
+        .upstreams
+        .iter()
+        .find(|u| u.name == log.upstream);
+    let Some(ucfg) = ucfg else { return };
+    let sent = headers::upstream_request_headers(
+        &policy.ctx.parts.headers,
+        &ucfg.auth,
+        &policy.ctx.request_id,
+    );
+    let names = headers::session_header_names(&sent);
+    tracing::warn!(
+        request_id = %log.request_id,
+        upstream = %ucfg.name,
+        status = a.status.as_u16(),
+        session_headers_sent = ?names,
+        "upstream rejected a request mentioning a session"
+    );
+}
+
+fn contains_ci(hay: &[u8], needle: &[u8]) -> bool {
+    hay.windows(needle.len())
+        .any(|w| w.eq_ignore_ascii_case(needle))
+}
+
+/// The client's error response when every attempt failed.
+fn answer_failure(
+    family: Family,
+    reply: Reply,
+    log: &mut RequestLog,
     request_id: &HeaderValue,
 ) -> Response<GatewayBody> {
-    let ucfg = &state.config.upstreams[fwd.upstream];
-    let want_timing = state.config.server.server_timing
-        || client_headers
-            .get("x-sluice-timing")
-            .is_some_and(|v| v.as_bytes() == b"1");
-    let (rparts, mut rbody) = fwd.resp.into_parts();
-    log.status = rparts.status.as_u16();
-    let is_sse = rparts
-        .headers
-        .get(header::CONTENT_TYPE)
-        .and_then(|v| v.to_str().ok())
-        .is_some_and(|v| v.trim_start().starts_with("text/event-stream"));
-    let mut out_headers = headers::client_response_headers(&rparts.headers, request_id);
-    let server_timing = |t: PhaseTimings| HeaderValue::from_str(&t.server_timing_header()).ok();
+    log.status = reply.status.as_u16();
+    log.finish(reply.reason);
+    match reply.answer {
+        // The upstream's own error, in its own words (the client speaks its format).
+        Some(a) if a.family == family => {
+            let mut h = headers::client_response_headers(&a.headers, request_id);
+            h.insert(header::CONTENT_LENGTH, HeaderValue::from(a.body.len()));
+            let mut r = Response::new(GatewayBody::Full(Some(a.body)));
+            *r.status_mut() = a.status;
+            *r.headers_mut() = h;
+            attempts_header(&mut r, log);
+            r
+        }
+        _ => {
+            let body = sluice_providers::error::error_body(
+                family,
+                reply.status,
+                &reply.code,
+                &reply.message,
+            );
+            let mut r = full(reply.status, "application/json", body);
+            r.headers_mut().insert(REQUEST_ID, request_id.clone());
+            attempts_header(&mut r, log);
+            r
+        }
+    }
+}
+
+/// `x-sluice-upstream` (who answered) and `x-sluice-attempts` (how many tries it took).
+fn attempts_header(r: &mut Response<GatewayBody>, log: &RequestLog) {
+    if let Ok(v) = HeaderValue::from_str(&log.upstream) {
+        if !log.upstream.is_empty() {
+            r.headers_mut().insert("x-sluice-upstream", v);
+        }
+    }
+    if !log.attempts.is_empty() {
+        r.headers_mut()
+            .insert("x-sluice-attempts", HeaderValue::from(log.attempts.len()));
+    }
+}
+
+/// Starts the relay for a stream; the client gets the headers now and heartbeats while the
+/// stream has not committed.
+fn stream_response(
+    state: &State,
+    policy: Box<Policy>,
+    attempt: Attempt,
+    log: RequestLog,
+) -> Response<GatewayBody> {
+    let family = policy.ctx.op.family();
+    let want_timing = wants_timing(state, &policy.ctx.parts.headers);
+    let mut out_headers =
+        headers::client_response_headers(attempt.resp.headers(), &policy.ctx.request_id);
     if want_timing {
         if let Some(v) = log.timings.and_then(server_timing) {
             out_headers.insert("server-timing", v);
         }
     }
-
-    if is_sse && rparts.status.is_success() {
-        out_headers.insert(
-            header::CONTENT_TYPE,
-            HeaderValue::from_static("text/event-stream"),
-        );
-        out_headers.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));
-        out_headers.insert("x-accel-buffering", HeaderValue::from_static("no"));
-        let decoder =
-            Decoder::with_max_event_bytes(state.config.server.max_event_bytes).unwrap_or_default();
-        let timers = RelayTimers {
-            first_event_by: fwd.first_by,
+    out_headers.insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("text/event-stream"),
+    );
+    out_headers.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));
+    out_headers.insert("x-accel-buffering", HeaderValue::from_static("no"));
+    let status = attempt.resp.status();
+    let ucfg = &state.config.upstreams[attempt.upstream];
+    let setup = RelaySetup {
+        family,
+        max_event_bytes: state.config.server.max_event_bytes,
+        timers: RelayTimers {
             idle: ucfg.timeouts.idle,
-            total_by: fwd.total_by,
+            total_by: policy.deadline,
             heartbeat: state.config.server.heartbeat,
-        };
-        let relay = SseRelay::new(
-            rbody,
-            decoder,
-            api,
-            log,
-            state.telemetry.clone(),
-            timers,
-            state.streams_deadline.clone().cancelled_owned(),
-            fwd.on_disconnect,
-        );
-        let mut r = Response::new(GatewayBody::Relay(Box::new(relay)));
-        *r.status_mut() = rparts.status;
-        *r.headers_mut() = out_headers;
-        return r;
-    }
+        },
+        shutdown: state.streams_deadline.clone().cancelled_owned(),
+        on_disconnect: policy.route().on_client_disconnect,
+        telemetry: state.telemetry.clone(),
+    };
+    let mut log = log;
+    log.status = status.as_u16();
+    let relay = SseRelay::new(setup, policy, attempt, log);
+    let mut r = Response::new(GatewayBody::Relay(Box::new(relay)));
+    *r.status_mut() = status;
+    *r.headers_mut() = out_headers;
+    r
+}
 
-    // Non-streaming (or an upstream error, which is already in the provider's format): read it
-    // whole, bounded in size and by the total deadline, so a too-large body can still be a
-    // clean 502 instead of a cut.
+fn wants_timing(state: &State, h: &HeaderMap) -> bool {
+    state.config.server.server_timing
+        || h.get("x-sluice-timing")
+            .is_some_and(|v| v.as_bytes() == b"1")
+}
+
+fn server_timing(t: PhaseTimings) -> Option<HeaderValue> {
+    HeaderValue::from_str(&t.server_timing_header()).ok()
+}
+
+/// Why a non-streaming body did not become a response.
+enum Whole {
+    /// The attempt failed after its headers; the policy may try again.
+    Failed(crate::policy::TargetRef, Instant, AttemptFailure),
+    /// Nothing to retry: answer with this.
+    Final(Failure),
+}
+
+/// Non-streaming: reads the whole body, bounded in size and by the deadline, so a too-large
+/// body can still be a clean 502 instead of a cut.
+async fn read_whole(
+    state: &State,
+    policy: &mut Policy,
+    attempt: Attempt,
+    log: &mut RequestLog,
+) -> Result<Response<GatewayBody>, Whole> {
+    let ucfg = &state.config.upstreams[attempt.upstream];
+    let (rparts, mut rbody) = attempt.resp.into_parts();
     let max = state.config.server.max_response_body;
     let upstream = ucfg.name.clone();
-    let read = tokio::time::timeout_at(fwd.total_by, read_bounded(&mut rbody, max)).await;
+    let read = tokio::time::timeout_at(policy.deadline, read_bounded(&mut rbody, max)).await;
     let bytes = match read {
         Ok(Ok(b)) => b,
         Err(_) => {
             let error = GatewayError::TotalTimeout {
                 upstream,
-                timeout: ucfg.timeouts.total,
+                timeout: policy.deadline.saturating_duration_since(log.started()),
             };
-            return fail(
-                api,
-                &mut log,
-                Failure::new(error, EndReason::TotalTimeout),
-                request_id,
-            );
+            return Err(Whole::Final(Failure::new(error, EndReason::TotalTimeout)));
         }
         Ok(Err(None)) => {
             let error = GatewayError::ResponseTooLarge {
                 upstream,
                 limit: max,
             };
-            let f = Failure::new(error, EndReason::ResponseTooLarge);
-            return fail(api, &mut log, f, request_id);
+            return Err(Whole::Final(Failure::new(
+                error,
+                EndReason::ResponseTooLarge,
+            )));
         }
         Ok(Err(Some(source))) => {
-            let error = GatewayError::UpstreamBody { upstream, source };
-            return fail(
-                api,
-                &mut log,
-                Failure::new(error, EndReason::UpstreamReset),
-                request_id,
-            );
+            log.timings = Some(rbody.timings());
+            return Err(Whole::Failed(
+                attempt.target,
+                attempt.started,
+                AttemptFailure::body(source),
+            ));
         }
     };
     // The body has ended: its timings now include the last byte.
     log.timings = Some(rbody.timings());
-    if want_timing {
+    let mut out_headers = headers::client_response_headers(&rparts.headers, &policy.ctx.request_id);
+    if wants_timing(state, &policy.ctx.parts.headers) {
         if let Some(v) = server_timing(rbody.timings()) {
             out_headers.insert("server-timing", v);
         }
     }
-    if rparts.status.is_client_error() && contains_ci(&bytes, b"session") {
-        // Names only: the values are credentials or identifiers.
-        tracing::warn!(
-            request_id = %log.request_id,
-            upstream = %ucfg.name,
-            status = rparts.status.as_u16(),
-            session_headers_sent = ?fwd.session_headers_sent,
-            "upstream rejected a request mentioning a session"
-        );
-    }
     log.first_byte();
     log.sent(bytes.len(), 0);
-    log.finish(EndReason::Completed);
+    log.status = rparts.status.as_u16();
+    policy.succeeded(attempt.target, attempt.started, log.status);
     let mut r = Response::new(GatewayBody::Full(Some(bytes)));
     *r.status_mut() = rparts.status;
     *r.headers_mut() = out_headers;
-    r
+    Ok(r)
 }
 
 /// Reads a whole body up to `max` bytes. `Err(None)`: over the limit; `Err(Some(e))`: the
@@ -565,9 +737,4 @@ async fn read_bounded(
         }
     }
     Ok(buf.freeze())
-}
-
-fn contains_ci(hay: &[u8], needle: &[u8]) -> bool {
-    hay.windows(needle.len())
-        .any(|w| w.eq_ignore_ascii_case(needle))
 }

@@ -22,8 +22,10 @@ pub enum EndReason {
     UpstreamReset,
     /// The upstream ended in the middle of an SSE event.
     UpstreamEofMidEvent,
-    /// No response headers or first event within `first_byte`.
+    /// No response headers within `first_byte`.
     FirstByteTimeout,
+    /// A stream's first content did not come within `first_token`.
+    FirstTokenTimeout,
     /// No event within `idle`.
     IdleTimeout,
     /// The exchange exceeded `total`.
@@ -43,6 +45,30 @@ pub enum EndReason {
 }
 
 impl EndReason {
+    /// The end reason of a request that failed with `e` before its response started.
+    pub(crate) fn of_error(e: &crate::error::GatewayError) -> EndReason {
+        use crate::error::GatewayError as E;
+        match e {
+            E::NotFound(_)
+            | E::MethodNotAllowed { .. }
+            | E::BodyRead(_)
+            | E::BadJson(_)
+            | E::MissingModel
+            | E::UnknownModel(_) => EndReason::BadRequest,
+            E::BodyTooLarge { .. } => EndReason::BodyTooLarge,
+            E::FirstByteTimeout { .. } => EndReason::FirstByteTimeout,
+            E::FirstTokenTimeout { .. } => EndReason::FirstTokenTimeout,
+            E::TotalTimeout { .. } => EndReason::TotalTimeout,
+            E::IdleTimeout { .. } => EndReason::IdleTimeout,
+            E::ResponseTooLarge { .. } => EndReason::ResponseTooLarge,
+            E::UpstreamBody { .. } => EndReason::UpstreamReset,
+            E::ShuttingDown => EndReason::Shutdown,
+            E::Upstream { .. } | E::StreamFailed { .. } | E::RetryBudgetExhausted { .. } => {
+                EndReason::UpstreamError
+            }
+        }
+    }
+
     /// The label value.
     pub fn as_str(self) -> &'static str {
         match self {
@@ -51,6 +77,7 @@ impl EndReason {
             EndReason::UpstreamReset => "upstream_reset",
             EndReason::UpstreamEofMidEvent => "upstream_eof_mid_event",
             EndReason::FirstByteTimeout => "first_byte_timeout",
+            EndReason::FirstTokenTimeout => "first_token_timeout",
             EndReason::IdleTimeout => "idle_timeout",
             EndReason::TotalTimeout => "total_timeout",
             EndReason::BodyTooLarge => "body_too_large",
@@ -80,6 +107,23 @@ struct Reason {
     reason: &'static str,
 }
 
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct AttemptLabels {
+    route: String,
+    upstream: String,
+    outcome: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct UpstreamLabel {
+    upstream: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct RouteLabel {
+    route: String,
+}
+
 /// The gateway's metrics, registered in one registry (no globals, so tests can read them).
 #[derive(Debug)]
 pub struct Telemetry {
@@ -96,6 +140,10 @@ pub struct Telemetry {
     duration: Histogram,
     acquire_wait: Family<UpstreamLane, Histogram>,
     relay_buffer_peak: Histogram,
+    attempts: Family<AttemptLabels, Counter>,
+    retries: Family<UpstreamLabel, Counter>,
+    fallbacks: Family<RouteLabel, Counter>,
+    retry_budget_exhausted: Family<UpstreamLabel, Counter>,
 }
 
 impl Default for Telemetry {
@@ -182,8 +230,36 @@ impl Telemetry {
             "Most bytes a stream's relay held at once (upstream bytes not yet sent as events)",
             relay_buffer_peak.clone(),
         );
+        let attempts = Family::<AttemptLabels, Counter>::default();
+        registry.register(
+            "attempts",
+            "Upstream attempts by route, upstream and outcome (ok, or the failure class)",
+            attempts.clone(),
+        );
+        let retries = Family::<UpstreamLabel, Counter>::default();
+        registry.register(
+            "retries",
+            "Attempts that repeated a request within its target tier",
+            retries.clone(),
+        );
+        let fallbacks = Family::<RouteLabel, Counter>::default();
+        registry.register(
+            "fallbacks",
+            "Requests moved to a route's next target tier",
+            fallbacks.clone(),
+        );
+        let retry_budget_exhausted = Family::<UpstreamLabel, Counter>::default();
+        registry.register(
+            "retry_budget_exhausted",
+            "Retries refused because the upstream's retry budget was spent",
+            retry_budget_exhausted.clone(),
+        );
         Telemetry {
             registry,
+            attempts,
+            retries,
+            fallbacks,
+            retry_budget_exhausted,
             acquire_wait,
             relay_buffer_peak,
             requests,
@@ -232,6 +308,40 @@ impl Telemetry {
         self.backpressure_pauses.inc();
     }
 
+    pub(crate) fn attempt(&self, route: &str, upstream: &str, outcome: &'static str) {
+        self.attempts
+            .get_or_create(&AttemptLabels {
+                route: route.to_string(),
+                upstream: upstream.to_string(),
+                outcome,
+            })
+            .inc();
+    }
+
+    pub(crate) fn retry(&self, upstream: &str) {
+        self.retries
+            .get_or_create(&UpstreamLabel {
+                upstream: upstream.to_string(),
+            })
+            .inc();
+    }
+
+    pub(crate) fn fallback(&self, route: &str) {
+        self.fallbacks
+            .get_or_create(&RouteLabel {
+                route: route.to_string(),
+            })
+            .inc();
+    }
+
+    pub(crate) fn retry_budget_exhausted(&self, upstream: &str) {
+        self.retry_budget_exhausted
+            .get_or_create(&UpstreamLabel {
+                upstream: upstream.to_string(),
+            })
+            .inc();
+    }
+
     pub(crate) fn acquire_wait(&self, upstream: &str, lane: &'static str, wait: Duration) {
         self.acquire_wait
             .get_or_create(&UpstreamLane {
@@ -242,6 +352,34 @@ impl Telemetry {
     }
 }
 
+/// One attempt of a request, as its log line shows it.
+#[derive(Clone, Debug)]
+pub(crate) struct AttemptLog {
+    pub(crate) upstream: String,
+    /// `ok` or the failure class.
+    pub(crate) outcome: &'static str,
+    pub(crate) cause: &'static str,
+    pub(crate) status: Option<u16>,
+    pub(crate) duration: Duration,
+}
+
+impl std::fmt::Display for AttemptLog {
+    /// `upstream:status:outcome/cause:12.3ms`
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}:", self.upstream)?;
+        match self.status {
+            Some(s) => write!(f, "{s}")?,
+            None => f.write_str("-")?,
+        }
+        if self.outcome == "ok" {
+            write!(f, ":ok")?;
+        } else {
+            write!(f, ":{}/{}", self.outcome, self.cause)?;
+        }
+        write!(f, ":{:.1}ms", self.duration.as_secs_f64() * 1000.0)
+    }
+}
+
 /// One request's record, finished exactly once: by whoever decides its outcome, or, if it is
 /// dropped unfinished, as `client_gone` (the client's departure is what drops it).
 #[derive(Debug)]
@@ -249,6 +387,8 @@ pub(crate) struct RequestLog {
     telemetry: Arc<Telemetry>,
     pub(crate) request_id: String,
     pub(crate) route: String,
+    /// The upstream that answered (the last one tried).
+    pub(crate) upstream: String,
     pub(crate) model: String,
     pub(crate) status: u16,
     started: Instant,
@@ -257,6 +397,8 @@ pub(crate) struct RequestLog {
     pub(crate) events: u64,
     /// The upstream phases, once the upstream answered (and `last_byte` once its body ended).
     pub(crate) timings: Option<sluice_upstream::PhaseTimings>,
+    /// Every attempt, in order.
+    pub(crate) attempts: Vec<AttemptLog>,
     finished: bool,
 }
 
@@ -266,6 +408,7 @@ impl RequestLog {
             telemetry,
             request_id,
             route: String::new(),
+            upstream: String::new(),
             model: String::new(),
             status: 0,
             started,
@@ -273,6 +416,7 @@ impl RequestLog {
             bytes: 0,
             events: 0,
             timings: None,
+            attempts: Vec::new(),
             finished: false,
         }
     }
@@ -327,10 +471,12 @@ impl RequestLog {
         t.duration.observe(duration.as_secs_f64());
         let ms = |d: Duration| d.as_secs_f64() * 1000.0;
         let p = self.timings;
+        let attempts = AttemptList(&self.attempts);
         tracing::info!(
             target: "sluice::request",
             request_id = %self.request_id,
             route = %self.route,
+            upstream = %self.upstream,
             model = %self.model,
             status = self.status,
             end_reason = reason.as_str(),
@@ -345,8 +491,24 @@ impl RequestLog {
             written_ms = p.map(|p| ms(p.written)),
             upstream_first_byte_ms = p.map(|p| ms(p.first_byte)),
             upstream_last_byte_ms = p.and_then(|p| p.last_byte).map(ms),
+            attempts = %attempts,
             "request"
         );
+    }
+}
+
+/// `a:503:retryable/overloaded:3.1ms,b:200:ok:40.2ms` (empty for requests that made none).
+struct AttemptList<'a>(&'a [AttemptLog]);
+
+impl std::fmt::Display for AttemptList<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        for (i, a) in self.0.iter().enumerate() {
+            if i > 0 {
+                f.write_str(",")?;
+            }
+            write!(f, "{a}")?;
+        }
+        Ok(())
     }
 }
 

@@ -118,8 +118,12 @@ pub struct SessionHeaderToBody {
 pub struct Timeouts {
     /// TCP connect plus TLS handshake. Default 5 s.
     pub connect: Duration,
-    /// Until the response headers and, for streams, the first event. Default 60 s.
+    /// From sending a request until its response headers. Default 60 s.
     pub first_byte: Duration,
+    /// Streams: from sending a request until its first content (a text or tool-call delta).
+    /// A target that misses it is abandoned for the next one while nothing has reached the
+    /// client. Default: `first_byte`.
+    pub first_token: Duration,
     /// Longest gap between events (or upstream comments) of a stream. Default 30 s.
     pub idle: Duration,
     /// The whole exchange, stream included. Default 10 min.
@@ -150,6 +154,9 @@ pub struct UpstreamConfig {
     /// this go to the `stream` lane even when not streaming: long generations are long calls.
     /// Default 4096.
     pub long_max_tokens: u64,
+    /// How many retries requests to this upstream may add (ratio of recent requests plus a
+    /// floor per second): past it, requests fail fast instead of feeding a retry storm.
+    pub retry_budget: crate::policy::BudgetConfig,
 }
 
 impl UpstreamConfig {
@@ -182,18 +189,71 @@ pub enum OnClientDisconnect {
     Drain,
 }
 
+/// One place a route can send a request: an upstream, and what to call the model there.
+#[derive(Clone, Debug, PartialEq)]
+pub struct TargetConfig {
+    /// Index into [`Config::upstreams`].
+    pub upstream: usize,
+    /// The model name sent to this upstream instead of the client's (e.g. `gpt-4o` →
+    /// `claude-sonnet-4-5`). Default: the client's.
+    pub model: Option<String>,
+    /// Share of traffic among the targets of one tier. Default 1.
+    pub weight: u32,
+    /// The model's context window in tokens: a request that exceeded one target's window is
+    /// only sent to targets with a larger one. Default unknown (never "larger").
+    pub context_window: Option<u64>,
+}
+
 /// `[[route]]`.
 #[derive(Clone, Debug)]
 pub struct RouteConfig {
+    /// The route's name in logs and metrics. Default: its first model glob.
+    pub name: String,
     /// Globs on the request's `model` (`*` any run, `?` one character).
     pub models: Vec<String>,
-    /// Index into [`Config::upstreams`].
-    pub upstream: usize,
+    /// The targets requests are spread over (tier 0). `upstream = "x"` is one target.
+    pub targets: Vec<TargetConfig>,
+    /// Targets tried in order when tier 0 cannot serve a request (persistent retryable
+    /// errors, never-sent failures, a silent target, a larger context window needed).
+    pub fallbacks: Vec<TargetConfig>,
     /// Disconnect policy.
     pub on_client_disconnect: OnClientDisconnect,
     /// Pins the lane; by default streams and long generations take `stream`, the rest
     /// `short`.
     pub lane: Option<sluice_upstream::Lane>,
+    /// Retries, backoff and the retry budget.
+    pub retry: crate::policy::RetryConfig,
+    /// Requests on this route may be sent again after a maybe-processed failure (a timeout
+    /// or reset after the request was written) even without an `Idempotency-Key`. Default
+    /// false.
+    pub idempotent: bool,
+    /// The whole request's deadline across every attempt, backoff and fallback. Default: the
+    /// `timeouts.total` of the first target's upstream.
+    pub timeout: Option<Duration>,
+}
+
+impl RouteConfig {
+    /// Tier `i`'s targets: tier 0 is `targets`, tier `k` is `fallbacks[k - 1]` alone.
+    pub fn tier(&self, i: usize) -> &[TargetConfig] {
+        match i {
+            0 => &self.targets,
+            k => self
+                .fallbacks
+                .get(k - 1)
+                .map(std::slice::from_ref)
+                .unwrap_or(&[]),
+        }
+    }
+
+    /// Number of tiers.
+    pub fn tiers(&self) -> usize {
+        1 + self.fallbacks.len()
+    }
+
+    /// The upstream of the first target (what the route's defaults come from).
+    pub fn primary_upstream(&self) -> usize {
+        self.targets[0].upstream
+    }
 }
 
 /// Why a configuration was rejected: the field path (`upstream[0].timeouts.idle`) and the

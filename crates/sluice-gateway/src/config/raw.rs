@@ -11,7 +11,7 @@ use serde::Deserialize;
 use super::units::{parse_duration, parse_size};
 use super::{
     Config, ConfigError, OnClientDisconnect, RouteConfig, ServerConfig, SessionHeaderToBody,
-    Timeouts, TlsFiles, UpstreamAuth, UpstreamConfig, UpstreamProtocol,
+    TargetConfig, Timeouts, TlsFiles, UpstreamAuth, UpstreamConfig, UpstreamProtocol,
 };
 
 #[derive(Deserialize)]
@@ -64,6 +64,7 @@ struct RawUpstream {
     session_header_to_body: Option<RawSessionHeader>,
     timeouts: Option<RawTimeouts>,
     pool: Option<RawPool>,
+    retry_budget: Option<RawBudget>,
 }
 
 #[derive(Deserialize, Default)]
@@ -112,6 +113,7 @@ struct RawSessionHeader {
 struct RawTimeouts {
     connect: Option<String>,
     first_byte: Option<String>,
+    first_token: Option<String>,
     idle: Option<String>,
     total: Option<String>,
 }
@@ -119,10 +121,41 @@ struct RawTimeouts {
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 struct RawRoute {
+    name: Option<String>,
     models: Vec<String>,
-    upstream: String,
+    upstream: Option<String>,
+    targets: Option<Vec<RawTarget>>,
+    fallbacks: Option<Vec<RawTarget>>,
     on_client_disconnect: Option<String>,
     lane: Option<String>,
+    retry: Option<RawRetry>,
+    idempotent: Option<bool>,
+    timeout: Option<String>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawTarget {
+    upstream: String,
+    model: Option<String>,
+    weight: Option<u32>,
+    context_window: Option<u64>,
+}
+
+#[derive(Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+struct RawRetry {
+    attempts: Option<u32>,
+    backoff: Option<String>,
+    max_backoff: Option<String>,
+    max_retry_after: Option<String>,
+}
+
+#[derive(Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+struct RawBudget {
+    ratio: Option<f64>,
+    min_per_second: Option<u32>,
 }
 
 /// The ceiling of `max_event_bytes`: the SSE decoder's own limit.
@@ -181,10 +214,16 @@ pub(super) fn parse(
     let mut out_routes = Vec::with_capacity(routes.len());
     for (i, r) in routes.into_iter().enumerate() {
         let RawRoute {
+            name,
             models,
             upstream,
+            targets,
+            fallbacks,
             on_client_disconnect,
             lane,
+            retry,
+            idempotent,
+            timeout,
         } = r;
         let path = format!("route[{i}]");
         if models.is_empty() || models.iter().any(|m| m.is_empty()) {
@@ -193,13 +232,44 @@ pub(super) fn parse(
                 "needs at least one non-empty model glob, e.g. [\"gpt-4o*\"]",
             ));
         }
-        let idx = ups.iter().position(|u| u.name == upstream).ok_or_else(|| {
-            let known: Vec<_> = ups.iter().map(|u| u.name.as_str()).collect();
-            ConfigError::new(
+        let targets = match (upstream, targets) {
+            (Some(u), None) => vec![target(
+                &path,
+                &ups,
+                RawTarget {
+                    upstream: u,
+                    model: None,
+                    weight: None,
+                    context_window: None,
+                },
+            )?],
+            (None, Some(ts)) if !ts.is_empty() => ts
+                .into_iter()
+                .enumerate()
+                .map(|(j, t)| target(&format!("{path}.targets[{j}]"), &ups, t))
+                .collect::<Result<_, _>>()?,
+            (Some(_), Some(_)) => {
+                return Err(ConfigError::new(
+                    format!("{path}.targets"),
+                    "give either `upstream` (one target) or `targets`, not both",
+                ))
+            }
+            (None, _) => return Err(ConfigError::new(
                 format!("{path}.upstream"),
-                format!("no upstream named `{upstream}` (defined: {known:?})"),
-            )
-        })?;
+                "a route needs `upstream = \"name\"` or `targets = [{ upstream = \"name\" }, ...]`",
+            )),
+        };
+        let fallbacks = fallbacks
+            .unwrap_or_default()
+            .into_iter()
+            .enumerate()
+            .map(|(j, t)| target(&format!("{path}.fallbacks[{j}]"), &ups, t))
+            .collect::<Result<Vec<_>, _>>()?;
+        let retry = retry_config(&format!("{path}.retry"), retry.unwrap_or_default())?;
+        let timeout = match timeout {
+            None => None,
+            v => Some(duration(&format!("{path}.timeout"), v, Duration::ZERO)?),
+        };
         let on_client_disconnect = match on_client_disconnect.as_deref() {
             None | Some("cancel") => OnClientDisconnect::Cancel,
             Some("drain") => OnClientDisconnect::Drain,
@@ -221,17 +291,109 @@ pub(super) fn parse(
                 ))
             }
         };
+        let name = name.unwrap_or_else(|| models[0].clone());
+        if out_routes.iter().any(|r: &RouteConfig| r.name == name) {
+            return Err(ConfigError::new(
+                format!("{path}.name"),
+                format!("`{name}` is already the name of another route; give each route a unique `name`"),
+            ));
+        }
         out_routes.push(RouteConfig {
+            name,
             models,
-            upstream: idx,
+            targets,
+            fallbacks,
             on_client_disconnect,
             lane,
+            retry,
+            idempotent: idempotent.unwrap_or(false),
+            timeout,
         });
     }
     Ok(Config {
         server,
         upstreams: ups,
         routes: out_routes,
+    })
+}
+
+fn target(path: &str, ups: &[UpstreamConfig], raw: RawTarget) -> Result<TargetConfig, ConfigError> {
+    let RawTarget {
+        upstream,
+        model,
+        weight,
+        context_window,
+    } = raw;
+    let idx = ups.iter().position(|u| u.name == upstream).ok_or_else(|| {
+        let known: Vec<_> = ups.iter().map(|u| u.name.as_str()).collect();
+        ConfigError::new(
+            format!("{path}.upstream"),
+            format!("no upstream named `{upstream}` (defined: {known:?})"),
+        )
+    })?;
+    if model.as_deref() == Some("") {
+        return Err(ConfigError::new(
+            format!("{path}.model"),
+            "must not be empty",
+        ));
+    }
+    if weight == Some(0) {
+        return Err(ConfigError::new(
+            format!("{path}.weight"),
+            "must be at least 1 (remove the target to send it nothing)",
+        ));
+    }
+    Ok(TargetConfig {
+        upstream: idx,
+        model,
+        weight: weight.unwrap_or(1),
+        context_window,
+    })
+}
+
+fn retry_config(path: &str, raw: RawRetry) -> Result<crate::policy::RetryConfig, ConfigError> {
+    let RawRetry {
+        attempts,
+        backoff,
+        max_backoff,
+        max_retry_after,
+    } = raw;
+    let d = crate::policy::RetryConfig::default();
+    let attempts = attempts.unwrap_or(d.attempts);
+    if !(1..=10).contains(&attempts) {
+        return Err(ConfigError::new(
+            format!("{path}.attempts"),
+            "must be 1 to 10 (attempts per tier, the first included)",
+        ));
+    }
+    Ok(crate::policy::RetryConfig {
+        attempts,
+        backoff: duration(&format!("{path}.backoff"), backoff, d.backoff)?,
+        max_backoff: duration(&format!("{path}.max_backoff"), max_backoff, d.max_backoff)?,
+        max_retry_after: duration(
+            &format!("{path}.max_retry_after"),
+            max_retry_after,
+            d.max_retry_after,
+        )?,
+    })
+}
+
+fn budget_config(path: &str, raw: RawBudget) -> Result<crate::policy::BudgetConfig, ConfigError> {
+    let RawBudget {
+        ratio,
+        min_per_second,
+    } = raw;
+    let d = crate::policy::BudgetConfig::default();
+    let ratio = ratio.unwrap_or(d.ratio);
+    if !(ratio.is_finite() && (0.0..=10.0).contains(&ratio)) {
+        return Err(ConfigError::new(
+            format!("{path}.ratio"),
+            "must be a number from 0 to 10 (retries per request over 10 s)",
+        ));
+    }
+    Ok(crate::policy::BudgetConfig {
+        ratio,
+        min_per_second: min_per_second.unwrap_or(d.min_per_second),
     })
 }
 
@@ -330,6 +492,7 @@ fn upstream_config(
         session_header_to_body,
         timeouts,
         pool,
+        retry_budget,
     } = raw;
     if name.is_empty()
         || !name
@@ -480,19 +643,23 @@ fn upstream_config(
     let RawTimeouts {
         connect,
         first_byte,
+        first_token,
         idle,
         total,
     } = timeouts.unwrap_or_default();
     let t = |field: &str, v, d| duration(&format!("{path}.timeouts.{field}"), v, d);
+    let first_byte = t("first_byte", first_byte, Duration::from_secs(60))?;
     let timeouts = Timeouts {
         connect: t("connect", connect, Duration::from_secs(5))?,
-        first_byte: t("first_byte", first_byte, Duration::from_secs(60))?,
+        first_byte,
+        first_token: t("first_token", first_token, first_byte)?,
         idle: t("idle", idle, Duration::from_secs(30))?,
         total: t("total", total, Duration::from_secs(600))?,
     };
     for (field, d) in [
         ("connect", timeouts.connect),
         ("first_byte", timeouts.first_byte),
+        ("first_token", timeouts.first_token),
         ("idle", timeouts.idle),
     ] {
         if d > timeouts.total {
@@ -506,6 +673,10 @@ fn upstream_config(
         }
     }
     let (pool, long_max_tokens) = pool_config(path, pool.unwrap_or_default())?;
+    let retry_budget = budget_config(
+        &format!("{path}.retry_budget"),
+        retry_budget.unwrap_or_default(),
+    )?;
     Ok(UpstreamConfig {
         name,
         base_url: base,
@@ -516,6 +687,7 @@ fn upstream_config(
         timeouts,
         pool,
         long_max_tokens,
+        retry_budget,
     })
 }
 
@@ -751,8 +923,8 @@ upstream = "local"
                 .replace("models = [\"*\"]", "models = [\"gpt-4o*\", \"o1\"]")
                 + "\n[[route]]\nmodels = [\"*\"]\nupstream = \"b\"\n";
         let c = Config::from_toml(&text, &env).unwrap();
-        assert_eq!(c.route_for("gpt-4o-mini").unwrap().upstream, 0);
-        assert_eq!(c.route_for("o1").unwrap().upstream, 0);
-        assert_eq!(c.route_for("claude").unwrap().upstream, 1);
+        assert_eq!(c.route_for("gpt-4o-mini").unwrap().primary_upstream(), 0);
+        assert_eq!(c.route_for("o1").unwrap().primary_upstream(), 0);
+        assert_eq!(c.route_for("claude").unwrap().primary_upstream(), 1);
     }
 }

@@ -42,7 +42,7 @@ async fn first_byte_timeout_on_a_stream_is_an_error_event() {
         "the mock sent its headers at once; the first event never came"
     );
     let (_, err) = last_error(&r.body);
-    assert_eq!(err["error"]["code"], "first_byte_timeout");
+    assert_eq!(err["error"]["code"], "first_token_timeout");
     assert!(!String::from_utf8_lossy(&r.body).contains("[DONE]"));
     // The upstream was cancelled, not left running.
     wait_for(mock.stats(), "cancel", |s| {

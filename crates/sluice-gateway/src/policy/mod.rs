@@ -1,0 +1,482 @@
+//! The policy stage: the attempt loop of one request.
+//!
+//! It is the only place that decides to try again, and it decides from a typed
+//! [`FailureClass`], never from a string (DESIGN: "policy"). One request has one deadline
+//! across every attempt, backoff and fallback; every attempt is logged with its target, class,
+//! status and duration.
+//!
+//! Targets come in tiers: tier 0 is the route's `targets` (spread by the balancer), tier `k`
+//! is `fallbacks[k - 1]`. A retryable failure is retried within its tier (another target of
+//! the tier first; the same one only when it is the only one left), up to `retry.attempts`
+//! attempts per tier, then the request falls back to the next tier. Never-sent failures are
+//! always safe; maybe-processed ones only for idempotent requests (an `Idempotency-Key`, or
+//! a route marked `idempotent`); final errors are returned as they are; a context-length
+//! error goes only to a target with a larger context window. A silent target (first-byte or
+//! first-token timeout) is never tried twice for one request.
+//!
+//! Streams run the same loop until they commit (see `relay`): the relay holds this `Policy`
+//! and asks it for the next attempt when a stream fails before its first content.
+
+mod backoff;
+mod budget;
+mod class;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::Bytes;
+use http::header::HeaderValue;
+use http::Response;
+use http_body_util::BodyExt;
+use sluice_upstream::{Lane, ResponseBody};
+use tokio::time::{sleep, timeout_at, Instant};
+
+pub use backoff::RetryConfig;
+pub use budget::BudgetConfig;
+pub(crate) use budget::RetryBudget;
+pub use class::FailureClass;
+pub(crate) use class::{Answer, AttemptFailure, Cause};
+
+use crate::config::{RouteConfig, TargetConfig};
+use crate::error::GatewayError;
+use crate::proxy::State;
+use crate::route::Operation;
+
+/// Below this much time left, no attempt is started: it could not finish.
+const MIN_ATTEMPT: Duration = Duration::from_millis(20);
+
+/// The most of an upstream's error body read to classify it and pass it on.
+const MAX_ERROR_BODY: u64 = 64 * 1024;
+
+/// A target's place in its route.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct TargetRef {
+    pub(crate) tier: usize,
+    pub(crate) index: usize,
+}
+
+/// What every attempt of one request sends (the client's request, read once).
+pub(crate) struct RequestCtx {
+    pub(crate) parts: http::request::Parts,
+    pub(crate) body: Bytes,
+    pub(crate) request_id: HeaderValue,
+    /// The client's operation (its endpoint and API family).
+    pub(crate) op: Operation,
+    /// When the request arrived.
+    pub(crate) started: Instant,
+    /// The client asked for a stream.
+    pub(crate) stream: bool,
+    /// The largest output the client asked for (`max_tokens` and its aliases), 0 if none.
+    pub(crate) max_tokens: u64,
+    /// May be sent again after a maybe-processed failure.
+    pub(crate) idempotent: bool,
+}
+
+/// A successful attempt: response headers from one target.
+pub(crate) struct Attempt {
+    pub(crate) resp: Response<ResponseBody>,
+    pub(crate) target: TargetRef,
+    pub(crate) upstream: usize,
+    pub(crate) started: Instant,
+    /// Streams: no first content by then and the target is abandoned.
+    pub(crate) first_token_by: Instant,
+}
+
+/// One attempt, for the request's log line.
+#[derive(Clone, Debug)]
+pub(crate) struct AttemptRecord {
+    pub(crate) upstream: usize,
+    /// `None`: it succeeded.
+    pub(crate) class: Option<FailureClass>,
+    pub(crate) cause: &'static str,
+    pub(crate) status: Option<u16>,
+    pub(crate) duration: Duration,
+}
+
+/// Why the policy stopped trying, and the last failure (what the client gets).
+pub(crate) struct GiveUp {
+    pub(crate) failure: Option<(usize, AttemptFailure)>,
+    pub(crate) reason: GiveUpReason,
+}
+
+/// Why no further attempt was made.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum GiveUpReason {
+    /// The last failure is final, or maybe-processed without idempotency.
+    NotRetryable,
+    /// Every allowed attempt and tier was used.
+    Exhausted,
+    /// The upstream's retry budget was spent.
+    Budget,
+    /// What is left of the deadline cannot hold another attempt.
+    Deadline,
+}
+
+/// The attempt loop of one request. `Send + 'static`: streams hand it to their relay.
+pub(crate) struct Policy {
+    state: Arc<State>,
+    route: usize,
+    pub(crate) ctx: RequestCtx,
+    pub(crate) deadline: Instant,
+    rng: fastrand::Rng,
+    tier: usize,
+    tier_attempts: u32,
+    failed: Vec<TargetRef>,
+    pub(crate) attempts: Vec<AttemptRecord>,
+    last: Option<(TargetRef, AttemptFailure)>,
+}
+
+impl Policy {
+    /// `deadline`: when the whole request must be over.
+    pub(crate) fn new(state: Arc<State>, route: usize, ctx: RequestCtx, deadline: Instant) -> Self {
+        Policy {
+            state,
+            route,
+            ctx,
+            deadline,
+            rng: fastrand::Rng::new(),
+            tier: 0,
+            tier_attempts: 0,
+            failed: Vec::new(),
+            attempts: Vec::new(),
+            last: None,
+        }
+    }
+
+    pub(crate) fn route(&self) -> &RouteConfig {
+        &self.state.config.routes[self.route]
+    }
+
+    fn target(&self, t: TargetRef) -> &TargetConfig {
+        &self.route().tier(t.tier)[t.index]
+    }
+
+    /// The upstream's name, for logs and errors.
+    pub(crate) fn upstream_name(&self, upstream: usize) -> &str {
+        &self.state.config.upstreams[upstream].name
+    }
+
+    /// Tries targets until one answers with a success status, or gives up.
+    ///
+    /// # Cancel safety
+    /// Dropping the future (the client left) cancels the attempt in flight or the backoff.
+    pub(crate) async fn next(&mut self) -> Result<Attempt, GiveUp> {
+        loop {
+            if let Some((_, f)) = &self.last {
+                if !self.may_retry(f) {
+                    return Err(self.give_up(GiveUpReason::NotRetryable));
+                }
+            }
+            let prev_tier = self.tier;
+            let Some(t) = self.choose() else {
+                return Err(self.give_up(GiveUpReason::Exhausted));
+            };
+            let upstream = self.target(t).upstream;
+            if self.last.is_some() {
+                if !self.state.budgets[upstream].try_retry() {
+                    self.state
+                        .telemetry
+                        .retry_budget_exhausted(self.upstream_name(upstream));
+                    return Err(self.give_up(GiveUpReason::Budget));
+                }
+                let wait = self.wait_before(t);
+                if Instant::now() + wait + MIN_ATTEMPT >= self.deadline {
+                    return Err(self.give_up(GiveUpReason::Deadline));
+                }
+                if t.tier != prev_tier {
+                    self.state.telemetry.fallback(&self.route().name);
+                } else {
+                    self.state.telemetry.retry(self.upstream_name(upstream));
+                }
+                if !wait.is_zero() {
+                    sleep(wait).await;
+                }
+            } else {
+                self.state.budgets[upstream].request();
+                if Instant::now() + MIN_ATTEMPT >= self.deadline {
+                    return Err(self.give_up(GiveUpReason::Deadline));
+                }
+            }
+            match self.attempt(t).await {
+                Ok(a) => return Ok(a),
+                Err(f) => self.failed(t, Instant::now(), f),
+            }
+        }
+    }
+
+    /// Records a failed attempt (also one the caller saw fail after `next` returned it: a
+    /// stream that broke before its first content, a body that broke off).
+    pub(crate) fn failed(&mut self, t: TargetRef, started: Instant, f: AttemptFailure) {
+        let upstream = self.target(t).upstream;
+        let record = AttemptRecord {
+            upstream,
+            class: Some(f.class),
+            cause: f.cause_label(),
+            status: f.status(),
+            duration: started.elapsed(),
+        };
+        self.state.telemetry.attempt(
+            &self.route().name,
+            self.upstream_name(upstream),
+            f.class.metric_label(),
+        );
+        tracing::debug!(
+            request_id = ?self.ctx.request_id,
+            upstream = %self.upstream_name(upstream),
+            class = f.class.metric_label(),
+            cause = f.cause_label(),
+            "attempt failed"
+        );
+        self.attempts.push(record);
+        self.failed.push(t);
+        self.last = Some((t, f));
+    }
+
+    /// Records the attempt that served the request.
+    pub(crate) fn succeeded(&mut self, t: TargetRef, started: Instant, status: u16) {
+        let upstream = self.target(t).upstream;
+        self.attempts.push(AttemptRecord {
+            upstream,
+            class: None,
+            cause: "ok",
+            status: Some(status),
+            duration: started.elapsed(),
+        });
+        self.state
+            .telemetry
+            .attempt(&self.route().name, self.upstream_name(upstream), "ok");
+    }
+
+    /// The attempts so far, for the log line.
+    pub(crate) fn records(&self) -> Vec<crate::telemetry::AttemptLog> {
+        self.attempts
+            .iter()
+            .map(|a| crate::telemetry::AttemptLog {
+                upstream: self.upstream_name(a.upstream).to_string(),
+                outcome: a.class.map_or("ok", FailureClass::metric_label),
+                cause: a.cause,
+                status: a.status,
+                duration: a.duration,
+            })
+            .collect()
+    }
+
+    /// The name of `t`'s upstream.
+    pub(crate) fn upstream_of(&self, t: TargetRef) -> &str {
+        self.upstream_name(self.target(t).upstream)
+    }
+
+    /// `t`'s first-token timeout.
+    pub(crate) fn first_token_timeout(&self, t: TargetRef) -> Duration {
+        self.state.config.upstreams[self.target(t).upstream]
+            .timeouts
+            .first_token
+    }
+
+    /// Whether the last failure allows any further attempt.
+    fn may_retry(&self, f: &AttemptFailure) -> bool {
+        match f.class {
+            FailureClass::Final => false,
+            // A silent target is abandoned for another whatever the method: its request is
+            // cancelled (RST_STREAM / close) when we stop waiting for it.
+            FailureClass::MaybeProcessed => {
+                self.ctx.idempotent || matches!(f.cause, Cause::FirstByteTimeout(_))
+            }
+            _ => true,
+        }
+    }
+
+    /// The next target, or `None` when no allowed target is left.
+    fn choose(&mut self) -> Option<TargetRef> {
+        let Some((failed_t, f)) = &self.last else {
+            return self.pick_in_tier(0);
+        };
+        let (failed_t, avoid, retry_after, class) =
+            (*failed_t, f.avoid_target, f.retry_after, f.class);
+        if class == FailureClass::ContextLength {
+            return self.larger_window(failed_t);
+        }
+        let cfg = self.route().retry;
+        let too_long = retry_after.is_some_and(|ra| {
+            ra > cfg.max_retry_after || Instant::now() + ra + MIN_ATTEMPT >= self.deadline
+        });
+        if !too_long && self.tier_attempts < cfg.attempts {
+            if let Some(t) = self.pick_in_tier(self.tier) {
+                return Some(t);
+            }
+            if !avoid && failed_t.tier == self.tier {
+                // The only target left in the tier.
+                return Some(failed_t);
+            }
+        }
+        for tier in self.tier + 1..self.route().tiers() {
+            self.tier = tier;
+            self.tier_attempts = 0;
+            if let Some(t) = self.pick_in_tier(tier) {
+                return Some(t);
+            }
+        }
+        None
+    }
+
+    /// A target of `tier` that has not failed this request: the first in order, starting at
+    /// a rotating position so that requests spread over the tier.
+    fn pick_in_tier(&self, tier: usize) -> Option<TargetRef> {
+        let n = self.route().tier(tier).len();
+        if n == 0 {
+            return None;
+        }
+        let start = if tier == 0 {
+            self.state.route_rotation(self.route)
+        } else {
+            0
+        };
+        (0..n)
+            .map(|k| TargetRef {
+                tier,
+                index: (start + k) % n,
+            })
+            .find(|t| !self.failed.contains(t))
+    }
+
+    /// For a context-length failure: the first target, in tier order, whose window is larger
+    /// than the failed target's (and that has not failed).
+    fn larger_window(&mut self, failed: TargetRef) -> Option<TargetRef> {
+        let have = self.target(failed).context_window?;
+        let route = self.route();
+        let found = (0..route.tiers()).find_map(|tier| {
+            route.tier(tier).iter().enumerate().find_map(|(index, tc)| {
+                let t = TargetRef { tier, index };
+                (tc.context_window.is_some_and(|w| w > have) && !self.failed.contains(&t))
+                    .then_some(t)
+            })
+        })?;
+        if found.tier != self.tier {
+            self.tier = found.tier;
+            self.tier_attempts = 0;
+        }
+        Some(found)
+    }
+
+    /// The wait before trying `t`: only a retry of the same target waits (the provider's
+    /// `Retry-After`, else backoff with full jitter); another target is tried at once.
+    fn wait_before(&mut self, t: TargetRef) -> Duration {
+        let Some((failed_t, f)) = &self.last else {
+            return Duration::ZERO;
+        };
+        if *failed_t != t {
+            return Duration::ZERO;
+        }
+        match f.retry_after {
+            Some(ra) => ra,
+            None => {
+                let n = self.tier_attempts;
+                let cfg = self.route().retry;
+                backoff::full_jitter(&cfg, n, &mut self.rng)
+            }
+        }
+    }
+
+    /// One attempt on `t`: send, and read an error answer whole to classify it.
+    async fn attempt(&mut self, t: TargetRef) -> Result<Attempt, AttemptFailure> {
+        self.tier_attempts += 1;
+        let tc = self.target(t).clone();
+        let state = self.state.clone();
+        let ucfg = &state.config.upstreams[tc.upstream];
+        let started = Instant::now();
+        let lane = self.route().lane.unwrap_or(
+            if self.ctx.stream || self.ctx.max_tokens > ucfg.long_max_tokens {
+                Lane::Stream
+            } else {
+                Lane::Short
+            },
+        );
+        let req = crate::proxy::upstream_request(&self.ctx, ucfg, tc.model.as_deref(), lane)
+            .map_err(AttemptFailure::invalid)?;
+        let first_by = (started + ucfg.timeouts.first_byte).min(self.deadline);
+        let resp = match state.upstreams[tc.upstream].send(req, first_by).await {
+            Ok(resp) => resp,
+            Err(sluice_upstream::UpstreamError::Deadline) if first_by == self.deadline => {
+                return Err(AttemptFailure::total_timeout(self.deadline - started))
+            }
+            Err(e) => return Err(AttemptFailure::upstream(e, ucfg.timeouts.first_byte)),
+        };
+        if let Some(p) = resp.extensions().get::<sluice_upstream::PhaseTimings>() {
+            state
+                .telemetry
+                .acquire_wait(&ucfg.name, lane.as_str(), p.acquire);
+        }
+        if resp.status().is_success() {
+            return Ok(Attempt {
+                resp,
+                target: t,
+                upstream: tc.upstream,
+                started,
+                first_token_by: (started + ucfg.timeouts.first_token).min(self.deadline),
+            });
+        }
+        let (parts, body) = resp.into_parts();
+        let body = timeout_at(self.deadline, read_capped(body, MAX_ERROR_BODY))
+            .await
+            .unwrap_or_default();
+        // The upstream speaks the client's family until translation lands.
+        let family = self.ctx.op.family();
+        let (error, retry_after) =
+            class::classify_answer(family, parts.status, &parts.headers, &body);
+        Err(AttemptFailure::answered(
+            Answer {
+                status: parts.status,
+                headers: parts.headers,
+                body,
+                family,
+                error,
+            },
+            retry_after,
+        ))
+    }
+
+    /// Gives up: the last failure (if any attempt was made) is what the client gets.
+    fn give_up(&mut self, reason: GiveUpReason) -> GiveUp {
+        let failure = self.last.take().map(|(t, f)| (self.target(t).upstream, f));
+        GiveUp { failure, reason }
+    }
+
+    /// Builds the client's error for a give-up without an upstream answer to pass on.
+    pub(crate) fn give_up_error(&self, g: GiveUp) -> Result<GatewayError, (usize, Box<Answer>)> {
+        match g.failure {
+            None => Ok(GatewayError::TotalTimeout {
+                upstream: self
+                    .upstream_name(self.route().primary_upstream())
+                    .to_string(),
+                timeout: self.deadline.saturating_duration_since(self.ctx.started),
+            }),
+            Some((upstream, f)) => f
+                .into_gateway_error(self.upstream_name(upstream), g.reason)
+                .map_err(|a| (upstream, a)),
+        }
+    }
+}
+
+/// Reads at most `cap` bytes of a body (what is left is dropped with it).
+async fn read_capped(mut body: ResponseBody, cap: u64) -> Bytes {
+    let mut buf = bytes::BytesMut::new();
+    while let Some(Ok(frame)) = body.frame().await {
+        if let Ok(d) = frame.into_data() {
+            let room = cap.saturating_sub(buf.len() as u64) as usize;
+            buf.extend_from_slice(&d[..d.len().min(room)]);
+            if buf.len() as u64 >= cap {
+                break;
+            }
+        }
+    }
+    buf.freeze()
+}
+
+impl std::fmt::Debug for Policy {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Policy")
+            .field("route", &self.route)
+            .field("attempts", &self.attempts.len())
+            .finish()
+    }
+}

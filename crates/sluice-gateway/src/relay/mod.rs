@@ -1,0 +1,586 @@
+//! The SSE relay: upstream events in, client events out, one complete event at a time.
+//!
+//! It is an `http_body::Body` that hyper polls only when it can write to the client, and it
+//! polls the upstream only when it has nothing ready to give. So:
+//! - backpressure is end to end with no buffer of our own: at most one upstream chunk plus one
+//!   partial event sit in the gateway (the decoder's bound caps the event), plus the events
+//!   one upstream event translated into, and the preamble held until the commit (bounded);
+//!   HTTP/2 flow-control capacity upstream is released only as chunks are taken;
+//! - cancellation is by ownership: when the client goes away hyper drops this body, which drops
+//!   the upstream body (resetting the HTTP/2 stream or discarding the HTTP/1.1 connection) and
+//!   any attempt or backoff in progress;
+//! - events pass through a [`StreamTranslator`]: the upstream's exact bytes when the client
+//!   speaks the upstream's format, translated events otherwise.
+//!
+//! Commit at first content (DESIGN invariant 9): until the first content event, the relay
+//! holds the preamble (bounded in events and bytes) and sends only heartbeats; a failure
+//! (reset, EOF, an error event, no content within `first_token`) asks the [`Policy`] for the
+//! next attempt inside the same `poll_frame`. After the commit it forwards as before and a
+//! failure ends the stream with an error event in the client's format.
+
+mod drain;
+mod interim;
+
+use std::collections::VecDeque;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{Context, Poll};
+use std::time::Duration;
+
+use bytes::Bytes;
+use http::StatusCode;
+use http_body::{Body, Frame};
+use sluice_providers::stream::{Emitted, EventKind, StreamTranslator};
+use sluice_providers::Family;
+use sluice_sse::{DecodeError, Decoder, Item};
+use sluice_upstream::ResponseBody;
+use tokio::time::{sleep_until, Instant, Sleep};
+use tokio_util::sync::WaitForCancellationFutureOwned;
+
+use crate::config::OnClientDisconnect;
+use crate::policy::{Attempt, AttemptFailure, GiveUp, Policy, TargetRef};
+use crate::telemetry::{EndReason, RequestLog, Telemetry};
+
+/// A wait longer than this between handing the client an event and being asked for the next
+/// one means the client (or its connection) is not keeping up.
+const BACKPRESSURE_PAUSE: Duration = Duration::from_millis(10);
+
+/// The preamble held before the commit: more than this and the stream commits anyway (no
+/// retry after that), so a stream that never sends content cannot make the relay hold more.
+const MAX_HELD_EVENTS: usize = 64;
+const MAX_HELD_BYTES: usize = 256 * 1024;
+
+const HEARTBEAT: &[u8] = b": ping\n\n";
+
+/// Timing settings of one stream.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct RelayTimers {
+    /// Longest gap between events after the first content.
+    pub(crate) idle: Duration,
+    /// End of the whole exchange.
+    pub(crate) total_by: Instant,
+    /// Heartbeat period while the upstream is silent.
+    pub(crate) heartbeat: Duration,
+}
+
+type NextAttempt = Pin<Box<dyn Future<Output = (Box<Policy>, Result<Attempt, GiveUp>)> + Send>>;
+
+/// The current attempt, while the stream can still move to another one.
+struct Uncommitted {
+    policy: Box<Policy>,
+    target: TargetRef,
+    started: Instant,
+    /// No first content by then: the target is abandoned.
+    first_token_by: Instant,
+}
+
+/// The relay body. `Send` (hyper's HTTP/2 server needs it) and owned by the response.
+pub(crate) struct SseRelay {
+    upstream: Option<ResponseBody>,
+    decoder: Decoder,
+    max_event_bytes: usize,
+    translator: Box<dyn StreamTranslator>,
+    family: Family,
+    /// `Some` until the commit.
+    uncommitted: Option<Uncommitted>,
+    /// The next attempt being made (backoff, connect, response headers).
+    next: Option<NextAttempt>,
+    held: Vec<Bytes>,
+    held_bytes: usize,
+    /// Events ready for the client, oldest first.
+    out: VecDeque<Bytes>,
+    scratch: Vec<Emitted>,
+    log: RequestLog,
+    telemetry: Arc<Telemetry>,
+    timers: RelayTimers,
+    /// Fires at the attempt's first-token deadline, then at last event + idle.
+    idle: Pin<Box<Sleep>>,
+    total: Pin<Box<Sleep>>,
+    heartbeat: Pin<Box<Sleep>>,
+    shutdown: Pin<Box<WaitForCancellationFutureOwned>>,
+    upstream_done: bool,
+    ended: bool,
+    last_yield: Option<Instant>,
+    on_disconnect: OnClientDisconnect,
+    /// Most upstream bytes held at once (decoder input not yet forwarded), for the metric
+    /// that proves the per-stream bound.
+    peak_buffered: usize,
+}
+
+/// What a stream needs besides its first attempt.
+pub(crate) struct RelaySetup {
+    pub(crate) family: Family,
+    pub(crate) max_event_bytes: usize,
+    pub(crate) timers: RelayTimers,
+    pub(crate) shutdown: WaitForCancellationFutureOwned,
+    pub(crate) on_disconnect: OnClientDisconnect,
+    pub(crate) telemetry: Arc<Telemetry>,
+}
+
+impl SseRelay {
+    /// A relay for `attempt`'s stream, able to move to another attempt through `policy`
+    /// until the first content.
+    pub(crate) fn new(
+        setup: RelaySetup,
+        policy: Box<Policy>,
+        attempt: Attempt,
+        log: RequestLog,
+    ) -> Self {
+        let RelaySetup {
+            family,
+            max_event_bytes,
+            timers,
+            shutdown,
+            on_disconnect,
+            telemetry,
+        } = setup;
+        telemetry.stream_started();
+        let (_, body) = attempt.resp.into_parts();
+        SseRelay {
+            upstream: Some(body),
+            decoder: new_decoder(max_event_bytes),
+            max_event_bytes,
+            translator: interim::passthrough(family),
+            family,
+            uncommitted: Some(Uncommitted {
+                policy,
+                target: attempt.target,
+                started: attempt.started,
+                first_token_by: attempt.first_token_by,
+            }),
+            next: None,
+            held: Vec::new(),
+            held_bytes: 0,
+            out: VecDeque::new(),
+            scratch: Vec::new(),
+            log,
+            telemetry,
+            idle: Box::pin(sleep_until(attempt.first_token_by)),
+            total: Box::pin(sleep_until(timers.total_by)),
+            heartbeat: Box::pin(sleep_until(Instant::now() + timers.heartbeat)),
+            timers,
+            shutdown: Box::pin(shutdown),
+            upstream_done: false,
+            ended: false,
+            last_yield: None,
+            on_disconnect,
+            peak_buffered: 0,
+        }
+    }
+
+    /// Drops the upstream body (cancelling it if unfinished), keeping its phase timings for
+    /// the log line.
+    fn take_upstream(&mut self) -> Option<ResponseBody> {
+        let up = self.upstream.take();
+        if let Some(u) = &up {
+            self.log.timings = Some(u.timings());
+        }
+        up
+    }
+
+    /// Hands bytes to the client and restarts the heartbeat clock.
+    fn forward(&mut self, bytes: Bytes, events: u64) -> Poll<Option<Result<Frame<Bytes>, Never>>> {
+        let now = Instant::now();
+        self.heartbeat.as_mut().reset(now + self.timers.heartbeat);
+        self.log.first_byte();
+        self.log.sent(bytes.len(), events);
+        self.last_yield = Some(now);
+        Poll::Ready(Some(Ok(Frame::data(bytes))))
+    }
+
+    /// Ends the stream with a final error event in the client's format. Dropping the
+    /// upstream body here cancels it (RST_STREAM / connection closed).
+    fn fail(
+        &mut self,
+        reason: EndReason,
+        status: StatusCode,
+        code: &str,
+        message: &str,
+    ) -> Poll<Option<Result<Frame<Bytes>, Never>>> {
+        self.take_upstream();
+        self.next = None;
+        self.finish_attempts();
+        self.ended = true;
+        let event = sluice_providers::error::sse_error_event(self.family, status, code, message);
+        self.log.sent(event.len(), 0);
+        self.log.finish(reason);
+        Poll::Ready(Some(Ok(Frame::data(event))))
+    }
+
+    /// `fail` with one of the gateway's own end reasons.
+    fn fail_reason(
+        &mut self,
+        reason: EndReason,
+        message: &str,
+    ) -> Poll<Option<Result<Frame<Bytes>, Never>>> {
+        let status = match reason {
+            EndReason::IdleTimeout | EndReason::FirstByteTimeout | EndReason::TotalTimeout => {
+                StatusCode::GATEWAY_TIMEOUT
+            }
+            EndReason::Shutdown => StatusCode::SERVICE_UNAVAILABLE,
+            _ => StatusCode::BAD_GATEWAY,
+        };
+        self.fail(reason, status, reason.as_str(), message)
+    }
+
+    fn complete(&mut self) -> Poll<Option<Result<Frame<Bytes>, Never>>> {
+        self.ended = true;
+        self.take_upstream();
+        self.finish_attempts();
+        self.log.finish(EndReason::Completed);
+        Poll::Ready(None)
+    }
+
+    /// Moves the policy's attempt records into the log (once the stream's fate is sealed).
+    fn finish_attempts(&mut self) {
+        if let Some(u) = self.uncommitted.take() {
+            self.log.attempts = u.policy.records();
+        }
+    }
+
+    /// The upstream sent something: restart the idle clock (before the commit, the
+    /// first-token deadline still caps it).
+    fn upstream_alive(&mut self) {
+        let mut next = Instant::now() + self.timers.idle;
+        if let Some(u) = &self.uncommitted {
+            next = next.min(u.first_token_by);
+        }
+        self.idle.as_mut().reset(next);
+    }
+
+    /// Takes one client event from the translator: held before the commit, queued after.
+    fn accept(&mut self, e: Emitted) -> Result<(), AttemptFailure> {
+        if self.uncommitted.is_none() {
+            self.out.push_back(e.bytes);
+            return Ok(());
+        }
+        match e.kind {
+            EventKind::Preamble => {
+                self.held_bytes += e.bytes.len();
+                self.held.push(e.bytes);
+                if self.held.len() > MAX_HELD_EVENTS || self.held_bytes > MAX_HELD_BYTES {
+                    // Too much preamble to hold: commit with what we have.
+                    self.commit();
+                }
+                Ok(())
+            }
+            EventKind::Content | EventKind::Trailer => {
+                self.held_bytes += e.bytes.len();
+                self.held.push(e.bytes);
+                self.commit();
+                Ok(())
+            }
+            EventKind::Error => Err(AttemptFailure::before_content(
+                String::from_utf8_lossy(&e.bytes[..e.bytes.len().min(512)])
+                    .trim()
+                    .to_string(),
+            )),
+        }
+    }
+
+    /// The first content is here: release the preamble, and from now on never retry.
+    fn commit(&mut self) {
+        if let Some(mut u) = self.uncommitted.take() {
+            u.policy
+                .succeeded(u.target, u.started, StatusCode::OK.as_u16());
+            self.log.attempts = u.policy.records();
+            self.log.upstream = u.policy.upstream_of(u.target).to_string();
+        }
+        self.out.extend(self.held.drain(..));
+        self.held_bytes = 0;
+        let next = Instant::now() + self.timers.idle;
+        self.idle.as_mut().reset(next);
+    }
+
+    /// Before the commit: record the failure and start the next attempt (or give up).
+    fn retry(&mut self, failure: AttemptFailure) {
+        self.take_upstream();
+        self.decoder = new_decoder(self.max_event_bytes);
+        self.upstream_done = false;
+        self.held.clear();
+        self.held_bytes = 0;
+        if let Some(u) = self.uncommitted.take() {
+            let Uncommitted {
+                mut policy,
+                target,
+                started,
+                ..
+            } = u;
+            policy.failed(target, started, failure);
+            self.next = Some(Box::pin(async move {
+                let r = policy.next().await;
+                (policy, r)
+            }));
+        }
+    }
+
+    /// A new attempt answered: relay its stream instead.
+    fn install(&mut self, policy: Box<Policy>, attempt: Attempt) {
+        let is_sse = crate::proxy::is_event_stream(attempt.resp.headers());
+        let (_, body) = attempt.resp.into_parts();
+        self.upstream = Some(body);
+        self.idle.as_mut().reset(attempt.first_token_by);
+        self.translator = interim::passthrough(self.family);
+        self.uncommitted = Some(Uncommitted {
+            policy,
+            target: attempt.target,
+            started: attempt.started,
+            first_token_by: attempt.first_token_by,
+        });
+        if !is_sse {
+            self.retry(AttemptFailure::before_content(
+                "the upstream answered a stream request without an event stream".into(),
+            ));
+        }
+    }
+
+    /// The policy gave up before the commit: the last failure as an error event.
+    fn give_up(
+        &mut self,
+        policy: Box<Policy>,
+        g: GiveUp,
+    ) -> Poll<Option<Result<Frame<Bytes>, Never>>> {
+        self.log.attempts = policy.records();
+        let reply = crate::proxy::give_up_reply(&policy, g);
+        self.fail(reply.reason, reply.status, &reply.code, &reply.message)
+    }
+}
+
+fn new_decoder(max_event_bytes: usize) -> Decoder {
+    Decoder::with_max_event_bytes(max_event_bytes).unwrap_or_default()
+}
+
+type Never = std::convert::Infallible;
+
+impl Body for SseRelay {
+    type Data = Bytes;
+    type Error = Never;
+
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, Never>>> {
+        let this = &mut *self;
+        if this.ended {
+            return Poll::Ready(None);
+        }
+        if let Some(t) = this.last_yield.take() {
+            if t.elapsed() >= BACKPRESSURE_PAUSE {
+                this.telemetry.backpressure_pause();
+            }
+        }
+        loop {
+            if let Some(b) = this.out.pop_front() {
+                return this.forward(b, 1);
+            }
+            if let Some(next) = this.next.as_mut() {
+                match next.as_mut().poll(cx) {
+                    Poll::Pending => break,
+                    Poll::Ready((policy, Ok(attempt))) => {
+                        this.next = None;
+                        this.install(policy, attempt);
+                        continue;
+                    }
+                    Poll::Ready((policy, Err(g))) => {
+                        this.next = None;
+                        return this.give_up(policy, g);
+                    }
+                }
+            }
+            let mut failure = None;
+            while let Some(item) = this.decoder.next_item() {
+                match item {
+                    Ok(Item::Event(ev)) => {
+                        let mut scratch = std::mem::take(&mut this.scratch);
+                        this.translator.event(&ev, &mut scratch);
+                        for e in scratch.drain(..) {
+                            if let Err(f) = this.accept(e) {
+                                failure = Some(f);
+                                break;
+                            }
+                        }
+                        scratch.clear();
+                        this.scratch = scratch;
+                        this.upstream_alive();
+                        if failure.is_some() || !this.out.is_empty() {
+                            break;
+                        }
+                    }
+                    Ok(Item::Comment(c)) => {
+                        if c.in_event() {
+                            // Its bytes travel inside the event's raw span.
+                            continue;
+                        }
+                        // An upstream heartbeat: proof of life, and the client gets it too
+                        // (in its place after a held preamble, so the bytes keep their order).
+                        this.upstream_alive();
+                        let raw = c.raw().clone();
+                        if !raw.is_empty() {
+                            if this.uncommitted.is_some() && !this.held.is_empty() {
+                                this.held_bytes += raw.len();
+                                this.held.push(raw);
+                                continue;
+                            }
+                            return this.forward(raw, 0);
+                        }
+                    }
+                    Ok(Item::Skipped(s)) => {
+                        let raw = s.raw().clone();
+                        if !raw.is_empty() && this.uncommitted.is_none() {
+                            return this.forward(raw, 0);
+                        }
+                    }
+                    Err(DecodeError::EventTooLarge { limit }) => {
+                        return this.fail_reason(
+                            EndReason::EventTooLarge,
+                            &format!(
+                                "an upstream event exceeded the gateway's limit of {limit} bytes"
+                            ),
+                        );
+                    }
+                    Err(DecodeError::Truncated { .. }) => {
+                        if this.uncommitted.is_some() {
+                            failure = Some(AttemptFailure::before_content(
+                                "the upstream closed the stream in the middle of an event".into(),
+                            ));
+                            break;
+                        }
+                        return this.fail_reason(
+                            EndReason::UpstreamEofMidEvent,
+                            "the upstream closed the stream in the middle of an event",
+                        );
+                    }
+                }
+            }
+            if let Some(f) = failure {
+                this.retry(f);
+                continue;
+            }
+            if !this.out.is_empty() {
+                continue;
+            }
+            if this.upstream_done {
+                let mut scratch = std::mem::take(&mut this.scratch);
+                this.translator.end(&mut scratch);
+                let mut failure = None;
+                for e in scratch.drain(..) {
+                    if let Err(f) = this.accept(e) {
+                        failure = Some(f);
+                        break;
+                    }
+                }
+                this.scratch = scratch;
+                if let Some(f) = failure {
+                    this.retry(f);
+                    continue;
+                }
+                if this.uncommitted.is_some() {
+                    this.retry(AttemptFailure::before_content(
+                        "the upstream ended the stream before any content".into(),
+                    ));
+                    continue;
+                }
+                if !this.out.is_empty() {
+                    continue;
+                }
+                return this.complete();
+            }
+            if this.shutdown.as_mut().poll(cx).is_ready() {
+                return this.fail_reason(EndReason::Shutdown, "the gateway is shutting down");
+            }
+            let Some(upstream) = this.upstream.as_mut() else {
+                return this.complete();
+            };
+            match Pin::new(upstream).poll_frame(cx) {
+                Poll::Ready(Some(Ok(frame))) => {
+                    if let Ok(data) = frame.into_data() {
+                        this.decoder.feed(data);
+                        this.peak_buffered = this.peak_buffered.max(this.decoder.buffered_bytes());
+                    }
+                }
+                Poll::Ready(Some(Err(e))) => {
+                    let msg = format!("the upstream broke off the stream: {e}");
+                    if this.uncommitted.is_some() {
+                        this.retry(AttemptFailure::before_content(msg));
+                        continue;
+                    }
+                    return this.fail_reason(EndReason::UpstreamReset, &msg);
+                }
+                Poll::Ready(None) => {
+                    this.decoder.finish();
+                    this.upstream_done = true;
+                }
+                Poll::Pending => break,
+            }
+        }
+        if this.total.as_mut().poll(cx).is_ready() {
+            return this.fail_reason(
+                EndReason::TotalTimeout,
+                "the stream exceeded the gateway's total timeout",
+            );
+        }
+        // While another attempt is being made, its own deadlines bound it.
+        if this.next.is_none() && this.idle.as_mut().poll(cx).is_ready() {
+            if let Some(u) = &this.uncommitted {
+                let failure = if Instant::now() >= u.first_token_by {
+                    AttemptFailure::first_token_timeout(u.policy.first_token_timeout(u.target))
+                } else {
+                    AttemptFailure::idle_before_content(this.timers.idle)
+                };
+                this.retry(failure);
+                // Poll the new attempt (registers its waker) before returning.
+                cx.waker().wake_by_ref();
+                return Poll::Pending;
+            }
+            let msg = format!(
+                "no event from the upstream for {:?} (idle timeout)",
+                this.timers.idle
+            );
+            return this.fail_reason(EndReason::IdleTimeout, &msg);
+        }
+        if this.heartbeat.as_mut().poll(cx).is_ready() {
+            this.telemetry.heartbeat();
+            // A heartbeat is not upstream progress; it only keeps the client's side alive.
+            let out = this.forward(Bytes::from_static(HEARTBEAT), 0);
+            this.last_yield = None;
+            return out;
+        }
+        Poll::Pending
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.ended
+    }
+}
+
+impl Drop for SseRelay {
+    fn drop(&mut self) {
+        self.telemetry.stream_ended();
+        self.telemetry.relay_buffer_peak(self.peak_buffered);
+        // A client that stopped taking data and then left never polled again: its last
+        // pause ends here.
+        if self
+            .last_yield
+            .is_some_and(|t| t.elapsed() >= BACKPRESSURE_PAUSE)
+        {
+            self.telemetry.backpressure_pause();
+        }
+        if self.ended {
+            return;
+        }
+        // The client went away mid-stream.
+        let upstream = self.take_upstream();
+        self.finish_attempts();
+        self.log.finish(EndReason::ClientGone);
+        if self.on_disconnect == OnClientDisconnect::Drain {
+            if let Some(upstream) = upstream {
+                let decoder = std::mem::take(&mut self.decoder);
+                let deadline = self.timers.total_by;
+                let request_id = self.log.request_id.clone();
+                // Bounded by the total deadline; owns nothing but the upstream body.
+                tokio::spawn(drain::drain(upstream, decoder, deadline, request_id));
+            }
+        }
+    }
+}
