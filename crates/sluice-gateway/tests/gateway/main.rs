@@ -9,6 +9,7 @@ mod support;
 mod cancel;
 mod errors;
 mod lanes;
+mod policy;
 mod relay;
 mod shutdown;
 mod timeouts;

@@ -1,0 +1,284 @@
+//! The policy stage over real sockets: retries, backoff and Retry-After, fallbacks by class,
+//! one deadline, the retry budget, and streams that fail over until their first content.
+
+use std::time::Duration;
+
+use sluice_gateway::config::Config;
+use sluice_gateway::Gateway;
+use sluice_mock::MockServer;
+use tokio::time::Instant;
+
+use crate::support::*;
+
+/// A gateway with one upstream per mock (`a`, `b`, ...) and `route` as its only route.
+async fn gateway_over(mocks: &[&MockServer], upstream_extra: &str, route: &str) -> Gateway {
+    let mut text = String::from("[server]\nlisten = \"127.0.0.1:0\"\n");
+    for (i, m) in mocks.iter().enumerate() {
+        let name = (b'a' + i as u8) as char;
+        text.push_str(&format!(
+            "\n[[upstream]]\nname = \"{name}\"\nbase_url = \"{}/v1\"\nprotocol = \"h2c\"\n{upstream_extra}\n",
+            m.url()
+        ));
+    }
+    text.push_str(&format!("\n[[route]]\nmodels = [\"*\"]\n{route}\n"));
+    let cfg = Config::from_toml(&text, &|_| None).unwrap_or_else(|e| panic!("{e}\n{text}"));
+    Gateway::start(cfg).await.unwrap()
+}
+
+fn requests(m: &MockServer) -> u64 {
+    m.stats().snapshot().totals.requests
+}
+
+fn header<'a>(r: &'a Resp, name: &str) -> &'a str {
+    r.headers
+        .get(name)
+        .map(|v| v.to_str().unwrap())
+        .unwrap_or("")
+}
+
+const PRIMARY_THEN_B: &str =
+    "targets = [{ upstream = \"a\" }]\nfallbacks = [{ upstream = \"b\", model = \"fallback-model\" }]\n";
+
+#[tokio::test]
+async fn persistent_429_backs_off_honours_retry_after_then_falls_back() {
+    let a = mock("status=429, retry_after=1").await;
+    let b = mock("").await;
+    let gw = gateway_over(&[&a, &b], "", PRIMARY_THEN_B).await;
+    let t0 = Instant::now();
+    let r = h1(gw.addr(), request("POST", "/v1/chat/completions", "", CHAT)).await;
+    let took = t0.elapsed();
+    assert_eq!(r.status, 200, "{}", String::from_utf8_lossy(&r.body));
+    // Two attempts on `a` (the default `attempts = 2`), one second apart as Retry-After
+    // asked, then the fallback.
+    assert_eq!(requests(&a), 2);
+    assert_eq!(requests(&b), 1);
+    assert!(took >= Duration::from_millis(950), "{took:?}");
+    assert!(took < Duration::from_secs(3), "{took:?}");
+    assert_eq!(header(&r, "x-sluice-upstream"), "b");
+    assert_eq!(header(&r, "x-sluice-attempts"), "3");
+    // The response names the model that answered, and carries its usage.
+    assert_eq!(r.json()["model"], "fallback-model");
+    assert!(r.json()["usage"]["completion_tokens"].as_u64().unwrap() > 0);
+}
+
+const CHAT: &str = r#"{"model":"gpt-4o"}"#;
+const STREAM: &str = r#"{"model":"gpt-4o","stream":true}"#;
+
+#[tokio::test]
+async fn a_retry_after_beyond_max_retry_after_falls_back_at_once() {
+    let a = mock("status=429, retry_after=30").await;
+    let b = mock("").await;
+    let gw = gateway_over(&[&a, &b], "", PRIMARY_THEN_B).await;
+    let t0 = Instant::now();
+    let r = h1(gw.addr(), request("POST", "/v1/chat/completions", "", CHAT)).await;
+    assert_eq!(r.status, 200);
+    assert!(t0.elapsed() < Duration::from_secs(1), "{:?}", t0.elapsed());
+    assert_eq!((requests(&a), requests(&b)), (1, 1));
+}
+
+#[tokio::test]
+async fn final_errors_are_returned_as_they_are_after_one_attempt() {
+    let a = mock("status=400").await;
+    let b = mock("").await;
+    let gw = gateway_over(&[&a, &b], "", PRIMARY_THEN_B).await;
+    let r = h1(gw.addr(), request("POST", "/v1/chat/completions", "", CHAT)).await;
+    assert_eq!(r.status, 400);
+    assert_eq!(
+        r.json()["error"]["code"],
+        "mock_400",
+        "the upstream's own error body"
+    );
+    assert_eq!((requests(&a), requests(&b)), (1, 0));
+    assert_eq!(header(&r, "x-sluice-attempts"), "1");
+}
+
+#[tokio::test]
+async fn a_silent_target_is_abandoned_at_the_first_byte_timeout_and_never_retried() {
+    // `ttft_ms` holds a non-streaming response's headers.
+    let a = mock("ttft_ms=5000").await;
+    let b = mock("").await;
+    let gw = gateway_over(
+        &[&a, &b],
+        "timeouts = { first_byte = \"300ms\" }",
+        PRIMARY_THEN_B,
+    )
+    .await;
+    let t0 = Instant::now();
+    let r = h1(gw.addr(), request("POST", "/v1/chat/completions", "", CHAT)).await;
+    assert_eq!(r.status, 200);
+    assert!(t0.elapsed() < Duration::from_secs(2), "{:?}", t0.elapsed());
+    assert_eq!((requests(&a), requests(&b)), (1, 1));
+    // The silent attempt was cancelled, not left running.
+    wait_for(&a.stats(), "the silent request cancelled", |s| {
+        s.totals.cancelled == 1
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn a_slow_first_token_falls_back_within_first_token_and_the_client_sees_one_clean_stream() {
+    // Streams: headers at once, the first token after `ttft_ms`.
+    let a = mock("ttft_ms=5000").await;
+    let b = mock("tokens=3").await;
+    let gw = gateway_over(
+        &[&a, &b],
+        "timeouts = { first_token = \"300ms\" }",
+        PRIMARY_THEN_B,
+    )
+    .await;
+    let t0 = Instant::now();
+    let r = h1(
+        gw.addr(),
+        request("POST", "/v1/chat/completions", "", STREAM),
+    )
+    .await;
+    assert!(t0.elapsed() < Duration::from_secs(2), "{:?}", t0.elapsed());
+    assert_eq!(r.status, 200);
+    let events = sse(&r.body);
+    assert_eq!(events.last().unwrap().1, "[DONE]");
+    let roles = events
+        .iter()
+        .filter(|(_, d)| d.contains("\"role\""))
+        .count();
+    assert_eq!(
+        roles, 1,
+        "one role chunk: the abandoned stream's preamble was held"
+    );
+    assert!(events.iter().all(|(_, d)| !d.contains("\"error\"")));
+    assert!(events[0].1.contains("fallback-model"), "{events:?}");
+    assert_eq!((requests(&a), requests(&b)), (1, 1));
+}
+
+#[tokio::test]
+async fn a_stream_reset_before_its_first_content_fails_over_invisibly() {
+    // One event (message_start: preamble), then the upstream resets. (With no interval, h2
+    // would see the reset before the response headers: a different failure.)
+    let a = mock("abort_after=1, interval_ms=20").await;
+    let b = mock("tokens=3").await;
+    let gw = gateway_over(&[&a, &b], "", PRIMARY_THEN_B).await;
+    let body = r#"{"model":"c","max_tokens":50,"stream":true}"#;
+    let r = h1(gw.addr(), request("POST", "/v1/messages", "", body)).await;
+    let events = sse(&r.body);
+    let starts = events
+        .iter()
+        .filter(|(e, _)| e.as_deref() == Some("message_start"))
+        .count();
+    assert_eq!(starts, 1, "{events:?}");
+    assert_eq!(
+        events.last().unwrap().0.as_deref(),
+        Some("message_stop"),
+        "{events:?}"
+    );
+    // Retryable: the primary got its second attempt (the same target, the only one of its
+    // tier) before the fallback.
+    assert!(requests(&a) >= 1);
+    assert_eq!(requests(&b), 1);
+}
+
+#[tokio::test]
+async fn a_cut_after_content_ends_with_an_error_event_and_is_never_retried() {
+    let a = mock("tokens=10, abort_after=4, interval_ms=20").await;
+    let b = mock("").await;
+    let gw = gateway_over(&[&a, &b], "", PRIMARY_THEN_B).await;
+    let r = h1(
+        gw.addr(),
+        request("POST", "/v1/chat/completions", "", STREAM),
+    )
+    .await;
+    let events = sse(&r.body);
+    let last: serde_json::Value = serde_json::from_str(&events.last().unwrap().1).unwrap();
+    assert_eq!(last["error"]["code"], "upstream_reset");
+    assert_eq!(events.len(), 5, "4 events, then the error: {events:?}");
+    assert_eq!((requests(&a), requests(&b)), (1, 0));
+}
+
+#[tokio::test]
+async fn the_deadline_is_never_exceeded_by_backoff() {
+    // Retry-After 2 s fits max_retry_after, but not the client's 1 s deadline: no waiting.
+    let a = mock("status=503, retry_after=2").await;
+    let gw = gateway_over(&[&a], "", "upstream = \"a\"").await;
+    let t0 = Instant::now();
+    let mut req = request("POST", "/v1/chat/completions", "", CHAT);
+    req.headers_mut()
+        .insert("x-sluice-timeout", "1s".parse().unwrap());
+    let r = h1(gw.addr(), req).await;
+    assert_eq!(r.status, 503);
+    assert!(
+        t0.elapsed() < Duration::from_millis(500),
+        "{:?}",
+        t0.elapsed()
+    );
+    assert_eq!(requests(&a), 1);
+    // Backoff (no Retry-After) is cut short by the deadline too.
+    let a = mock("status=500").await;
+    let gw = gateway_over(
+        &[&a],
+        "",
+        "upstream = \"a\"\nretry = { attempts = 10, backoff = \"300ms\", max_backoff = \"300ms\" }",
+    )
+    .await;
+    let t0 = Instant::now();
+    let mut req = request("POST", "/v1/chat/completions", "", CHAT);
+    req.headers_mut()
+        .insert("x-sluice-timeout", "700ms".parse().unwrap());
+    let r = h1(gw.addr(), req).await;
+    assert_eq!(r.status, 500);
+    assert!(
+        t0.elapsed() < Duration::from_millis(750),
+        "{:?}",
+        t0.elapsed()
+    );
+}
+
+#[tokio::test]
+async fn the_retry_budget_stops_a_retry_storm() {
+    let a = mock("status=500").await;
+    let gw = gateway_over(
+        &[&a],
+        "retry_budget = { ratio = 0.1, min_per_second = 1 }",
+        "upstream = \"a\"\nretry = { attempts = 3, backoff = \"1ms\", max_backoff = \"1ms\" }",
+    )
+    .await;
+    let n = 300;
+    let addr = gw.addr();
+    let mut tasks = Vec::new();
+    for _ in 0..n {
+        tasks.push(tokio::spawn(async move {
+            h1(addr, request("POST", "/v1/chat/completions", "", CHAT))
+                .await
+                .status
+        }));
+    }
+    for t in tasks {
+        assert_eq!(t.await.unwrap(), 500);
+    }
+    let sent = requests(&a);
+    // Without a budget: 3 × 300 = 900. With it: 300 + 0.1 × 300 + 1/s × 10 s.
+    assert!(sent <= n + 30 + 10, "{sent} upstream requests");
+    let metrics = gw.telemetry().encode();
+    assert!(
+        metrics.contains("sluice_retry_budget_exhausted_total{upstream=\"a\"}"),
+        "{metrics}"
+    );
+}
+
+#[tokio::test]
+async fn never_sent_failures_go_to_another_target() {
+    // `a` refuses connections (a closed port).
+    let closed = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = closed.local_addr().unwrap().port();
+    drop(closed);
+    let b = mock("").await;
+    let text = format!(
+        "[server]\nlisten = \"127.0.0.1:0\"\n[[upstream]]\nname = \"a\"\nbase_url = \"http://127.0.0.1:{port}/v1\"\nprotocol = \"http1\"\n[[upstream]]\nname = \"b\"\nbase_url = \"{}/v1\"\n[[route]]\nmodels = [\"*\"]\ntargets = [{{ upstream = \"a\" }}, {{ upstream = \"b\" }}]\n",
+        b.url()
+    );
+    let gw = Gateway::start(Config::from_toml(&text, &|_| None).unwrap())
+        .await
+        .unwrap();
+    for _ in 0..4 {
+        let r = h1(gw.addr(), request("POST", "/v1/chat/completions", "", CHAT)).await;
+        assert_eq!(r.status, 200);
+        assert_eq!(header(&r, "x-sluice-upstream"), "b");
+    }
+}
