@@ -444,6 +444,8 @@ pub(crate) struct Reply {
     pub(crate) status: StatusCode,
     pub(crate) code: String,
     pub(crate) message: String,
+    /// The upstream that failed last, if any attempt was made.
+    pub(crate) upstream: Option<usize>,
     /// The upstream's own answer, passed on (non-streaming responses).
     pub(crate) answer: Option<Box<Answer>>,
 }
@@ -451,6 +453,7 @@ pub(crate) struct Reply {
 /// Turns a give-up into the client's error: the upstream's last answer, or the gateway's
 /// error for the last failure.
 pub(crate) fn give_up_reply(policy: &Policy, g: GiveUp) -> Reply {
+    let upstream = g.failure.as_ref().map(|(u, _)| *u);
     match policy.give_up_error(g) {
         Ok(e) => {
             let reason = EndReason::of_error(&e);
@@ -459,6 +462,7 @@ pub(crate) fn give_up_reply(policy: &Policy, g: GiveUp) -> Reply {
                 status: e.status(),
                 code: e.code().to_string(),
                 message: e.to_string(),
+                upstream,
                 answer: None,
             }
         }
@@ -469,6 +473,7 @@ pub(crate) fn give_up_reply(policy: &Policy, g: GiveUp) -> Reply {
                 status: answer.status,
                 code,
                 message,
+                upstream,
                 answer: Some(answer),
             }
         }
@@ -489,6 +494,9 @@ async fn serve(
             Err(g) => {
                 log.attempts = policy.records();
                 let reply = give_up_reply(&policy, g);
+                if let Some(u) = reply.upstream {
+                    log.upstream = state.config.upstreams[u].name.clone();
+                }
                 if let Some(a) = &reply.answer {
                     session_diagnostic(&state, &policy, a, &log);
                 }

@@ -189,7 +189,11 @@ fn serve_logs_json_without_secrets_and_exits_on_sigterm() {
     let ok = &lines[0]["fields"];
     assert_eq!(ok["end_reason"], "completed");
     assert_eq!(ok["status"], 200);
-    assert_eq!(ok["route"], "mock");
+    assert_eq!(ok["upstream"], "mock");
+    assert!(
+        ok["attempts"].as_str().unwrap().starts_with("mock:200:ok:"),
+        "{ok}"
+    );
     assert!(ok["request_id"].as_str().unwrap().starts_with("sl-"));
     assert!(ok["events"].as_u64().unwrap() > 3);
     // Phase timings: the first request opened the upstream connection.

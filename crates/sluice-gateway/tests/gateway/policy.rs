@@ -109,7 +109,7 @@ async fn a_silent_target_is_abandoned_at_the_first_byte_timeout_and_never_retrie
     assert!(t0.elapsed() < Duration::from_secs(2), "{:?}", t0.elapsed());
     assert_eq!((requests(&a), requests(&b)), (1, 1));
     // The silent attempt was cancelled, not left running.
-    wait_for(&a.stats(), "the silent request cancelled", |s| {
+    wait_for(a.stats(), "the silent request cancelled", |s| {
         s.totals.cancelled == 1
     })
     .await;
