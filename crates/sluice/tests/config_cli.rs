@@ -110,10 +110,9 @@ fn check_config_and_serve_take_the_file_both_ways() {
     assert_eq!(out.status.code(), Some(2), "{out:?}");
 }
 
-#[test]
-fn broken_configs_name_the_line_the_field_and_the_fix() {
-    let dir = TempDir::new("broken");
-    let cases = [
+/// Broken configs and the message each gets after `error: FILE is not a valid config: `.
+fn broken_cases() -> Vec<(String, &'static str)> {
+    vec![
         (
             MIN.replace("name = \"local\"", "name = \"local\"\ntimeouts = { idle = 30 }"),
             "line 3: upstream[0].timeouts.idle: expected a duration string such as \"30s\", \
@@ -122,6 +121,14 @@ fn broken_configs_name_the_line_the_field_and_the_fix() {
         (
             format!("[server]\nlisten = \"127.0.0.1:8080\"\n\n# the next line has a typo\n\nheartbeet = \"15s\"\n\n{MIN}"),
             "line 6: server.heartbeet: unknown field; did you mean `heartbeat`?",
+        ),
+        (
+            MIN.replace(
+                "upstream = \"local\"\n",
+                "upstream = \"local\"\non_client_disconnect = \"drian\"\n",
+            ),
+            "line 8: route[0].on_client_disconnect: `drian` is not one of `cancel`, `drain`; did \
+             you mean `drain`?",
         ),
         (
             format!("[server]\nmax_request_body = \"16M\"\n{MIN}"),
@@ -133,7 +140,13 @@ fn broken_configs_name_the_line_the_field_and_the_fix() {
             "line 3: upstream[0].base_url: the environment variable `SLUICE_CFG_HOST` is not \
              set; set it, or give a default with ${SLUICE_CFG_HOST:-value}",
         ),
-    ];
+    ]
+}
+
+#[test]
+fn broken_configs_name_the_line_the_field_and_the_fix() {
+    let dir = TempDir::new("broken");
+    let cases = broken_cases();
     for (i, (text, want)) in cases.iter().enumerate() {
         let file = dir.write(&format!("bad{i}.toml"), text);
         let file = file.to_str().unwrap();
@@ -284,4 +297,20 @@ fn tls_material_is_checked_as_startup_loads_it() {
     );
     assert!(err.ends_with("); renew it\n"), "{err}");
     assert!(stdout(&out).ends_with(", 1 warning)\n"), "{}", stdout(&out));
+}
+
+/// The error examples in the README's configuration section are the messages tested above.
+#[test]
+fn readme_error_examples_are_tested_messages() {
+    let readme = include_str!("../../../README.md");
+    let prefix = "error: sluice.toml is not a valid config: ";
+    let examples: Vec<&str> = readme
+        .lines()
+        .filter_map(|l| l.strip_prefix(prefix))
+        .collect();
+    assert!(examples.len() >= 4, "{examples:?}");
+    let tested: Vec<&str> = broken_cases().iter().map(|(_, want)| *want).collect();
+    for e in examples {
+        assert!(tested.contains(&e), "README example not tested: {e}");
+    }
 }

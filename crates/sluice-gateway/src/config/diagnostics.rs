@@ -24,7 +24,18 @@ pub(super) fn line_of(text: &str, offset: usize) -> usize {
 
 /// A TOML syntax error: no field path, the parser's message and line.
 pub(super) fn syntax_error(text: &str, e: &toml::de::Error) -> ConfigError {
-    let mut err = ConfigError::new("", e.message().trim_end().to_string());
+    let mut reason = e.message().trim_end().to_string();
+    if let Some(span) = e.span() {
+        // The parser's words are terse ("duplicate key"); the line itself shows what it means.
+        let start = text[..span.start.min(text.len())]
+            .rfind('\n')
+            .map_or(0, |i| i + 1);
+        let line = text[start..].lines().next().unwrap_or("").trim();
+        if !line.is_empty() {
+            reason.push_str(&format!(" in `{line}`"));
+        }
+    }
+    let mut err = ConfigError::new("", reason);
     err.line = e.span().map(|s| line_of(text, s.start));
     err
 }
@@ -107,6 +118,10 @@ fn rewrite(path: &str, message: &str) -> ConfigError {
         if let Some((found, expected)) = rest.split_once(", expected ") {
             return ConfigError::new(path, format!("expected {expected}, found {found}"));
         }
+    }
+    // toml's word for "not a string" where an enum's name was expected.
+    if message == "wanted string or table" {
+        return ConfigError::new(path, "expected a string");
     }
     ConfigError::new(path, message.to_string())
 }

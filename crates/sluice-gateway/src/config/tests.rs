@@ -203,10 +203,18 @@ fn broken_configs_get_the_field_the_line_and_the_fix() {
             "route: no [[route]]: every request would be rejected; add one with `models` and \
              `upstream`",
         ),
+        (
+            MIN.replace("upstream = \"local\"\n", "upstream = \"local\"\nlane = 3\n"),
+            "line 9: route[0].lane: expected a string",
+        ),
         // TOML syntax.
         (
+            format!("[server]\nlisten = \"127.0.0.1:8080\"\nlisten = \"[::]:8080\"\n{MIN}"),
+            "line 3: duplicate key in `listen = \"[::]:8080\"`",
+        ),
+        (
             format!("[server]\nlisten = 127.0.0.1\n{MIN}"),
-            "line 2: invalid float, expected nothing",
+            "line 2: invalid float, expected nothing in `listen = 127.0.0.1`",
         ),
     ];
     let mut failures = Vec::new();
@@ -366,6 +374,8 @@ fn the_example_config_loads() {
     let text = include_str!("../../../../sluice.example.toml");
     let c = Config::from_toml(text, &|_| None).unwrap();
     assert_eq!(c.upstreams[0].name, "local");
+    // `${SLUICE_UPSTREAM:-127.0.0.1:9090}` with the variable unset.
+    assert_eq!(c.upstreams[0].base_url, "http://127.0.0.1:9090/v1");
 }
 
 struct TempDir(PathBuf);
