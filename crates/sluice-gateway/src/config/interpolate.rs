@@ -171,6 +171,7 @@ mod tests {
         match k {
             "HOST" => Some("api.example.com".into()),
             "EMPTY" => Some(String::new()),
+            "NESTED" => Some("${HOST}".into()),
             _ => None,
         }
     }
@@ -195,6 +196,8 @@ mod tests {
             (r#"v = "$${HOST}""#, "${HOST}"),
             (r#"v = "cost: $5, $$5""#, "cost: $5, $5"),
             (r#"v = "end$""#, "end$"),
+            // Expanded once: a value is not expanded again.
+            (r#"v = "${NESTED}""#, "${HOST}"),
         ];
         for (text, want) in ok {
             let (got, unresolved) = expand(text, EnvMode::Required).unwrap();

@@ -325,6 +325,27 @@ upstream = "remote"
         ),
         "{e}"
     );
+    // Files whose path needs an unset variable are not read.
+    let checked = Config::check_toml(
+        &format!("[server]\ntls = {{ cert = \"${{CERT_DIR}}/cert.pem\", key = \"${{CERT_DIR}}/key.pem\" }}\n{text}"),
+        &env,
+        EnvMode::Skip,
+    )
+    .unwrap();
+    let warnings: Vec<String> = checked.warnings.iter().map(|w| w.to_string()).collect();
+    assert!(
+        warnings.contains(
+            &"line 2: server.tls.cert: not checked: the file's path needs `CERT_DIR`, which is \
+              not set (--skip-env)"
+                .to_string()
+        ),
+        "{warnings:?}"
+    );
+    assert!(Config::from_toml(
+        &format!("[server]\ntls = {{ cert = \"${{CERT_DIR}}/cert.pem\", key = \"k\" }}\n{text}"),
+        &env
+    )
+    .is_err());
 }
 
 #[test]
