@@ -34,7 +34,8 @@ pub(super) fn check(
     now: SystemTime,
 ) -> Result<Checked, ConfigError> {
     let mut doc = DeTable::parse(text).map_err(|e| syntax_error(text, &e))?;
-    // The spans of the file as written, to put a line on errors found after expansion.
+    // The deserializer consumes the document; this copy keeps its spans (those of the file as
+    // written: expansion changes values, not spans) to put a line on every later error.
     let original = doc.clone();
     let line = |path: &str| locate(original.get_ref(), path).map(|s| line_of(text, s.start));
     let with_line = |mut e: ConfigError| {
