@@ -9,8 +9,6 @@ use hyper::service::service_fn;
 use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
 use hyper_util::server::conn::auto;
 use hyper_util::server::graceful::GracefulShutdown;
-use rustls_pki_types::pem::PemObject;
-use rustls_pki_types::{CertificateDer, PrivateKeyDer};
 use sluice_upstream::Upstream;
 use tokio::net::{TcpListener, TcpStream};
 use tokio::task::JoinHandle;
@@ -125,27 +123,10 @@ impl Gateway {
 }
 
 fn tls_acceptor(files: &TlsFiles) -> Result<TlsAcceptor, StartError> {
-    let certs = CertificateDer::pem_file_iter(&files.cert)
-        .and_then(|it| it.collect::<Result<Vec<_>, _>>())
-        .map_err(|e| StartError::Tls(format!("cannot read {}: {e}", files.cert.display())))?;
-    if certs.is_empty() {
-        return Err(StartError::Tls(format!(
-            "{} holds no certificate",
-            files.cert.display()
-        )));
-    }
-    let key = PrivateKeyDer::from_pem_file(&files.key)
-        .map_err(|e| StartError::Tls(format!("cannot read {}: {e}", files.key.display())))?;
-    let mut cfg = rustls::ServerConfig::builder_with_provider(Arc::new(
-        rustls::crypto::ring::default_provider(),
-    ))
-    .with_safe_default_protocol_versions()
-    .map_err(|e| StartError::Tls(e.to_string()))?
-    .with_no_client_auth()
-    .with_single_cert(certs, key)
-    .map_err(|e| StartError::Tls(e.to_string()))?;
-    cfg.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
-    Ok(TlsAcceptor::from(Arc::new(cfg)))
+    // The same loading `check-config` runs, so a config that checks ok also starts.
+    crate::config::tls::server_config(files)
+        .map(|cfg| TlsAcceptor::from(Arc::new(cfg)))
+        .map_err(|e| StartError::Tls(e.to_string()))
 }
 
 fn builder() -> auto::Builder<TokioExecutor> {

@@ -1,10 +1,10 @@
 //! `sluice serve` and `sluice check-config`.
 
 use std::net::SocketAddr;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use anyhow::Context as _;
-use sluice_gateway::config::Config;
+use sluice_gateway::config::{Config, EnvMode};
 use sluice_gateway::Gateway;
 
 /// Log line format.
@@ -16,12 +16,34 @@ pub enum LogFormat {
     Json,
 }
 
+/// The config file, given either way: `sluice serve sluice.toml` or
+/// `sluice serve --config sluice.toml` (the same for `check-config`).
+#[derive(Debug, clap::Args)]
+#[group(required = true, multiple = false)]
+pub struct ConfigFile {
+    /// The TOML config file.
+    #[arg(value_name = "FILE")]
+    file: Option<PathBuf>,
+    /// The TOML config file (the same as giving it without the flag).
+    #[arg(long = "config", short = 'c', value_name = "FILE")]
+    config: Option<PathBuf>,
+}
+
+impl ConfigFile {
+    fn path(&self) -> &Path {
+        // clap's group makes exactly one of them present.
+        self.file
+            .as_deref()
+            .or(self.config.as_deref())
+            .unwrap_or(Path::new("sluice.toml"))
+    }
+}
+
 /// Options of `sluice serve`.
 #[derive(Debug, clap::Args)]
 pub struct ServeArgs {
-    /// The TOML config file.
-    #[arg(long, short, value_name = "FILE")]
-    config: PathBuf,
+    #[command(flatten)]
+    config: ConfigFile,
     /// Listen here instead of `server.listen`. With port 0 the first stdout line,
     /// `listening on IP:PORT`, names the port chosen.
     #[arg(long, value_name = "ADDR")]
@@ -34,20 +56,40 @@ pub struct ServeArgs {
 /// Options of `sluice check-config`.
 #[derive(Debug, clap::Args)]
 pub struct CheckArgs {
-    /// The TOML config file.
-    file: PathBuf,
+    #[command(flatten)]
+    config: ConfigFile,
+    /// Validate without the environment (e.g. in CI, without the secrets): an unset `${VAR}`
+    /// or `auth.env` variable is a warning instead of an error.
+    #[arg(long)]
+    skip_env: bool,
 }
 
-/// Validates a config file: exit 0, or the field path and the reason on stderr.
+/// Validates a config file exactly as `serve` loads it (TLS files included): exit 0 with
+/// warnings on stderr, or the line, field path and reason on stderr and exit 1.
 pub fn check(args: CheckArgs) -> anyhow::Result<()> {
-    let cfg = Config::load(&args.file)
-        .with_context(|| format!("{} is not a valid config", args.file.display()))?;
+    let file = args.config.path();
+    let mode = if args.skip_env {
+        EnvMode::Skip
+    } else {
+        EnvMode::Required
+    };
+    let checked = Config::check_file(file, mode)
+        .with_context(|| format!("{} is not a valid config", file.display()))?;
+    for w in &checked.warnings {
+        eprintln!("warning: {}: {w}", file.display());
+    }
+    let cfg = &checked.config;
     println!(
-        "{}: ok ({} upstream(s), {} route(s), listen {})",
-        args.file.display(),
+        "{}: ok ({} upstream(s), {} route(s), listen {}{})",
+        file.display(),
         cfg.upstreams.len(),
         cfg.routes.len(),
-        cfg.server.listen
+        cfg.server.listen,
+        match checked.warnings.len() {
+            0 => String::new(),
+            1 => ", 1 warning".to_string(),
+            n => format!(", {n} warnings"),
+        }
     );
     Ok(())
 }
@@ -68,8 +110,13 @@ fn init_logs(format: LogFormat) {
 /// Runs the gateway until SIGINT or SIGTERM, then shuts down gracefully.
 pub fn serve(args: ServeArgs) -> anyhow::Result<()> {
     init_logs(args.log_format);
-    let mut cfg = Config::load(&args.config)
-        .with_context(|| format!("{} is not a valid config", args.config.display()))?;
+    let file = args.config.path();
+    let checked = Config::check_file(file, EnvMode::Required)
+        .with_context(|| format!("{} is not a valid config", file.display()))?;
+    for w in &checked.warnings {
+        tracing::warn!(config = %file.display(), "{w}");
+    }
+    let mut cfg = checked.config;
     if let Some(listen) = args.listen {
         cfg.server.listen = listen;
     }

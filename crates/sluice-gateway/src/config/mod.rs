@@ -1,16 +1,26 @@
 //! Configuration: TOML in, a validated [`Config`] out.
 //!
-//! Parsing happens in two steps, as TensorZero does it: `raw` mirrors the file with
-//! `#[serde(deny_unknown_fields)]` (a typo is an error, never a silently ignored field), and
-//! [`Config::from_toml`] validates it into the types below, naming the field path and the reason
-//! of the first problem. Nothing downstream sees a raw value.
+//! Loading happens in steps, as TensorZero does it: the document is parsed, `${VAR}` references
+//! in its string values are expanded (`interpolate`), `raw` mirrors the file with
+//! `#[serde(deny_unknown_fields)]` (a typo is an error with a suggestion, never a silently
+//! ignored field), and `validate` turns it into the types below. The first problem found is
+//! reported with its field path, its line and what would be right (`diagnostics`). Nothing
+//! downstream sees a raw value.
 
+mod diagnostics;
+mod interpolate;
 mod raw;
+pub mod tls;
 mod units;
+mod validate;
 
+#[cfg(test)]
+mod tests;
+
+use std::fmt;
 use std::net::SocketAddr;
 use std::path::PathBuf;
-use std::time::Duration;
+use std::time::{Duration, SystemTime};
 
 pub use units::{parse_duration, parse_size};
 
@@ -60,8 +70,9 @@ pub struct TlsFiles {
     pub key: PathBuf,
 }
 
-/// The wire protocol to an upstream.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+/// The wire protocol to an upstream, spelled in the file as `http1`, `h2`, `h2c` or `auto`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
 pub enum UpstreamProtocol {
     /// HTTP/1.1 (over TLS for https).
     Http1,
@@ -80,7 +91,7 @@ pub enum UpstreamAuth {
     Passthrough,
     /// Replace them with `Authorization: Bearer <secret>`.
     Bearer {
-        /// The key, read from the environment at load time.
+        /// The key, read at load time from the variable `auth.env` names.
         secret: String,
     },
     /// Replace them with `<header>: <secret>` (e.g. Anthropic's `x-api-key`).
@@ -179,8 +190,10 @@ impl UpstreamConfig {
     }
 }
 
-/// What to do with the upstream when the client goes away mid-stream.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+/// What to do with the upstream when the client goes away mid-stream; `cancel` or `drain` in
+/// the file.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
 pub enum OnClientDisconnect {
     /// Cancel the upstream request at once (RST_STREAM / close). The default.
     Cancel,
@@ -256,13 +269,15 @@ impl RouteConfig {
     }
 }
 
-/// Why a configuration was rejected: the field path (`upstream[0].timeouts.idle`) and the
-/// reason.
+/// Why a configuration was rejected: the field path (`upstream[0].timeouts.idle`), the line
+/// when the path is in the file, and the reason with the fix.
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
-#[error("{path}: {reason}")]
 pub struct ConfigError {
-    /// Where in the file, e.g. `route[1].upstream`.
+    /// Where in the file, e.g. `route[1].upstream`; empty for a TOML syntax error; the file's
+    /// name when it cannot be read.
     pub path: String,
+    /// The 1-based line in the file, when known.
+    pub line: Option<usize>,
     /// What is wrong and what would be right.
     pub reason: String,
 }
@@ -271,32 +286,126 @@ impl ConfigError {
     pub(crate) fn new(path: impl Into<String>, reason: impl Into<String>) -> Self {
         ConfigError {
             path: path.into(),
+            line: None,
             reason: reason.into(),
         }
     }
 }
 
+/// `line 4: upstream[0].timeouts.idle: reason`, leaving out what is unknown.
+fn write_located(
+    f: &mut fmt::Formatter<'_>,
+    line: Option<usize>,
+    path: &str,
+    text: &str,
+) -> fmt::Result {
+    if let Some(line) = line {
+        write!(f, "line {line}: ")?;
+    }
+    if !path.is_empty() {
+        write!(f, "{path}: ")?;
+    }
+    f.write_str(text)
+}
+
+impl fmt::Display for ConfigError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write_located(f, self.line, &self.path, &self.reason)
+    }
+}
+
+/// Something in a valid config that deserves a look: a certificate near its end, or (with
+/// [`EnvMode::Skip`]) a value that could not be checked without its environment variable.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ConfigWarning {
+    /// The field, e.g. `server.tls.cert`.
+    pub path: String,
+    /// The 1-based line in the file, when known.
+    pub line: Option<usize>,
+    /// What to look at.
+    pub message: String,
+}
+
+impl ConfigWarning {
+    pub(crate) fn new(path: impl Into<String>, message: impl Into<String>) -> Self {
+        ConfigWarning {
+            path: path.into(),
+            line: None,
+            message: message.into(),
+        }
+    }
+}
+
+impl fmt::Display for ConfigWarning {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write_located(f, self.line, &self.path, &self.message)
+    }
+}
+
+/// How loading treats an environment variable that is not set, in `${VAR}` and in `auth.env`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum EnvMode {
+    /// An error naming the field and the variable: what `serve` does.
+    #[default]
+    Required,
+    /// A warning; a placeholder stands in for the value, and files whose path needs the
+    /// variable are not read. For validating a config in CI without its secrets
+    /// (`check-config --skip-env`); never for serving.
+    Skip,
+}
+
+/// A validated configuration and its warnings.
+#[derive(Debug)]
+pub struct Checked {
+    /// The configuration.
+    pub config: Config,
+    /// What deserves a look, in file order of discovery.
+    pub warnings: Vec<ConfigWarning>,
+}
+
 impl Config {
-    /// Parses and validates a TOML document. `env` looks up environment variables named by
-    /// `auth.env` (passed in so tests need no process environment).
+    /// Parses and validates a TOML document. `env` looks up the environment variables named by
+    /// `${VAR}` and `auth.env` (passed in so tests need no process environment); an unset one
+    /// is an error. Warnings are dropped: see [`Config::check_toml`] to have them.
     ///
     /// # Errors
-    /// The first problem found, with its field path.
+    /// The first problem found, with its field path and line.
     pub fn from_toml(
         text: &str,
         env: &dyn Fn(&str) -> Option<String>,
     ) -> Result<Config, ConfigError> {
-        raw::parse(text, env)
+        Config::check_toml(text, env, EnvMode::Required).map(|c| c.config)
     }
 
-    /// Reads, parses and validates a file, taking secrets from the process environment.
+    /// Reads, parses and validates a file, taking variables from the process environment.
     ///
     /// # Errors
     /// An unreadable file, or the first problem found in it.
     pub fn load(path: &std::path::Path) -> Result<Config, ConfigError> {
-        let text = std::fs::read_to_string(path)
-            .map_err(|e| ConfigError::new(path.display().to_string(), e.to_string()))?;
-        Config::from_toml(&text, &|k| std::env::var(k).ok())
+        Config::check_file(path, EnvMode::Required).map(|c| c.config)
+    }
+
+    /// [`Config::from_toml`] with the warnings, and the choice of what an unset variable is.
+    /// The listener's TLS files are loaded as startup loads them, and certificates (the
+    /// listener's and each `ca_file`'s) that end within [`tls::EXPIRY_WARNING`] are warned of.
+    ///
+    /// # Errors
+    /// The first problem found, with its field path and line.
+    pub fn check_toml(
+        text: &str,
+        env: &dyn Fn(&str) -> Option<String>,
+        mode: EnvMode,
+    ) -> Result<Checked, ConfigError> {
+        validate::check(text, env, mode, SystemTime::now())
+    }
+
+    /// [`Config::check_toml`] on a file, with the process environment.
+    ///
+    /// # Errors
+    /// An unreadable file, or the first problem found in it.
+    pub fn check_file(path: &std::path::Path, mode: EnvMode) -> Result<Checked, ConfigError> {
+        let text = validate::read(path)?;
+        Config::check_toml(&text, &|k| std::env::var(k).ok(), mode)
     }
 
     /// The route for a model, if any.

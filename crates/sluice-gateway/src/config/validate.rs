@@ -1,0 +1,706 @@
+//! From text to a validated [`Config`]: parse, expand `${VAR}`, deserialize the raw structs,
+//! then validate them into the public types.
+//!
+//! Every raw struct is taken apart by exhaustive destructuring, so adding a field to the file
+//! format without validating it is a compile error, not a silently ignored setting.
+
+use std::path::Path;
+use std::time::{Duration, SystemTime};
+
+use toml::de::DeTable;
+
+use super::diagnostics::{deserialize_error, line_of, locate, syntax_error};
+use super::interpolate::{self, Unresolved};
+use super::raw::{
+    RawAuth, RawBudget, RawConfig, RawLane, RawPool, RawRetry, RawRoute, RawServer,
+    RawSessionHeader, RawTarget, RawTimeouts, RawTls, RawUpstream,
+};
+use super::units::{DurationValue, SizeValue};
+use super::{
+    Checked, Config, ConfigError, ConfigWarning, EnvMode, OnClientDisconnect, RouteConfig,
+    ServerConfig, SessionHeaderToBody, TargetConfig, Timeouts, TlsFiles, UpstreamAuth,
+    UpstreamConfig, UpstreamProtocol,
+};
+
+/// The ceiling of `max_event_bytes`: the SSE decoder's own limit.
+const MAX_EVENT_BYTES_CEILING: u64 = sluice_sse::MAX_EVENT_BYTES_CEILING as u64;
+
+/// Parses and validates `text`; every error and warning carries its line when the path is in
+/// the file.
+pub(super) fn check(
+    text: &str,
+    env: &dyn Fn(&str) -> Option<String>,
+    mode: EnvMode,
+    now: SystemTime,
+) -> Result<Checked, ConfigError> {
+    let mut doc = DeTable::parse(text).map_err(|e| syntax_error(text, &e))?;
+    // The deserializer consumes the document; this copy keeps its spans (those of the file as
+    // written: expansion changes values, not spans) to put a line on every later error.
+    let original = doc.clone();
+    let line = |path: &str| locate(original.get_ref(), path).map(|s| line_of(text, s.start));
+    let with_line = |mut e: ConfigError| {
+        if let Some(l) = line(&e.path) {
+            e.line = Some(l);
+        }
+        e
+    };
+    let unresolved = interpolate::expand_document(doc.get_mut(), env, mode).map_err(with_line)?;
+    let raw: RawConfig = serde_path_to_error::deserialize(toml::de::Deserializer::from(doc))
+        .map_err(|e| with_line(deserialize_error(text, e)))?;
+    let mut ctx = Ctx {
+        env,
+        mode,
+        now,
+        warnings: unresolved
+            .iter()
+            .map(|u| {
+                ConfigWarning::new(
+                    &u.path,
+                    format!(
+                        "the environment variable `{}` is not set; `{}` stands in for it \
+                         (--skip-env)",
+                        u.var,
+                        interpolate::placeholder(&u.var)
+                    ),
+                )
+            })
+            .collect(),
+        unresolved,
+    };
+    let config = validate(raw, &mut ctx).map_err(|e| with_line(ctx.explain(e)))?;
+    let mut warnings = ctx.warnings;
+    for w in &mut warnings {
+        w.line = line(&w.path);
+    }
+    // In file order, as a reader goes through it (the sort is stable for one line).
+    warnings.sort_by_key(|w| w.line.unwrap_or(usize::MAX));
+    Ok(Checked { config, warnings })
+}
+
+/// What validation needs besides the raw structs, and what it gathers besides errors.
+struct Ctx<'a> {
+    env: &'a dyn Fn(&str) -> Option<String>,
+    mode: EnvMode,
+    now: SystemTime,
+    unresolved: Vec<Unresolved>,
+    warnings: Vec<ConfigWarning>,
+}
+
+impl Ctx<'_> {
+    /// The unset variable in the value at `path`, if any (under `--skip-env`).
+    fn unresolved_at(&self, path: &str) -> Option<&Unresolved> {
+        self.unresolved.iter().find(|u| {
+            u.path == path
+                || u.path
+                    .strip_prefix(path)
+                    .is_some_and(|rest| rest.starts_with(['.', '[']))
+        })
+    }
+
+    /// An error on a value that held an unset variable says so: the placeholder is the likely
+    /// cause, and a default is the fix.
+    fn explain(&self, mut e: ConfigError) -> ConfigError {
+        let hit = self.unresolved.iter().find(|u| {
+            u.path == e.path
+                || u.path.starts_with(&format!("{}.", e.path))
+                || e.path.starts_with(&format!("{}.", u.path))
+        });
+        if let Some(u) = hit {
+            e.reason.push_str(&format!(
+                " (this value uses ${{{var}}}, which is not set: --skip-env checked it with \
+                 `{ph}`; give it a default, ${{{var}:-...}}, to check it without the variable)",
+                var = u.var,
+                ph = interpolate::placeholder(&u.var)
+            ));
+        }
+        e
+    }
+
+    fn warn(&mut self, path: impl Into<String>, message: impl Into<String>) {
+        self.warnings.push(ConfigWarning::new(path, message));
+    }
+}
+
+fn validate(raw: RawConfig, ctx: &mut Ctx<'_>) -> Result<Config, ConfigError> {
+    let RawConfig {
+        server,
+        upstreams,
+        routes,
+    } = raw;
+    let server = server_config(server, ctx)?;
+    let mut ups: Vec<UpstreamConfig> = Vec::with_capacity(upstreams.len());
+    for (i, u) in upstreams.into_iter().enumerate() {
+        let path = format!("upstream[{i}]");
+        let u = upstream_config(&path, u, ctx)?;
+        if ups.iter().any(|o| o.name == u.name) {
+            return Err(ConfigError::new(
+                format!("{path}.name"),
+                format!("`{}` is already the name of another upstream", u.name),
+            ));
+        }
+        ups.push(u);
+    }
+    if routes.is_empty() {
+        return Err(ConfigError::new(
+            "route",
+            "no [[route]]: every request would be rejected; add one with `models` and `upstream`",
+        ));
+    }
+    let mut out_routes = Vec::with_capacity(routes.len());
+    for (i, r) in routes.into_iter().enumerate() {
+        let path = format!("route[{i}]");
+        let r = route_config(&path, r, &ups)?;
+        if out_routes.iter().any(|o: &RouteConfig| o.name == r.name) {
+            return Err(ConfigError::new(
+                format!("{path}.name"),
+                format!(
+                    "`{}` is already the name of another route; give each route a unique `name`",
+                    r.name
+                ),
+            ));
+        }
+        out_routes.push(r);
+    }
+    Ok(Config {
+        server,
+        upstreams: ups,
+        routes: out_routes,
+    })
+}
+
+fn route_config(
+    path: &str,
+    raw: RawRoute,
+    ups: &[UpstreamConfig],
+) -> Result<RouteConfig, ConfigError> {
+    let RawRoute {
+        name,
+        models,
+        upstream,
+        targets,
+        fallbacks,
+        on_client_disconnect,
+        lane,
+        retry,
+        idempotent,
+        timeout,
+    } = raw;
+    if models.is_empty() || models.iter().any(|m| m.is_empty()) {
+        return Err(ConfigError::new(
+            format!("{path}.models"),
+            "needs at least one non-empty model glob, e.g. [\"gpt-4o*\"]",
+        ));
+    }
+    let targets =
+        match (upstream, targets) {
+            (Some(upstream), None) => vec![target(
+                path,
+                ups,
+                RawTarget {
+                    upstream,
+                    model: None,
+                    weight: None,
+                    context_window: None,
+                },
+            )?],
+            (None, Some(ts)) if !ts.is_empty() => ts
+                .into_iter()
+                .enumerate()
+                .map(|(j, t)| target(&format!("{path}.targets[{j}]"), ups, t))
+                .collect::<Result<_, _>>()?,
+            (Some(_), Some(_)) => {
+                return Err(ConfigError::new(
+                    format!("{path}.targets"),
+                    "give either `upstream` (one target) or `targets`, not both",
+                ))
+            }
+            (None, _) => return Err(ConfigError::new(
+                format!("{path}.upstream"),
+                "a route needs `upstream = \"name\"` or `targets = [{ upstream = \"name\" }, ...]`",
+            )),
+        };
+    let fallbacks = fallbacks
+        .unwrap_or_default()
+        .into_iter()
+        .enumerate()
+        .map(|(j, t)| target(&format!("{path}.fallbacks[{j}]"), ups, t))
+        .collect::<Result<Vec<_>, _>>()?;
+    let retry = retry_config(&format!("{path}.retry"), retry.unwrap_or_default())?;
+    let timeout = match timeout {
+        None => None,
+        v => Some(duration(&format!("{path}.timeout"), v, Duration::ZERO)?),
+    };
+    Ok(RouteConfig {
+        name: name.unwrap_or_else(|| models[0].clone()),
+        models,
+        targets,
+        fallbacks,
+        on_client_disconnect: on_client_disconnect.unwrap_or(OnClientDisconnect::Cancel),
+        lane: lane.map(Into::into),
+        retry,
+        idempotent: idempotent.unwrap_or(false),
+        timeout,
+    })
+}
+
+/// One target of a route: an upstream that exists, a model name, a weight.
+fn target(path: &str, ups: &[UpstreamConfig], raw: RawTarget) -> Result<TargetConfig, ConfigError> {
+    let RawTarget {
+        upstream,
+        model,
+        weight,
+        context_window,
+    } = raw;
+    let idx = ups.iter().position(|u| u.name == upstream).ok_or_else(|| {
+        let known: Vec<&str> = ups.iter().map(|u| u.name.as_str()).collect();
+        let mut reason = format!(
+            "no upstream named `{upstream}` (defined: {})",
+            known
+                .iter()
+                .map(|n| format!("`{n}`"))
+                .collect::<Vec<_>>()
+                .join(", ")
+        );
+        if let Some(best) = super::diagnostics::closest(&upstream, &known) {
+            reason.push_str(&format!("; did you mean `{best}`?"));
+        }
+        ConfigError::new(format!("{path}.upstream"), reason)
+    })?;
+    if model.as_deref() == Some("") {
+        return Err(ConfigError::new(
+            format!("{path}.model"),
+            "must not be empty",
+        ));
+    }
+    if weight == Some(0) {
+        return Err(ConfigError::new(
+            format!("{path}.weight"),
+            "must be at least 1 (remove the target to send it nothing)",
+        ));
+    }
+    Ok(TargetConfig {
+        upstream: idx,
+        model,
+        weight: weight.unwrap_or(1),
+        context_window,
+    })
+}
+
+fn retry_config(path: &str, raw: RawRetry) -> Result<crate::policy::RetryConfig, ConfigError> {
+    let RawRetry {
+        attempts,
+        backoff,
+        max_backoff,
+        max_retry_after,
+    } = raw;
+    let d = crate::policy::RetryConfig::default();
+    let attempts = attempts.unwrap_or(d.attempts);
+    if !(1..=10).contains(&attempts) {
+        return Err(ConfigError::new(
+            format!("{path}.attempts"),
+            "must be 1 to 10 (attempts per target tier, the first included)",
+        ));
+    }
+    Ok(crate::policy::RetryConfig {
+        attempts,
+        backoff: duration(&format!("{path}.backoff"), backoff, d.backoff)?,
+        max_backoff: duration(&format!("{path}.max_backoff"), max_backoff, d.max_backoff)?,
+        max_retry_after: duration(
+            &format!("{path}.max_retry_after"),
+            max_retry_after,
+            d.max_retry_after,
+        )?,
+    })
+}
+
+fn budget_config(path: &str, raw: RawBudget) -> Result<crate::policy::BudgetConfig, ConfigError> {
+    let RawBudget {
+        ratio,
+        min_per_second,
+    } = raw;
+    let d = crate::policy::BudgetConfig::default();
+    let ratio = ratio.unwrap_or(d.ratio);
+    if !(ratio.is_finite() && (0.0..=10.0).contains(&ratio)) {
+        return Err(ConfigError::new(
+            format!("{path}.ratio"),
+            "must be a number from 0 to 10 (retries per request over 10 s)",
+        ));
+    }
+    Ok(crate::policy::BudgetConfig {
+        ratio,
+        min_per_second: min_per_second.unwrap_or(d.min_per_second),
+    })
+}
+
+fn duration(
+    path: &str,
+    v: Option<DurationValue>,
+    default: Duration,
+) -> Result<Duration, ConfigError> {
+    match v {
+        None => Ok(default),
+        Some(DurationValue(d)) if d.is_zero() => {
+            Err(ConfigError::new(path, "must be greater than zero"))
+        }
+        Some(DurationValue(d)) => Ok(d),
+    }
+}
+
+fn size(path: &str, v: Option<SizeValue>, default: u64) -> Result<u64, ConfigError> {
+    match v {
+        None => Ok(default),
+        Some(SizeValue(0)) => Err(ConfigError::new(path, "must be greater than zero")),
+        Some(SizeValue(n)) => Ok(n),
+    }
+}
+
+fn server_config(raw: RawServer, ctx: &mut Ctx<'_>) -> Result<ServerConfig, ConfigError> {
+    let RawServer {
+        listen,
+        tls,
+        heartbeat,
+        max_request_body,
+        max_response_body,
+        shutdown_grace,
+        max_event_bytes,
+        server_timing,
+    } = raw;
+    let listen = listen
+        .as_deref()
+        .unwrap_or("127.0.0.1:8080")
+        .parse()
+        .map_err(|_| {
+            ConfigError::new(
+                "server.listen",
+                "must be IP:PORT, e.g. \"127.0.0.1:8080\" or \"[::]:8443\"",
+            )
+        })?;
+    let tls = match tls {
+        None => None,
+        Some(RawTls { cert, key }) => {
+            let files = TlsFiles { cert, key };
+            server_tls(&files, ctx)?;
+            Some(files)
+        }
+    };
+    let max_event_bytes = size("server.max_event_bytes", max_event_bytes, 1 << 20)?;
+    if max_event_bytes > MAX_EVENT_BYTES_CEILING {
+        return Err(ConfigError::new(
+            "server.max_event_bytes",
+            "must be at most 64MiB",
+        ));
+    }
+    Ok(ServerConfig {
+        listen,
+        tls,
+        heartbeat: duration("server.heartbeat", heartbeat, Duration::from_secs(15))?,
+        max_request_body: size("server.max_request_body", max_request_body, 16 << 20)?,
+        max_response_body: size("server.max_response_body", max_response_body, 8 << 20)?,
+        shutdown_grace: duration(
+            "server.shutdown_grace",
+            shutdown_grace,
+            Duration::from_secs(30),
+        )?,
+        max_event_bytes: usize::try_from(max_event_bytes).unwrap_or(usize::MAX),
+        server_timing: server_timing.unwrap_or(false),
+    })
+}
+
+/// Loads the listener's certificate and key exactly as startup does, and warns of expiry.
+fn server_tls(files: &TlsFiles, ctx: &mut Ctx<'_>) -> Result<(), ConfigError> {
+    if let Some(u) = ctx.unresolved_at("server.tls") {
+        let (path, var) = (u.path.clone(), u.var.clone());
+        ctx.warn(
+            path,
+            format!("not checked: the file's path needs `{var}`, which is not set (--skip-env)"),
+        );
+        return Ok(());
+    }
+    super::tls::server_config(files).map_err(|e| {
+        let path = match e.field() {
+            Some(f) => format!("server.tls.{f}"),
+            None => "server.tls".to_string(),
+        };
+        ConfigError::new(path, e.to_string())
+    })?;
+    // Loading just succeeded, so reading the chain again succeeds too.
+    if let Ok(certs) = super::tls::read_certs(&files.cert) {
+        for w in super::tls::expiry_warnings(&files.cert, &certs, ctx.now) {
+            ctx.warn("server.tls.cert", w);
+        }
+    }
+    Ok(())
+}
+
+fn upstream_config(
+    path: &str,
+    raw: RawUpstream,
+    ctx: &mut Ctx<'_>,
+) -> Result<UpstreamConfig, ConfigError> {
+    let RawUpstream {
+        name,
+        base_url,
+        protocol,
+        auth,
+        ca_file,
+        session_header_to_body,
+        timeouts,
+        pool,
+        retry_budget,
+    } = raw;
+    if name.is_empty()
+        || !name
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || "-_.".contains(c))
+    {
+        return Err(ConfigError::new(
+            format!("{path}.name"),
+            "must be non-empty and use only letters, digits, `-`, `_` and `.`",
+        ));
+    }
+    // Only the syntax here: scheme, host, query and their fit with `protocol` are checked once,
+    // by the connection layer below.
+    let base: http::Uri = base_url.parse().map_err(|e| {
+        ConfigError::new(
+            format!("{path}.base_url"),
+            format!("`{base_url}` is not a URL ({e}); write e.g. \"http://127.0.0.1:9090/v1\""),
+        )
+    })?;
+    let auth = match auth {
+        None | Some(RawAuth::Passthrough {}) => UpstreamAuth::Passthrough,
+        Some(RawAuth::Bearer { env }) => UpstreamAuth::Bearer {
+            secret: secret(&format!("{path}.auth.env"), &env, ctx)?,
+        },
+        Some(RawAuth::Header { header, env }) => UpstreamAuth::Header {
+            name: header_name(&format!("{path}.auth.header"), &header)?,
+            secret: secret(&format!("{path}.auth.env"), &env, ctx)?,
+        },
+    };
+    let session_header_to_body = match session_header_to_body {
+        None => None,
+        Some(RawSessionHeader {
+            header,
+            json_pointer,
+        }) => {
+            let header = header_name(&format!("{path}.session_header_to_body.header"), &header)?;
+            if !json_pointer.starts_with('/') || json_pointer.len() < 2 {
+                return Err(ConfigError::new(
+                    format!("{path}.session_header_to_body.json_pointer"),
+                    "must be a JSON pointer into the body, e.g. \"/session_id\"",
+                ));
+            }
+            Some(SessionHeaderToBody {
+                header,
+                json_pointer,
+            })
+        }
+    };
+    let timeouts = timeouts_config(path, timeouts.unwrap_or_default())?;
+    let (pool, long_max_tokens) = pool_config(path, pool.unwrap_or_default())?;
+    let retry_budget = budget_config(
+        &format!("{path}.retry_budget"),
+        retry_budget.unwrap_or_default(),
+    )?;
+    let config = UpstreamConfig {
+        name,
+        base_url: base,
+        protocol: protocol.unwrap_or(UpstreamProtocol::Auto),
+        auth,
+        ca_file,
+        session_header_to_body,
+        timeouts,
+        pool,
+        long_max_tokens,
+        retry_budget,
+    };
+    // The connection layer checks its own settings (scheme and protocol, pool sizes, windows,
+    // ca_file); building it opens nothing, so check-config and startup reject exactly the same
+    // things.
+    let mut settings = config.upstream_settings();
+    let ca_path = format!("{path}.ca_file");
+    if let Some(u) = ctx.unresolved_at(&ca_path) {
+        let var = u.var.clone();
+        ctx.warn(
+            &ca_path,
+            format!("not checked: the file's path needs `{var}`, which is not set (--skip-env)"),
+        );
+        settings.ca_file = None;
+    }
+    if let Err(e) = sluice_upstream::Upstream::new(settings.clone()) {
+        return Err(upstream_error(path, e));
+    }
+    if let Some(ca) = &settings.ca_file {
+        if let Ok(certs) = super::tls::read_certs(ca) {
+            for w in super::tls::expiry_warnings(ca, &certs, ctx.now) {
+                ctx.warn(&ca_path, w);
+            }
+        }
+    }
+    Ok(config)
+}
+
+/// The connection layer's verdict, at the field it concerns.
+fn upstream_error(path: &str, e: sluice_upstream::UpstreamConfigError) -> ConfigError {
+    use sluice_upstream::UpstreamConfigError as E;
+    let at = |field: &str| format!("{path}.{field}");
+    match e {
+        E::BaseUrl { url, reason, .. } if reason.starts_with("protocol") => ConfigError::new(
+            at("protocol"),
+            format!("{} (base_url is `{url}`)", reason.to_lowercase()),
+        ),
+        E::BaseUrl { url, reason, .. } => ConfigError::new(
+            at("base_url"),
+            format!("`{url}`: {reason}; write e.g. \"http://127.0.0.1:9090/v1\""),
+        ),
+        E::Field { field, reason, .. } => {
+            let field = match field {
+                "connect_timeout" => "timeouts.connect",
+                other => other,
+            };
+            ConfigError::new(at(field), reason)
+        }
+        E::Pool { field, reason, .. } => ConfigError::new(at(&field), reason),
+        E::CaFile {
+            path: file, reason, ..
+        } => ConfigError::new(at("ca_file"), format!("{file}: {reason}")),
+    }
+}
+
+fn header_name(path: &str, h: &str) -> Result<http::HeaderName, ConfigError> {
+    http::HeaderName::from_bytes(h.to_ascii_lowercase().as_bytes())
+        .map_err(|_| ConfigError::new(path, format!("`{h}` is not a header name")))
+}
+
+/// The key in the variable named by `auth.env`.
+fn secret(path: &str, var: &str, ctx: &mut Ctx<'_>) -> Result<String, ConfigError> {
+    match (ctx.env)(var).filter(|s| !s.is_empty()) {
+        Some(s) => Ok(s),
+        None => match ctx.mode {
+            EnvMode::Required => Err(ConfigError::new(
+                path,
+                format!(
+                    "the environment variable `{var}` (the upstream's key) is not set or empty"
+                ),
+            )),
+            EnvMode::Skip => {
+                ctx.warn(
+                    path,
+                    format!(
+                        "the environment variable `{var}` (the upstream's key) is not set; not \
+                         checked (--skip-env)"
+                    ),
+                );
+                Ok(interpolate::placeholder(var))
+            }
+        },
+    }
+}
+
+fn timeouts_config(path: &str, raw: RawTimeouts) -> Result<Timeouts, ConfigError> {
+    let RawTimeouts {
+        connect,
+        first_byte,
+        first_token,
+        idle,
+        total,
+    } = raw;
+    let t = |field: &str, v, d| duration(&format!("{path}.timeouts.{field}"), v, d);
+    let first_byte = t("first_byte", first_byte, Duration::from_secs(60))?;
+    let timeouts = Timeouts {
+        connect: t("connect", connect, Duration::from_secs(5))?,
+        first_byte,
+        first_token: t("first_token", first_token, first_byte)?,
+        idle: t("idle", idle, Duration::from_secs(30))?,
+        total: t("total", total, Duration::from_secs(600))?,
+    };
+    for (field, d) in [
+        ("connect", timeouts.connect),
+        ("first_byte", timeouts.first_byte),
+        ("first_token", timeouts.first_token),
+        ("idle", timeouts.idle),
+    ] {
+        if d > timeouts.total {
+            return Err(ConfigError::new(
+                format!("{path}.timeouts.{field}"),
+                format!(
+                    "{} is longer than total ({}); it could never fire",
+                    humantime::format_duration(d),
+                    humantime::format_duration(timeouts.total)
+                ),
+            ));
+        }
+    }
+    Ok(timeouts)
+}
+
+fn pool_config(
+    path: &str,
+    raw: RawPool,
+) -> Result<(sluice_upstream::PoolConfig, u64), ConfigError> {
+    use sluice_upstream::{Lane, LaneConfig, PoolConfig};
+    let RawPool {
+        stream,
+        short,
+        ping_interval,
+        degraded_rtt_factor,
+        degraded_rtt_floor,
+        stall_timeout,
+        max_connection_age,
+        max_requests_per_connection,
+        long_max_tokens,
+        dns_refresh,
+    } = raw;
+    let d = PoolConfig::default();
+    let lane = |name: &str, kind: Lane, raw: Option<RawLane>| -> Result<LaneConfig, ConfigError> {
+        let def = LaneConfig::default_for(kind);
+        let RawLane {
+            min_connections,
+            max_connections,
+            max_streams_per_connection,
+            max_pending,
+            acquire_timeout,
+        } = raw.unwrap_or_default();
+        Ok(LaneConfig {
+            min_connections: min_connections.unwrap_or(def.min_connections),
+            max_connections: max_connections.unwrap_or(def.max_connections),
+            max_streams_per_connection: max_streams_per_connection
+                .unwrap_or(def.max_streams_per_connection),
+            max_pending: max_pending.unwrap_or(def.max_pending),
+            acquire_timeout: duration(
+                &format!("{path}.pool.{name}.acquire_timeout"),
+                acquire_timeout,
+                def.acquire_timeout,
+            )?,
+        })
+    };
+    let p = |field: &str| format!("{path}.pool.{field}");
+    let pool = PoolConfig {
+        stream: lane("stream", Lane::Stream, stream)?,
+        short: lane("short", Lane::Short, short)?,
+        ping_interval: duration(&p("ping_interval"), ping_interval, d.ping_interval)?,
+        degraded_rtt_factor: degraded_rtt_factor.unwrap_or(d.degraded_rtt_factor),
+        degraded_rtt_floor: duration(
+            &p("degraded_rtt_floor"),
+            degraded_rtt_floor,
+            d.degraded_rtt_floor,
+        )?,
+        stall_timeout: duration(&p("stall_timeout"), stall_timeout, d.stall_timeout)?,
+        max_connection_age: match max_connection_age {
+            None => None,
+            v => Some(duration(&p("max_connection_age"), v, Duration::ZERO)?),
+        },
+        max_requests_per_connection,
+        dns_refresh: duration(&p("dns_refresh"), dns_refresh, d.dns_refresh)?,
+    };
+    Ok((pool, long_max_tokens.unwrap_or(4096)))
+}
+
+/// Reads a file for [`check`].
+pub(super) fn read(path: &Path) -> Result<String, ConfigError> {
+    std::fs::read_to_string(path).map_err(|e| {
+        ConfigError::new(
+            path.display().to_string(),
+            format!("cannot read the config file: {e}"),
+        )
+    })
+}
