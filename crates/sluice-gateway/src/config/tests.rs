@@ -87,7 +87,7 @@ fn broken_configs_get_the_field_the_line_and_the_fix() {
         (
             with_upstream_line("colour = \"blue\""),
             "line 4: upstream[0].colour: unknown field; expected one of `name`, `base_url`, \
-             `protocol`, `auth`, `ca_file`, `session_header_to_body`, `timeouts`, `pool`",
+             `protocol`, `auth`, `ca_file`, `session_header_to_body`, `timeouts`, `pool`, `retry_budget`",
         ),
         (
             format!("{MIN}\n[sever]\nlisten = \"x\"\n"),
@@ -384,9 +384,9 @@ fn routing_takes_the_first_match() {
         .replace("models = [\"*\"]", "models = [\"gpt-4o*\", \"o1\"]")
         + "\n[[route]]\nmodels = [\"*\"]\nupstream = \"b\"\nlane = \"stream\"\n";
     let c = Config::from_toml(&text, &env).unwrap();
-    assert_eq!(c.route_for("gpt-4o-mini").unwrap().upstream, 0);
-    assert_eq!(c.route_for("o1").unwrap().upstream, 0);
-    assert_eq!(c.route_for("claude").unwrap().upstream, 1);
+    assert_eq!(c.route_for("gpt-4o-mini").unwrap().primary_upstream(), 0);
+    assert_eq!(c.route_for("o1").unwrap().primary_upstream(), 0);
+    assert_eq!(c.route_for("claude").unwrap().primary_upstream(), 1);
     assert_eq!(c.routes[1].lane, Some(sluice_upstream::Lane::Stream));
 }
 
