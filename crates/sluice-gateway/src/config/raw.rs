@@ -77,6 +77,7 @@ struct RawPool {
     stall_timeout: Option<String>,
     max_connection_age: Option<String>,
     max_requests_per_connection: Option<u64>,
+    idle_timeout: Option<String>,
     long_max_tokens: Option<u64>,
     dns_refresh: Option<String>,
 }
@@ -533,6 +534,7 @@ fn pool_config(
         stall_timeout,
         max_connection_age,
         max_requests_per_connection,
+        idle_timeout,
         long_max_tokens,
         dns_refresh,
     } = raw;
@@ -548,7 +550,8 @@ fn pool_config(
         } = raw.unwrap_or_default();
         Ok(LaneConfig {
             min_connections: min_connections.unwrap_or(def.min_connections),
-            max_connections: max_connections.unwrap_or(def.max_connections),
+            // `None`: the default of the protocol the lane ends up speaking.
+            max_connections: max_connections.or(def.max_connections),
             max_streams_per_connection: max_streams_per_connection
                 .unwrap_or(def.max_streams_per_connection),
             max_pending: max_pending.unwrap_or(def.max_pending),
@@ -587,6 +590,11 @@ fn pool_config(
             )?),
         },
         max_requests_per_connection,
+        idle_timeout: duration(
+            &format!("{path}.pool.idle_timeout"),
+            idle_timeout,
+            d.idle_timeout,
+        )?,
         // Not configurable from TOML yet: the upstream crate's default.
         dns_refresh: duration(
             &format!("{path}.pool.dns_refresh"),
