@@ -366,9 +366,9 @@ impl Upstream {
     /// connection found dead before the request was written) is re-sent on another
     /// connection, at most twice and within `deadline` (see [`PoolCounters`]). On HTTP/1.1, a
     /// request written to a reused keep-alive connection that closed (EOF or reset) before a
-    /// single response byte is re-sent once on a fresh connection, within `deadline`
-    /// ([`PoolCounters::stale_retries`]); never after a response byte, never from a fresh
-    /// connection.
+    /// single response byte, within a second of the write, is re-sent once on a fresh
+    /// connection, within `deadline` ([`PoolCounters::stale_retries`]); never after a
+    /// response byte, never from a fresh connection.
     ///
     /// `req.uri()` is a path and query relative to `base_url`'s path (`/chat/completions` →
     /// `/v1/chat/completions`); scheme, authority and `Host` come from `base_url`.

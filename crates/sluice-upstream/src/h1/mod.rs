@@ -40,6 +40,10 @@ use conn::{ConnInfo, Counted};
 
 type SendRequest = http1::SendRequest<Full<Bytes>>;
 
+/// How soon after the request was handed over the close of a reused connection must come to be
+/// taken for the stale keep-alive race (see [`H1Pool::send`]).
+const STALE_CLOSE_WINDOW: Duration = Duration::from_secs(1);
+
 /// The lane's live connections by id, shared with their tasks (which remove themselves).
 type Registry = Arc<Mutex<HashMap<u64, Arc<ConnInfo>>>>;
 
@@ -202,11 +206,17 @@ impl H1Pool {
     /// retried here: not a fresh connection failing the same way (the server chose to drop
     /// that request), and never after a response byte.
     ///
+    /// The close must also come within [`STALE_CLOSE_WINDOW`] of the write. The idle close
+    /// races the request, so it arrives within about a round trip; a reused connection that
+    /// dies seconds after the request was written (a load balancer's idle timeout during a
+    /// long time to first token, a server killed mid-generation) had the request in the
+    /// server's hands, and sending it again could run an expensive generation twice.
+    ///
     /// NOTE: we accept, as pingora's `RetryType::ReusedOnly` and browsers do, that a server
-    /// that read the whole request on a kept-alive connection and then crashed without a byte
-    /// looks the same as the idle close; the idle close is by far the common case (every
-    /// server with a keep-alive timeout shorter than ours, e.g. uvicorn's 5 s), and the crash
-    /// would also fail the retry, on a fresh connection, where it is not retried again.
+    /// that read the whole request on a kept-alive connection and then at once closed without
+    /// a byte looks the same as the idle close; the idle close is by far the common case
+    /// (every server with a keep-alive timeout shorter than ours, e.g. uvicorn's 5 s), and the
+    /// other would fail the retry too, on a fresh connection, where it is not retried again.
     ///
     /// Cancel safety: dropping the future drops the lease; a connection with a request in
     /// flight is then closed by hyper, never returned to the pool.
@@ -261,6 +271,7 @@ impl H1Pool {
             let again = (reused && !fresh_only).then(|| copy_request(&request));
             lease.conn.begin_request(max_requests, counters);
             let read_before = lease.conn.bytes_in();
+            let handed_over = Instant::now();
             let sent = send.try_send_request(request);
             rec.written();
             let mut failed = match timeout_at(deadline, sent).await {
@@ -276,9 +287,11 @@ impl H1Pool {
                 permit = lease.into_permit();
                 continue;
             }
+            let now = Instant::now();
             let stale = lease.conn.bytes_in() == read_before
                 && error::closed_before_answering(failed.error())
-                && Instant::now() < deadline;
+                && now - handed_over <= STALE_CLOSE_WINDOW
+                && now < deadline;
             match again {
                 Some(copy) if stale => {
                     counters.stale_retries.fetch_add(1, Ordering::Relaxed);

@@ -232,8 +232,9 @@ pub struct PoolCounters {
     /// them (REFUSED_STREAM, above a GOAWAY's last-stream-id, connection dead before sending).
     pub transparent_retries: u64,
     /// HTTP/1.1: requests re-sent once on a fresh connection because the reused keep-alive
-    /// connection they were written to closed (EOF or reset) before a single response byte:
-    /// the server had closed it as idle while the request was on its way.
+    /// connection they were written to closed (EOF or reset) before a single response byte,
+    /// within a second of the write: the server had closed it as idle while the request was
+    /// on its way.
     pub stale_retries: u64,
     /// Connections drained because of a GOAWAY.
     pub drains_goaway: u64,

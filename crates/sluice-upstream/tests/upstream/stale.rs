@@ -29,6 +29,8 @@ enum Then {
     Reset,
     /// Send `HTTP/1.1 200` and close: a response had started.
     Partial,
+    /// Hold the request 1.5 s (as if generating), then close without a byte.
+    SlowClose,
 }
 
 /// Which connection (0-based, in accept order) and which request on it (0-based).
@@ -80,6 +82,10 @@ async fn serve(mut tcp: TcpStream, conn: usize, script: Script, seen: Arc<Seen>)
             Then::Partial => {
                 let _ = tcp.write_all(b"HTTP/1.1 200").await;
                 let _ = tcp.flush().await;
+                return;
+            }
+            Then::SlowClose => {
+                tokio::time::sleep(Duration::from_millis(1500)).await;
                 return;
             }
         }
@@ -202,6 +208,27 @@ async fn a_reused_connection_that_began_its_response_is_not_retried() {
     assert_eq!(up.pool_snapshot().counters.stale_retries, 0);
     assert_eq!(seen.requests.load(Ordering::SeqCst), 2, "never sent again");
     assert_eq!(seen.connections.load(Ordering::SeqCst), 1);
+    server.abort();
+}
+
+#[tokio::test]
+async fn a_reused_connection_that_held_the_request_before_closing_is_not_retried() {
+    // Not the idle race: the server had the request for a while (a generation killed, a
+    // load balancer's idle timeout), so it may have run it.
+    let (addr, seen, server) = server(|_, n| {
+        if n == 0 {
+            Then::Answer
+        } else {
+            Then::SlowClose
+        }
+    })
+    .await;
+    let up = upstream_at(addr);
+    post(&up).await.unwrap();
+    let err = post(&up).await.unwrap_err();
+    assert!(matches!(err, UpstreamError::Closed), "{err:?}");
+    assert_eq!(up.pool_snapshot().counters.stale_retries, 0);
+    assert_eq!(seen.requests.load(Ordering::SeqCst), 2, "never sent again");
     server.abort();
 }
 
