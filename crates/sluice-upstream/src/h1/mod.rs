@@ -268,7 +268,7 @@ impl H1Pool {
             }
             // Kept only while a stale retry is still possible: a header map clone per request
             // on a reused connection, nothing on a fresh one.
-            let again = (reused && !fresh_only).then(|| copy_request(&request));
+            let again = reused.then(|| copy_request(&request));
             lease.conn.begin_request(max_requests, counters);
             let read_before = lease.conn.bytes_in();
             let handed_over = Instant::now();
