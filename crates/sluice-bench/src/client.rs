@@ -57,7 +57,7 @@ pub(crate) fn lane(
     let connections = connections.max(1);
     LaneConfig {
         min_connections: connections,
-        max_connections: connections,
+        max_connections: Some(connections),
         max_streams_per_connection: streams.max(1),
         max_pending: pending.max(1),
         acquire_timeout: acquire_timeout.max(Duration::from_millis(1)),

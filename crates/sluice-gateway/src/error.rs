@@ -179,8 +179,57 @@ impl GatewayError {
 
     /// The error body in the client API's format.
     pub fn body(&self, family: Family) -> Bytes {
-        sluice_providers::error::error_body(family, self.status(), self.code(), &self.to_string())
+        sluice_providers::error::error_body(family, self.status(), self.code(), &self.message())
     }
+
+    /// The message of the error body: the error itself, except that a saturated upstream pool
+    /// names the upstream, the lane, the limit it hit and the setting to raise (never an
+    /// address).
+    pub fn message(&self) -> String {
+        match self {
+            GatewayError::Upstream { upstream, source } if source.is_pool_saturated() => {
+                saturated(upstream, source)
+            }
+            other => other.to_string(),
+        }
+    }
+}
+
+/// E.g. "upstream `local` is saturated: lane `stream`: all 64 HTTP/1.1 connections of the lane
+/// (its max_connections) carried a request, and none became free within 5000 ms; raise
+/// `pool.stream.max_connections` in the [[upstream]] named `local` if this is normal load".
+fn saturated(upstream: &str, e: &UpstreamError) -> String {
+    let (lane, limit, waited) = match e {
+        UpstreamError::PoolAcquireTimeout {
+            lane,
+            limit,
+            waited,
+            ..
+        } => (
+            lane,
+            limit,
+            format!("none became free within {} ms", waited.as_millis()),
+        ),
+        UpstreamError::PoolFull {
+            lane,
+            limit,
+            max_pending,
+            ..
+        } => (
+            lane,
+            limit,
+            format!("{max_pending} requests were already waiting for one (max_pending)"),
+        ),
+        other => return format!("upstream `{upstream}`: {other}"),
+    };
+    let mut msg =
+        format!("upstream `{upstream}` is saturated: lane `{lane}`: {limit}, and {waited}");
+    if let Some(key) = e.config_key() {
+        msg.push_str(&format!(
+            "; raise `{key}` in the [[upstream]] named `{upstream}` if this is normal load"
+        ));
+    }
+    msg
 }
 
 /// The final SSE event of a stream that cannot finish normally, in the client's format (see
@@ -203,5 +252,45 @@ mod tests {
         assert_eq!(a["type"], "error");
         assert_eq!(a["error"]["type"], "not_found_error");
         assert_eq!(e.status(), 404);
+    }
+
+    #[test]
+    fn a_saturated_pool_names_upstream_lane_and_setting() {
+        let e = GatewayError::Upstream {
+            upstream: "local".into(),
+            source: UpstreamError::PoolAcquireTimeout {
+                upstream: "local".into(),
+                lane: sluice_upstream::Lane::Stream,
+                limit: sluice_upstream::LaneLimit::Http1Connections {
+                    max_connections: 64,
+                },
+                waited: Duration::from_millis(5003),
+            },
+        };
+        assert_eq!(e.status(), 503);
+        let o: serde_json::Value = serde_json::from_slice(&e.body(Family::OpenAi)).unwrap();
+        assert_eq!(o["error"]["code"], "pool_acquire_timeout");
+        assert_eq!(
+            o["error"]["message"],
+            "upstream `local` is saturated: lane `stream`: all 64 HTTP/1.1 connections of the \
+             lane (its max_connections) carried a request, and none became free within 5003 ms; \
+             raise `pool.stream.max_connections` in the [[upstream]] named `local` if this is \
+             normal load"
+        );
+        let not_ready = GatewayError::Upstream {
+            upstream: "local".into(),
+            source: UpstreamError::PoolFull {
+                upstream: "local".into(),
+                lane: sluice_upstream::Lane::Short,
+                limit: sluice_upstream::LaneLimit::NotReady,
+                max_pending: 8,
+            },
+        };
+        let m = not_ready.message();
+        assert!(
+            m.contains("lane `short`") && m.contains("(max_pending)"),
+            "{m}"
+        );
+        assert!(!m.contains("raise"), "no cap was reached: {m}");
     }
 }

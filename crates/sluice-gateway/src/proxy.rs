@@ -461,7 +461,7 @@ pub(crate) fn give_up_reply(policy: &Policy, g: GiveUp) -> Reply {
                 reason,
                 status: e.status(),
                 code: e.code().to_string(),
-                message: e.to_string(),
+                message: e.message(),
                 upstream,
                 answer: None,
             }

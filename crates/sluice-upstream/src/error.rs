@@ -51,6 +51,59 @@ pub enum UpstreamConfigError {
     },
 }
 
+/// What held a request back when its lane had no free slot: the lane's connection cap, or
+/// (HTTP/2 only) connections that were not ready yet.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum LaneLimit {
+    /// HTTP/1.1: each of the lane's `max_connections` connections carried a request (one
+    /// request per connection).
+    Http1Connections {
+        /// The lane's cap in force (configured, or the default).
+        max_connections: usize,
+    },
+    /// HTTP/2: the lane had `max_connections` connections open and none could take another
+    /// stream (each at its stream cap, degraded or draining).
+    H2Connections {
+        /// The lane's cap in force (configured, or the default).
+        max_connections: usize,
+    },
+    /// HTTP/2: the lane was below its cap, but no connection became ready in time (a connect
+    /// still in progress, or every connection degraded or draining).
+    NotReady,
+}
+
+impl LaneLimit {
+    /// The lane setting to raise (`"max_connections"`), or `None` when no cap was reached.
+    pub fn setting(&self) -> Option<&'static str> {
+        match self {
+            LaneLimit::Http1Connections { .. } | LaneLimit::H2Connections { .. } => {
+                Some("max_connections")
+            }
+            LaneLimit::NotReady => None,
+        }
+    }
+}
+
+impl std::fmt::Display for LaneLimit {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            LaneLimit::Http1Connections { max_connections } => write!(
+                f,
+                "all {max_connections} HTTP/1.1 connections of the lane (its max_connections) \
+                 carried a request"
+            ),
+            LaneLimit::H2Connections { max_connections } => write!(
+                f,
+                "all {max_connections} HTTP/2 connections of the lane (its max_connections) \
+                 were open and none could take another stream"
+            ),
+            LaneLimit::NotReady => f.write_str(
+                "no HTTP/2 connection of the lane was ready (connecting, degraded or draining)",
+            ),
+        }
+    }
+}
+
 /// Why [`Upstream::send`](crate::Upstream::send) did not produce response headers.
 ///
 /// `is_retry_safe()` is true only when the upstream cannot have processed the request, so a
@@ -77,15 +130,18 @@ pub enum UpstreamError {
     /// `acquire_timeout` (or the request's deadline, whichever came first). The request was
     /// never sent. It is retry-safe in the "not processed" sense, but the pool is saturated:
     /// a caller should not retry on the same `Upstream` (it would only queue again), but fail
-    /// fast or go to another endpoint. Raise the lane's `max_connections` or
-    /// `max_streams_per_connection` if this happens under normal load.
+    /// fast or go to another endpoint. [`UpstreamError::config_key`] names the setting to
+    /// raise if this happens under normal load.
     #[error(
-        "no connection or stream slot in lane `{lane}` became free within {waited:?} \
-         (the pool is saturated; raise the lane's max_connections or max_streams_per_connection)"
+        "no connection or stream slot in lane `{lane}` became free within {waited:?}: {limit}"
     )]
     PoolAcquireTimeout {
+        /// The upstream's name.
+        upstream: String,
         /// The lane that was saturated.
         lane: crate::Lane,
+        /// What held the request back.
+        limit: LaneLimit,
         /// How long the request waited.
         waited: Duration,
     },
@@ -94,11 +150,15 @@ pub enum UpstreamError {
     /// [`UpstreamError::PoolAcquireTimeout`], do not retry into the same pool.
     #[error(
         "lane `{lane}` already has {max_pending} requests waiting for a connection \
-         (max_pending); failing fast instead of queueing"
+         (max_pending), failing fast instead of queueing: {limit}"
     )]
     PoolFull {
+        /// The upstream's name.
+        upstream: String,
         /// The lane that was saturated.
         lane: crate::Lane,
+        /// What held the waiting requests back.
+        limit: LaneLimit,
         /// The lane's `max_pending`.
         max_pending: usize,
     },
@@ -174,6 +234,18 @@ impl UpstreamError {
         )
     }
 
+    /// For a saturated pool whose lane reached its connection cap, the setting to raise as a
+    /// path below the upstream, e.g. `pool.stream.max_connections`; `None` otherwise.
+    pub fn config_key(&self) -> Option<String> {
+        match self {
+            UpstreamError::PoolAcquireTimeout { lane, limit, .. }
+            | UpstreamError::PoolFull { lane, limit, .. } => limit
+                .setting()
+                .map(|setting| format!("pool.{}.{setting}", lane.as_str())),
+            _ => None,
+        }
+    }
+
     /// A copy of a connect failure, for every request that was waiting on the same
     /// connection attempt (`UpstreamError` is not `Clone` because `io::Error` is not).
     pub(crate) fn duplicate(&self) -> UpstreamError {
@@ -189,14 +261,26 @@ impl UpstreamError {
             },
             UpstreamError::ConnectTimeout(d) => UpstreamError::ConnectTimeout(*d),
             UpstreamError::Tls(s) => UpstreamError::Tls(s.clone()),
-            UpstreamError::PoolAcquireTimeout { lane, waited } => {
-                UpstreamError::PoolAcquireTimeout {
-                    lane: *lane,
-                    waited: *waited,
-                }
-            }
-            UpstreamError::PoolFull { lane, max_pending } => UpstreamError::PoolFull {
+            UpstreamError::PoolAcquireTimeout {
+                upstream,
+                lane,
+                limit,
+                waited,
+            } => UpstreamError::PoolAcquireTimeout {
+                upstream: upstream.clone(),
                 lane: *lane,
+                limit: *limit,
+                waited: *waited,
+            },
+            UpstreamError::PoolFull {
+                upstream,
+                lane,
+                limit,
+                max_pending,
+            } => UpstreamError::PoolFull {
+                upstream: upstream.clone(),
+                lane: *lane,
+                limit: *limit,
                 max_pending: *max_pending,
             },
             UpstreamError::Deadline => UpstreamError::Deadline,
@@ -289,6 +373,35 @@ pub(crate) fn from_hyper_head(e: &hyper::Error) -> UpstreamError {
         // I/O errors (reset by peer, broken pipe) while writing or reading.
         UpstreamError::Closed
     }
+}
+
+/// Whether a hyper error before the response headers means the connection went away (EOF,
+/// reset, broken pipe, or its task gone) rather than a malformed answer or our own timeout.
+/// With no response byte read, such a close on a reused connection is the stale keep-alive
+/// race.
+///
+/// hyper 1.x reports a peer's FIN before the response as `IncompleteMessage` (also after a
+/// partial head: the caller counts the bytes read to tell them apart), a peer's RST as an
+/// `Io` error (ConnectionReset), and a connection whose task ended before taking the request
+/// as `Canceled` (with the request handed back).
+pub(crate) fn closed_before_answering(e: &hyper::Error) -> bool {
+    if e.is_incomplete_message() || e.is_canceled() || e.is_closed() {
+        return true;
+    }
+    let mut cause = std::error::Error::source(e);
+    while let Some(c) = cause {
+        if let Some(io) = c.downcast_ref::<std::io::Error>() {
+            return matches!(
+                io.kind(),
+                std::io::ErrorKind::ConnectionReset
+                    | std::io::ErrorKind::ConnectionAborted
+                    | std::io::ErrorKind::BrokenPipe
+                    | std::io::ErrorKind::UnexpectedEof
+            );
+        }
+        cause = c.source();
+    }
+    false
 }
 
 /// Maps a hyper error seen while reading an HTTP/1.1 response body.

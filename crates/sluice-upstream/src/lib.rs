@@ -1,6 +1,14 @@
 //! Upstream connections for the Sluice gateway: connectors (TCP, TLS with ALPN, h2c) and a
 //! connection pool with lanes ([`Lane`]): per lane, HTTP/2 shards on the `h2` crate (chosen by
-//! load, health-checked by PING, drained on GOAWAY) or an HTTP/1.1 keep-alive pool.
+//! load, health-checked by PING, drained on GOAWAY) or an HTTP/1.1 keep-alive pool (one
+//! request per connection, so its default cap is larger: see
+//! [`LaneConfig::max_connections`]; idle connections closed after
+//! [`PoolConfig::idle_timeout`]; a request that meets a stale keep-alive close is re-sent once
+//! on a fresh connection).
+//!
+//! Default connection caps never exceed what the process's open-file limit can back
+//! ([`fd_limit`], which also raises the soft limit to the hard limit, once); a server logs
+//! [`FdLimit`] at startup.
 //!
 //! The gateway calls only [`Upstream::send`] (and reads [`Upstream::stats`] and
 //! [`Upstream::pool_snapshot`]). It gives a request whose body is already
@@ -34,6 +42,7 @@ mod body;
 mod connect;
 mod dns;
 mod error;
+mod fd_limit;
 mod h1;
 mod h2;
 mod pool;
@@ -51,10 +60,11 @@ use http_body_util::Full;
 use tokio::time::Instant;
 
 pub use body::ResponseBody;
-pub use error::{BodyError, UpstreamConfigError, UpstreamError};
+pub use error::{BodyError, LaneLimit, UpstreamConfigError, UpstreamError};
+pub use fd_limit::{fd_limit, FdLimit};
 pub use pool::{
     ConnectionSnapshot, Lane, LaneConfig, LaneSnapshot, PoolConfig, PoolCounters, PoolSnapshot,
-    ShardState,
+    ShardState, DEFAULT_H2_MAX_CONNECTIONS, DEFAULT_HTTP1_MAX_CONNECTIONS,
 };
 pub use timing::PhaseTimings;
 
@@ -176,7 +186,8 @@ impl std::fmt::Debug for Upstream {
 
 impl Upstream {
     /// Validates the config and builds the TLS client config. Opens no connection (the
-    /// first `send` does); reads `ca_file` if set.
+    /// first `send` does); reads `ca_file` if set. Reads the open-file limit through
+    /// [`fd_limit`], which raises the process's soft limit to its hard limit the first time.
     ///
     /// # Errors
     /// [`UpstreamConfigError`] naming the field: a `base_url` without host or with a scheme
@@ -334,7 +345,8 @@ impl Upstream {
                 },
             }),
         };
-        let pool = Pool::new(connector, h2, pool, counters.clone());
+        let ceiling = fd_limit().lane_ceiling();
+        let pool = Pool::new(connector, h2, pool, counters.clone(), ceiling);
         Ok(Upstream {
             inner: Arc::new(Inner {
                 name,
@@ -352,7 +364,11 @@ impl Upstream {
     /// is none), on a connection of that lane only. On HTTP/2, a request the server provably
     /// did not process (REFUSED_STREAM, a stream above a GOAWAY's last-stream-id, a
     /// connection found dead before the request was written) is re-sent on another
-    /// connection, at most twice and within `deadline` (see [`PoolCounters`]).
+    /// connection, at most twice and within `deadline` (see [`PoolCounters`]). On HTTP/1.1, a
+    /// request written to a reused keep-alive connection that closed (EOF or reset) before a
+    /// single response byte, within a second of the write, is re-sent once on a fresh
+    /// connection, within `deadline` ([`PoolCounters::stale_retries`]); never after a
+    /// response byte, never from a fresh connection.
     ///
     /// `req.uri()` is a path and query relative to `base_url`'s path (`/chat/completions` →
     /// `/v1/chat/completions`); scheme, authority and `Host` come from `base_url`.
@@ -456,8 +472,9 @@ impl Upstream {
         }
     }
 
-    /// Per lane: connections by state, in-flight streams, waiting requests, and every HTTP/2
-    /// connection; plus the pool's counters. Takes each lane's lock briefly.
+    /// Per lane: connections by state, in-flight streams, waiting requests, the connection
+    /// cap in force, and every connection (HTTP/2 or HTTP/1.1, whichever the lane speaks);
+    /// plus the pool's counters. Takes each lane's lock briefly.
     pub fn pool_snapshot(&self) -> PoolSnapshot {
         self.inner.pool.snapshot()
     }
@@ -474,6 +491,7 @@ pub(crate) struct Counters {
     pub(crate) goaways: AtomicU64,
     pub(crate) refused_streams: AtomicU64,
     pub(crate) transparent_retries: AtomicU64,
+    pub(crate) stale_retries: AtomicU64,
     drains_goaway: AtomicU64,
     drains_max_age: AtomicU64,
     drains_max_requests: AtomicU64,
@@ -501,6 +519,7 @@ impl Counters {
             goaways: g(&self.goaways),
             refused_streams: g(&self.refused_streams),
             transparent_retries: g(&self.transparent_retries),
+            stale_retries: g(&self.stale_retries),
             drains_goaway: g(&self.drains_goaway),
             drains_max_age: g(&self.drains_max_age),
             drains_max_requests: g(&self.drains_max_requests),

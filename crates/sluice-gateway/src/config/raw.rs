@@ -74,6 +74,7 @@ pub(super) struct RawPool {
     pub(super) stall_timeout: Option<DurationValue>,
     pub(super) max_connection_age: Option<DurationValue>,
     pub(super) max_requests_per_connection: Option<u64>,
+    pub(super) idle_timeout: Option<DurationValue>,
     pub(super) long_max_tokens: Option<u64>,
     pub(super) dns_refresh: Option<DurationValue>,
 }

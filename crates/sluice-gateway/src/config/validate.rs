@@ -647,6 +647,7 @@ fn pool_config(
         stall_timeout,
         max_connection_age,
         max_requests_per_connection,
+        idle_timeout,
         long_max_tokens,
         dns_refresh,
     } = raw;
@@ -662,7 +663,7 @@ fn pool_config(
         } = raw.unwrap_or_default();
         Ok(LaneConfig {
             min_connections: min_connections.unwrap_or(def.min_connections),
-            max_connections: max_connections.unwrap_or(def.max_connections),
+            max_connections: max_connections.or(def.max_connections),
             max_streams_per_connection: max_streams_per_connection
                 .unwrap_or(def.max_streams_per_connection),
             max_pending: max_pending.unwrap_or(def.max_pending),
@@ -690,6 +691,7 @@ fn pool_config(
             v => Some(duration(&p("max_connection_age"), v, Duration::ZERO)?),
         },
         max_requests_per_connection,
+        idle_timeout: duration(&p("idle_timeout"), idle_timeout, d.idle_timeout)?,
         dns_refresh: duration(&p("dns_refresh"), dns_refresh, d.dns_refresh)?,
     };
     Ok((pool, long_max_tokens.unwrap_or(4096)))

@@ -8,6 +8,7 @@ mod support;
 
 mod cancel;
 mod errors;
+mod http1_upstream;
 mod lanes;
 mod policy;
 mod relay;

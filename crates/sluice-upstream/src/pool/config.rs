@@ -16,12 +16,22 @@ pub struct LaneConfig {
     /// HTTP/2 connections the lane keeps ready. Opened lazily: the first request on the lane
     /// opens the first one, and each later acquire that finds fewer than this many ready
     /// connections opens one more in the background (one at a time). Also what a degraded
-    /// connection is replaced up to. Ignored for HTTP/1.1. Must be ≤ `max_connections`.
+    /// connection is replaced up to. Ignored for HTTP/1.1. Must be ≤ the HTTP/2 cap.
     /// Default: 2 for [`Lane::Stream`], 1 for [`Lane::Short`].
     pub min_connections: usize,
     /// Cap on the lane's open connections, counting degraded and draining ones (a bounded
-    /// number of sockets, even while old connections drain). Must be ≥ 1. Default 64.
-    pub max_connections: usize,
+    /// number of sockets, even while old connections drain). Must be ≥ 1 when set.
+    ///
+    /// Default (`None`) depends on the protocol the lane speaks, because an HTTP/1.1
+    /// connection carries one request at a time and an HTTP/2 one carries
+    /// `max_streams_per_connection`:
+    /// - HTTP/2: [`DEFAULT_H2_MAX_CONNECTIONS`] (64), i.e. 3,200 streams on the stream lane;
+    /// - HTTP/1.1 (also under [`crate::Protocol::Auto`] once ALPN chose http/1.1):
+    ///   [`DEFAULT_HTTP1_MAX_CONNECTIONS`] (4,096), the same order of concurrent requests.
+    ///
+    /// Both defaults are lowered to [`crate::FdLimit::lane_ceiling`] when the process's
+    /// open-file limit could not back them. A value set here is used as it is.
+    pub max_connections: Option<usize>,
     /// HTTP/2: our cap on concurrent streams per connection; the server's
     /// SETTINGS_MAX_CONCURRENT_STREAMS, re-read on every acquire, applies if lower. Must be
     /// ≥ 1. Default: 50 for [`Lane::Stream`] (long streams share a connection's loss and
@@ -36,7 +46,37 @@ pub struct LaneConfig {
     pub acquire_timeout: Duration,
 }
 
+/// The default cap on a lane's HTTP/2 connections (see [`LaneConfig::max_connections`]).
+pub const DEFAULT_H2_MAX_CONNECTIONS: usize = 64;
+
+/// The default cap on a lane's HTTP/1.1 connections (see [`LaneConfig::max_connections`]):
+/// one request per connection, so it is sized like an HTTP/2 lane's request capacity
+/// (64 connections × 50 to 100 streams), not like its connection count. With 64, a lane of an
+/// HTTP/1.1-only server (vLLM, Ollama, llama.cpp, TGI) admitted 64 requests and failed the
+/// rest of a burst of 1,000 with 503s after `acquire_timeout`.
+pub const DEFAULT_HTTP1_MAX_CONNECTIONS: usize = 4096;
+
+/// The protocol a lane's connections speak, which decides its default connection cap.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Wire {
+    Http1,
+    H2,
+}
+
 impl LaneConfig {
+    /// The lane's connection cap in force on `wire`: `max_connections` if set, else the
+    /// protocol's default lowered to the open-file ceiling (never below `min_connections`
+    /// for HTTP/2, so the lane can still keep its minimum).
+    pub(crate) fn cap(&self, wire: Wire, ceiling: usize) -> usize {
+        match (self.max_connections, wire) {
+            (Some(n), _) => n,
+            (None, Wire::Http1) => DEFAULT_HTTP1_MAX_CONNECTIONS.min(ceiling),
+            (None, Wire::H2) => DEFAULT_H2_MAX_CONNECTIONS
+                .min(ceiling)
+                .max(self.min_connections),
+        }
+    }
+
     /// The defaults for `lane` (see each field).
     pub fn default_for(lane: Lane) -> LaneConfig {
         let (min_connections, max_streams_per_connection) = match lane {
@@ -45,7 +85,7 @@ impl LaneConfig {
         };
         LaneConfig {
             min_connections,
-            max_connections: 64,
+            max_connections: None,
             max_streams_per_connection,
             max_pending: 1024,
             acquire_timeout: Duration::from_secs(5),
@@ -76,11 +116,23 @@ pub struct PoolConfig {
     /// degraded (same rules as a high RTT). Must be > 0. Default 30 s.
     pub stall_timeout: Duration,
     /// Drain a connection (no new streams; close when its last stream ends) once it is this
-    /// old. Default `None` (no limit).
+    /// old; an idle HTTP/1.1 connection this old is closed. Default `None` (no limit).
     pub max_connection_age: Option<Duration>,
-    /// Drain a connection once it has carried this many requests. Must be ≥ 1 when set.
-    /// Default `None` (no limit).
+    /// Drain a connection once it has carried this many requests (HTTP/1.1: close it after
+    /// that response). Must be ≥ 1 when set. Default `None` (no limit).
     pub max_requests_per_connection: Option<u64>,
+    /// HTTP/1.1: a kept-alive connection idle this long is closed by us. Must be > 0.
+    /// Default 50 s.
+    ///
+    /// Below the keep-alive timeouts of the common 60 s server and load-balancer defaults
+    /// (AWS ALB, HAProxy and Tomcat configurations; nginx's 75 s), with room for timer
+    /// granularity, so that with such servers the close is ours and clean, and never races a
+    /// request the server is about to drop. Servers with shorter keep-alives (uvicorn and
+    /// so vLLM, Node: 5 s) close first; a request that meets such a close on a reused
+    /// connection before any response byte is re-sent once on a fresh connection (see
+    /// [`crate::PoolCounters::stale_retries`]). Much shorter would reconnect between the
+    /// requests of a steady but sparse load for nothing.
+    pub idle_timeout: Duration,
     /// How long the addresses of `base_url`'s host are used before it is resolved again.
     /// Every new connection (both protocols, each lane) starts at the next of those
     /// addresses, round robin, trying the others if it refuses. Resolution is lazy: the
@@ -99,6 +151,7 @@ impl Default for PoolConfig {
             stall_timeout: Duration::from_secs(30),
             max_connection_age: None,
             max_requests_per_connection: None,
+            idle_timeout: Duration::from_secs(50),
             dns_refresh: Duration::from_secs(30),
         }
     }
@@ -126,6 +179,7 @@ impl PoolConfig {
             stall_timeout,
             max_connection_age,
             max_requests_per_connection,
+            idle_timeout,
             dns_refresh,
         } = self;
         for (name, lane) in [("stream", stream), ("short", short)] {
@@ -137,10 +191,10 @@ impl PoolConfig {
                 acquire_timeout,
             } = lane;
             let field = |f: &str| format!("pool.{name}.{f}");
-            if *max_connections == 0 {
+            if *max_connections == Some(0) {
                 return Err((field("max_connections"), "must be at least 1".into()));
             }
-            if min_connections > max_connections {
+            if let Some(max_connections) = (*max_connections).filter(|m| min_connections > m) {
                 return Err((
                     field("min_connections"),
                     format!("{min_connections} is above max_connections ({max_connections})"),
@@ -179,6 +233,9 @@ impl PoolConfig {
                 "pool.max_requests_per_connection".into(),
                 "must be at least 1 (use None for no limit)".into(),
             ));
+        }
+        if idle_timeout.is_zero() {
+            return Err(("pool.idle_timeout".into(), "must be more than 0".into()));
         }
         if dns_refresh.is_zero() {
             return Err(("pool.dns_refresh".into(), "must be more than 0".into()));

@@ -14,7 +14,7 @@ use tokio::time::{sleep_until, Instant};
 
 use super::select::{self, Candidate};
 use super::shard_h2::{Shard, StreamLease};
-use super::{lock, ConnectionSnapshot, LaneSnapshot, PoolCtx, ShardState};
+use super::{lock, CapWarning, ConnectionSnapshot, LaneSnapshot, PoolCtx, ShardState, Wire};
 use crate::connect::Connected;
 use crate::error::UpstreamError;
 use crate::h2::AlpnPolicy;
@@ -45,6 +45,7 @@ pub(crate) struct LaneShared {
     waiters: Mutex<VecDeque<(u64, Arc<Notify>)>>,
     /// Connects so far: where the next one starts in the host's address list.
     connects: AtomicUsize,
+    cap_warning: CapWarning,
 }
 
 struct LaneState {
@@ -75,6 +76,14 @@ impl Drop for LaneState {
 }
 
 impl LaneState {
+    /// Open connections (degraded and draining ones too: each is a socket).
+    fn live(&self) -> usize {
+        self.shards
+            .iter()
+            .filter(|s| s.shared.state() != ShardState::Closed)
+            .count()
+    }
+
     fn candidates(&self, avoid: Option<u64>) -> Vec<Candidate> {
         self.shards
             .iter()
@@ -145,7 +154,7 @@ impl LaneShared {
                 cands,
                 st.connecting.is_some(),
                 cfg.min_connections,
-                cfg.max_connections,
+                self.ctx.cap(self.lane, Wire::H2),
             )
         {
             return;
@@ -260,6 +269,7 @@ impl H2Lane {
                 }),
                 waiters: Mutex::new(VecDeque::new()),
                 connects: AtomicUsize::new(0),
+                cap_warning: CapWarning::new(),
             }),
         }
     }
@@ -281,6 +291,7 @@ impl H2Lane {
         avoid: Option<u64>,
     ) -> Result<Acquired, UpstreamError> {
         let cfg = self.ctx.cfg.lane(self.lane).clone();
+        let max_connections = self.ctx.cap(self.lane, Wire::H2);
         let start = Instant::now();
         let give_up = deadline.min(start + cfg.acquire_timeout);
         let mut ticket = Ticket {
@@ -289,6 +300,7 @@ impl H2Lane {
         };
         // The connect attempt whose failure this request shares.
         let mut waiting_for: Option<u64> = None;
+        let mut warned = false;
         let wake = Arc::new(Notify::new());
         loop {
             let mut notified = pin!(wake.notified());
@@ -296,6 +308,8 @@ impl H2Lane {
             // (and `notify_one` keeps a permit anyway).
             notified.as_mut().enable();
             let is_head;
+            // Open connections when last looked at, for the error if the wait times out.
+            let live;
             {
                 let mut st = lock(&self.shared.state);
                 if self.ctx.fell_back() {
@@ -327,11 +341,20 @@ impl H2Lane {
                         return Err(err.duplicate());
                     }
                 }
+                live = st.live();
+                if !warned && live >= max_connections && select::choose(&cands).is_none() {
+                    warned = true;
+                    self.shared.cap_warning.reached(
+                        &self.ctx.connector.upstream,
+                        self.lane,
+                        self.ctx.h2_limit(self.lane, live),
+                    );
+                }
                 if select::should_connect(
                     &cands,
                     st.connecting.is_some(),
                     cfg.min_connections,
-                    cfg.max_connections,
+                    max_connections,
                 ) {
                     let gen = self.shared.start_connect(&mut st);
                     waiting_for.get_or_insert(gen);
@@ -343,7 +366,9 @@ impl H2Lane {
                     if waiters.len() >= cfg.max_pending {
                         self.ctx.counters.pool_full.fetch_add(1, Ordering::Relaxed);
                         return Err(UpstreamError::PoolFull {
+                            upstream: self.ctx.connector.upstream.clone(),
                             lane: self.lane,
+                            limit: self.ctx.h2_limit(self.lane, live),
                             max_pending: cfg.max_pending,
                         });
                     }
@@ -363,7 +388,9 @@ impl H2Lane {
                     .pool_acquire_timeouts
                     .fetch_add(1, Ordering::Relaxed);
                 return Err(UpstreamError::PoolAcquireTimeout {
+                    upstream: self.ctx.connector.upstream.clone(),
                     lane: self.lane,
+                    limit: self.ctx.h2_limit(self.lane, live),
                     waited: now - start,
                 });
             }
@@ -416,6 +443,7 @@ impl H2Lane {
             draining: count(ShardState::Draining),
             in_flight: connections.iter().map(|c| c.in_flight).sum(),
             pending: self.shared.pending(),
+            max_connections: self.ctx.cap(self.lane, Wire::H2),
             connections,
         }
     }

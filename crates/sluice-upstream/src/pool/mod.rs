@@ -7,9 +7,14 @@
 //!      ├─ HTTP/2: shards (lane.rs), each one connection (shard_h2.rs) with a PING loop
 //!      │   (health.rs) and a frame tap (tap.rs); the shard for a stream is chosen by
 //!      │   select.rs
-//!      └─ HTTP/1.1: a keep-alive pool (h1.rs), one request per connection
+//!      └─ HTTP/1.1: a keep-alive pool (h1/), one request per connection, each
+//!          connection tracked for the snapshot, rotation and the idle timeout
 //! ```
+//!
+//! A lane that reaches its connection cap (either protocol) logs a warning, at most once per
+//! 10 s (cap_warning.rs), and its waiting requests fail naming the limit ([`LaneLimit`]).
 
+mod cap_warning;
 mod config;
 mod health;
 mod lane;
@@ -25,11 +30,15 @@ use bytes::Bytes;
 use http::Request;
 use tokio::time::Instant;
 
-pub use config::{LaneConfig, PoolConfig};
+pub(crate) use cap_warning::CapWarning;
+pub(crate) use config::Wire;
+pub use config::{
+    LaneConfig, PoolConfig, DEFAULT_H2_MAX_CONNECTIONS, DEFAULT_HTTP1_MAX_CONNECTIONS,
+};
 pub(crate) use shard_h2::StreamLease;
 
 use crate::connect::Connector;
-use crate::error::UpstreamError;
+use crate::error::{LaneLimit, UpstreamError};
 use crate::h1::H1Pool;
 use crate::h2::{self, H2Settings, Sent};
 use crate::timing::Recorder;
@@ -86,39 +95,49 @@ impl std::fmt::Display for Lane {
     }
 }
 
-/// The state of one pooled connection.
+/// The state of one pooled connection. HTTP/2 connections are `Ready`, `Degraded`,
+/// `Draining` or `Closed`; HTTP/1.1 connections are `Idle`, `InUse` or `Draining`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 #[repr(u8)]
 pub enum ShardState {
-    /// Takes new streams (up to its cap).
+    /// HTTP/2: takes new streams (up to its cap).
     Ready = 0,
     /// Slow PING RTT or stalled streams: no new streams; open ones continue; recovers after
     /// 3 good pings.
     Degraded = 1,
     /// GOAWAY received, or an age or request limit reached: no new streams; closes when its
-    /// last stream ends.
+    /// last stream ends. HTTP/1.1: its request continues, then it closes.
     Draining = 2,
     /// Gone (I/O error, PING timeout, server closed it).
     Closed = 3,
+    /// HTTP/1.1: kept alive, waiting for the next request.
+    Idle = 4,
+    /// HTTP/1.1: carrying a request (until its response body ends).
+    InUse = 5,
 }
 
 impl ShardState {
-    fn from_u8(v: u8) -> ShardState {
+    pub(crate) fn from_u8(v: u8) -> ShardState {
         match v {
             0 => ShardState::Ready,
             1 => ShardState::Degraded,
             2 => ShardState::Draining,
+            4 => ShardState::Idle,
+            5 => ShardState::InUse,
             _ => ShardState::Closed,
         }
     }
 
-    /// `"ready"`, `"degraded"`, `"draining"` or `"closed"`, for metrics.
+    /// `"ready"`, `"degraded"`, `"draining"`, `"closed"`, `"idle"` or `"in_use"`, for
+    /// metrics.
     pub fn as_str(self) -> &'static str {
         match self {
             ShardState::Ready => "ready",
             ShardState::Degraded => "degraded",
             ShardState::Draining => "draining",
             ShardState::Closed => "closed",
+            ShardState::Idle => "idle",
+            ShardState::InUse => "in_use",
         }
     }
 }
@@ -141,9 +160,9 @@ pub struct PoolSnapshot {
     pub counters: PoolCounters,
 }
 
-/// One lane. For HTTP/1.1, `ready` is the number of idle keep-alive connections,
-/// `in_flight` the connections in use, and `connections` is empty (HTTP/1.1 connections are
-/// not tracked one by one).
+/// One lane. For HTTP/1.1, `ready` is the number of idle keep-alive connections, `draining`
+/// the connections whose request is the last, and `in_flight` the requests holding one of the
+/// lane's `max_connections` slots (including those still connecting).
 #[derive(Clone, Debug, PartialEq)]
 pub struct LaneSnapshot {
     /// Which lane.
@@ -160,31 +179,35 @@ pub struct LaneSnapshot {
     pub in_flight: usize,
     /// Requests waiting for a slot.
     pub pending: usize,
-    /// The HTTP/2 connections.
+    /// The lane's connection cap in force for the protocol it speaks (configured, or the
+    /// protocol's default within the open-file ceiling).
+    pub max_connections: usize,
+    /// Its connections, by id.
     pub connections: Vec<ConnectionSnapshot>,
 }
 
-/// One HTTP/2 connection.
+/// One pooled connection (HTTP/2 or HTTP/1.1).
 #[derive(Clone, Debug, PartialEq)]
 pub struct ConnectionSnapshot {
     /// Pool-wide id (not the mock's or the server's id).
     pub id: u64,
-    /// `H2` or `H2c`.
+    /// `H2`, `H2c` or `Http1`.
     pub protocol: Protocol,
     /// Its lane.
     pub lane: Lane,
     /// Its state.
     pub state: ShardState,
-    /// Streams open on it.
+    /// Streams open on it (HTTP/1.1: 1 while in use).
     pub in_flight: usize,
-    /// Streams it may carry now: min(`max_streams_per_connection`, `server_max_streams`).
+    /// Streams it may carry now: min(`max_streams_per_connection`, `server_max_streams`)
+    /// (HTTP/1.1: 1).
     pub cap: usize,
     /// The server's current SETTINGS_MAX_CONCURRENT_STREAMS (as h2 knows it); `None` when
-    /// the server set no limit.
+    /// the server set no limit, and for HTTP/1.1.
     pub server_max_streams: Option<usize>,
-    /// Smoothed PING RTT; `None` before the first PONG.
+    /// Smoothed PING RTT; `None` before the first PONG, and for HTTP/1.1 (no PING).
     pub rtt: Option<Duration>,
-    /// Since the handshake.
+    /// Since the handshake (HTTP/1.1: since TCP/TLS was established).
     pub age: Duration,
     /// Streams it has carried.
     pub requests_served: u64,
@@ -208,6 +231,11 @@ pub struct PoolCounters {
     /// Requests re-sent on another connection because the server provably had not processed
     /// them (REFUSED_STREAM, above a GOAWAY's last-stream-id, connection dead before sending).
     pub transparent_retries: u64,
+    /// HTTP/1.1: requests re-sent once on a fresh connection because the reused keep-alive
+    /// connection they were written to closed (EOF or reset) before a single response byte,
+    /// within a second of the write: the server had closed it as idle while the request was
+    /// on its way.
+    pub stale_retries: u64,
     /// Connections drained because of a GOAWAY.
     pub drains_goaway: u64,
     /// Connections drained at `max_connection_age`.
@@ -231,10 +259,29 @@ pub(crate) struct PoolCtx {
     pub(crate) cfg: PoolConfig,
     pub(crate) counters: Arc<Counters>,
     fell_back: AtomicBool,
+    /// Ids of connections of either protocol, unique in the pool.
     pub(crate) next_shard_id: AtomicU64,
+    /// The open-file ceiling on default connection caps.
+    ceiling: usize,
 }
 
 impl PoolCtx {
+    /// `lane`'s connection cap in force on `wire`.
+    pub(crate) fn cap(&self, lane: Lane, wire: Wire) -> usize {
+        self.cfg.lane(lane).cap(wire, self.ceiling)
+    }
+
+    /// What limits `lane` when it has no free slot: its HTTP/2 cap if `live` connections
+    /// reached it, else connections not ready yet.
+    pub(crate) fn h2_limit(&self, lane: Lane, live: usize) -> LaneLimit {
+        let max_connections = self.cap(lane, Wire::H2);
+        if live >= max_connections {
+            LaneLimit::H2Connections { max_connections }
+        } else {
+            LaneLimit::NotReady
+        }
+    }
+
     pub(crate) fn fell_back(&self) -> bool {
         self.fell_back.load(Ordering::Acquire)
     }
@@ -263,20 +310,15 @@ pub(crate) struct Pool {
 }
 
 impl Pool {
+    /// `ceiling`: the open-file ceiling on default connection caps
+    /// ([`crate::FdLimit::lane_ceiling`]).
     pub(crate) fn new(
         connector: Arc<Connector>,
         settings: Option<H2Settings>,
         cfg: PoolConfig,
         counters: Arc<Counters>,
+        ceiling: usize,
     ) -> Pool {
-        let h1 = Lane::ALL.map(|lane| {
-            Arc::new(H1Pool::new(
-                connector.clone(),
-                lane,
-                cfg.lane(lane).clone(),
-                counters.clone(),
-            ))
-        });
         let has_h2 = settings.is_some();
         let ctx = Arc::new(PoolCtx {
             connector,
@@ -289,7 +331,9 @@ impl Pool {
             counters,
             fell_back: AtomicBool::new(false),
             next_shard_id: AtomicU64::new(1),
+            ceiling,
         });
+        let h1 = Lane::ALL.map(|lane| Arc::new(H1Pool::new(ctx.clone(), lane)));
         let h2 = has_h2.then(|| Lane::ALL.map(|lane| H2Lane::new(lane, ctx.clone())));
         Pool { ctx, h2, h1 }
     }

@@ -54,7 +54,7 @@ async fn server_max_concurrent_streams_is_respected() {
     .await;
     // One connection only: the server's limit is what makes streams wait.
     let mut cfg = config(&mock, Protocol::H2c);
-    cfg.pool.short.max_connections = 1;
+    cfg.pool.short.max_connections = Some(1);
     let up = Upstream::new(cfg).unwrap();
     // Prime the connection so the server's SETTINGS have arrived.
     complete(&up, &mock, "tokens=1").await;
@@ -71,7 +71,7 @@ async fn our_own_stream_cap_is_respected() {
     let mock = mock().await;
     // One connection only, so the cap is what makes the streams wait.
     let mut cfg = max_streams(config(&mock, Protocol::H2c), 1);
-    cfg.pool.short.max_connections = 1;
+    cfg.pool.short.max_connections = Some(1);
     cfg.h2_connection_window = 256 * 1024;
     let up = Upstream::new(cfg).unwrap();
     run_concurrent(&up, 4, "tokens=4, interval_ms=20").await;

@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use sluice_mock::{MockConfig, MockServer};
 use sluice_upstream::{
-    Lane, Protocol, ResponseBody, ShardState, Upstream, UpstreamConfig, UpstreamError,
+    Lane, LaneLimit, Protocol, ResponseBody, ShardState, Upstream, UpstreamConfig, UpstreamError,
 };
 use tokio::time::Instant;
 
@@ -126,7 +126,7 @@ async fn streams_past_the_per_connection_cap_open_new_shards() {
     let mock = mock().await;
     let up = h2c(&mock, |c| {
         c.pool.stream.min_connections = 1;
-        c.pool.stream.max_connections = 8;
+        c.pool.stream.max_connections = Some(8);
         c.pool.stream.max_streams_per_connection = 2;
     });
     let resps = open_streams(&up, Lane::Stream, 6, "tokens=10, interval_ms=50").await;
@@ -169,7 +169,7 @@ async fn least_in_flight_spreads_streams_evenly_over_existing_shards() {
     let mock = mock().await;
     let up = h2c(&mock, |c| {
         c.pool.stream.min_connections = 3;
-        c.pool.stream.max_connections = 3;
+        c.pool.stream.max_connections = Some(3);
         c.pool.stream.max_streams_per_connection = 10;
     });
     // Warm up: every acquire below min_connections opens one more shard in the background.
@@ -204,7 +204,7 @@ async fn full_pool_fails_fast_with_bounded_pending_and_acquire_timeout() {
     let mock = mock().await;
     let up = h2c(&mock, |c| {
         c.pool.stream.min_connections = 1;
-        c.pool.stream.max_connections = 1;
+        c.pool.stream.max_connections = Some(1);
         c.pool.stream.max_streams_per_connection = 1;
         c.pool.stream.max_pending = 1;
         c.pool.stream.acquire_timeout = Duration::from_millis(300);
@@ -233,13 +233,19 @@ async fn full_pool_fails_fast_with_bounded_pending_and_acquire_timeout() {
     );
     assert!(
         matches!(
-            full,
+            &full,
             UpstreamError::PoolFull {
+                upstream,
                 lane: Lane::Stream,
+                limit: LaneLimit::H2Connections { max_connections: 1 },
                 max_pending: 1
-            }
+            } if upstream == "local"
         ),
         "{full:?}"
+    );
+    assert_eq!(
+        full.config_key().as_deref(),
+        Some("pool.stream.max_connections")
     );
     assert_eq!(full.metric_label(), "pool_pending_full");
     assert!(full.is_pool_saturated());
@@ -250,6 +256,7 @@ async fn full_pool_fails_fast_with_bounded_pending_and_acquire_timeout() {
             err,
             UpstreamError::PoolAcquireTimeout {
                 lane: Lane::Stream,
+                limit: LaneLimit::H2Connections { max_connections: 1 },
                 ..
             }
         ),
@@ -280,7 +287,7 @@ async fn a_degraded_connection_gets_no_new_streams() {
     let mock = mock().await;
     let up = h2c(&mock, |c| {
         c.pool.stream.min_connections = 1;
-        c.pool.stream.max_connections = 4;
+        c.pool.stream.max_connections = Some(4);
         c.pool.ping_interval = Duration::from_millis(100);
     });
     // Throttle the first connection to 2000 B/s while it has plenty to send: PONGs queue

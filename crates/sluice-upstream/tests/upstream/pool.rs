@@ -10,7 +10,7 @@ use crate::support::*;
 
 fn capped(mock: &sluice_mock::MockServer, cap: usize) -> Upstream {
     let mut cfg = config(mock, Protocol::Http1);
-    cfg.pool.short.max_connections = cap;
+    cfg.pool.short.max_connections = Some(cap);
     Upstream::new(cfg).unwrap()
 }
 

@@ -214,7 +214,7 @@ async fn goaway_between_open_streams_retries_only_the_unprocessed_one() {
         server.addr,
         LaneConfig {
             min_connections: 1,
-            max_connections: 4,
+            max_connections: Some(4),
             max_streams_per_connection: 10,
             ..LaneConfig::default_for(Lane::Short)
         },
@@ -269,7 +269,7 @@ async fn a_raised_max_concurrent_streams_is_used_without_a_new_connection() {
         server.addr,
         LaneConfig {
             min_connections: 1,
-            max_connections: 1,
+            max_connections: Some(1),
             max_streams_per_connection: 10,
             ..LaneConfig::default_for(Lane::Short)
         },
@@ -331,7 +331,7 @@ async fn delayed_pongs_degrade_a_connection_and_prompt_ones_recover_it() {
         pool: PoolConfig {
             short: LaneConfig {
                 min_connections: 2,
-                max_connections: 2,
+                max_connections: Some(2),
                 max_streams_per_connection: 10,
                 ..LaneConfig::default_for(Lane::Short)
             },

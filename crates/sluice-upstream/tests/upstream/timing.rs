@@ -111,7 +111,7 @@ async fn last_byte_of_a_stream_counts_the_whole_stream() {
 async fn waiting_for_a_busy_connection_is_acquire_time_not_connect_time() {
     let mock = mock().await;
     let mut cfg = config(&mock, Protocol::Http1);
-    cfg.pool.short.max_connections = 1;
+    cfg.pool.short.max_connections = Some(1);
     let up = Upstream::new(cfg).unwrap();
     // Holds the only connection for at least 4 gaps of 50 ms after its headers.
     let busy = up

@@ -135,6 +135,17 @@ async fn auto_falls_back_to_http1_when_alpn_chooses_it() {
     let resp = up.send(chat("", STREAM), secs(5)).await.unwrap();
     read_all(&mut resp.into_body()).await.unwrap();
     assert_eq!(up.stats().open_connections, before);
+    // Once on HTTP/1.1, the HTTP/1.1 lanes' defaults apply, and their connections are listed.
+    let h1_cap = sluice_upstream::DEFAULT_HTTP1_MAX_CONNECTIONS
+        .min(sluice_upstream::fd_limit().lane_ceiling());
+    let snap = up.pool_snapshot();
+    assert!(
+        snap.lanes.iter().all(|l| l.max_connections == h1_cap),
+        "{snap:?}"
+    );
+    let conns: Vec<_> = snap.lanes.iter().flat_map(|l| &l.connections).collect();
+    assert_eq!(conns.len(), before, "{conns:?}");
+    assert!(conns.iter().all(|c| c.protocol == Protocol::Http1));
     let _ = std::fs::remove_file(ca);
     server.abort();
 }
