@@ -30,6 +30,7 @@
 #![forbid(unsafe_code)]
 #![deny(missing_docs)]
 
+mod balance;
 mod body;
 mod connect;
 mod dns;
@@ -50,6 +51,11 @@ use http::uri::Scheme;
 use http_body_util::Full;
 use tokio::time::Instant;
 
+pub use balance::{
+    retry_after, BalanceConfigError, BalancePolicy, Balancer, BalancerConfig, BalancerCounters,
+    BalancerSnapshot, Failure, Health, HealthCheckConfig, HealthChecker, LaneLoad, Outcome,
+    OutlierConfig, Pick, SuccessRateConfig, TargetConfig, TargetSnapshot,
+};
 pub use body::ResponseBody;
 pub use error::{BodyError, UpstreamConfigError, UpstreamError};
 pub use pool::{

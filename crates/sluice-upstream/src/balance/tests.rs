@@ -1,0 +1,1 @@
+//! Unit and property tests of the balancer on made-up instants.
