@@ -240,8 +240,8 @@ pub struct BalancerConfig {
     /// estimate decays toward zero at the same rate, so a target that was slow once is
     /// tried again later. Must be > 0. Default 10 s.
     pub ewma_decay: Duration,
-    /// The latency a target is assumed to have on a lane before its first sample there.
-    /// Default 250 ms.
+    /// The latency a target is assumed to have on a lane before its first sample there
+    /// (the first sample replaces it). Default 250 ms.
     pub initial_latency: Duration,
     /// Passive outlier ejection. Default [`OutlierConfig::default`].
     pub outlier: OutlierConfig,

@@ -30,9 +30,12 @@ impl PeakEwma {
 
     /// Feeds one sample. A sample above the estimate replaces it at once (the "peak"); a
     /// lower one is blended in with the weight the time since the last sample earned it.
+    /// The first sample replaces the initial guess whatever it is: a guess above the real
+    /// latencies would otherwise take a time constant to unlearn, and meanwhile a slow and a
+    /// fast target would look the same.
     pub(crate) fn observe(&mut self, sample: Duration, now: Instant, tau: Duration) {
         let sample = sample.as_secs_f64();
-        if sample >= self.estimate {
+        if sample >= self.estimate || self.samples == 0 {
             self.estimate = sample;
         } else {
             let keep = self.keep(now, tau);

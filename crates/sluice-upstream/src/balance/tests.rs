@@ -60,7 +60,10 @@ fn secs(s: u64) -> Duration {
 fn peak_ewma_jumps_up_at_once_and_decays_down_with_its_time_constant() {
     let tau = secs(10);
     let t0 = Instant::now();
-    let mut e = PeakEwma::new(Duration::from_millis(100), t0);
+    let mut e = PeakEwma::new(secs(5), t0);
+    // The first sample replaces the initial guess, even a lower one.
+    e.observe(Duration::from_millis(100), t0, tau);
+    assert_eq!(e.read(t0, tau), 0.1);
     // A higher sample replaces the estimate at once, however little time passed.
     e.observe(secs(2), t0, tau);
     assert_eq!(e.read(t0, tau), 2.0);
@@ -78,7 +81,7 @@ fn peak_ewma_jumps_up_at_once_and_decays_down_with_its_time_constant() {
     assert!((e.read(t1, tau) - expected).abs() < 1e-9);
     // Without samples it decays toward zero with the same constant.
     assert!((e.read(t1 + tau, tau) - expected / std::f64::consts::E).abs() < 1e-9);
-    assert_eq!(e.samples(), 3);
+    assert_eq!(e.samples(), 4);
 }
 
 #[tokio::test(start_paused = true)]
