@@ -104,7 +104,9 @@ impl TargetConfig {
 /// A target starts `unchecked` (usable); its first pass makes it `healthy`.
 /// `unhealthy_threshold` fails in a row make it `unhealthy` (no traffic while a usable
 /// target exists), and `healthy_threshold` passes in a row make it `healthy` again.
-#[derive(Clone, Debug, PartialEq)]
+///
+/// Its `Debug` shows the header names only: the values are often an API key.
+#[derive(Clone, PartialEq)]
 pub struct HealthCheckConfig {
     /// Time between the starts of two checks (a check that takes longer delays the next).
     /// The first check runs as soon as the checker starts. Must be > 0. Default 10 s.
@@ -127,6 +129,32 @@ pub struct HealthCheckConfig {
     pub healthy_threshold: u32,
     /// Fails in a row that make a target unhealthy. Must be ≥ 1. Default 3.
     pub unhealthy_threshold: u32,
+}
+
+impl std::fmt::Debug for HealthCheckConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        // Destructured so that a new field is not silently left out.
+        let HealthCheckConfig {
+            interval,
+            timeout,
+            method,
+            path,
+            headers,
+            body,
+            healthy_threshold,
+            unhealthy_threshold,
+        } = self;
+        f.debug_struct("HealthCheckConfig")
+            .field("interval", interval)
+            .field("timeout", timeout)
+            .field("method", method)
+            .field("path", path)
+            .field("headers", &headers.keys().collect::<Vec<_>>())
+            .field("body_bytes", &body.len())
+            .field("healthy_threshold", healthy_threshold)
+            .field("unhealthy_threshold", unhealthy_threshold)
+            .finish()
+    }
 }
 
 impl Default for HealthCheckConfig {

@@ -12,65 +12,7 @@
 //!  into the Balancer
 //! ```
 //!
-//! The gateway's policy stage asks for a target for every attempt of a request, sends the
-//! attempt through that target's `Upstream`, and reports how it went:
-//!
-//! ```
-//! use sluice_upstream::{Balancer, BalancerConfig, Failure, Lane, Outcome, TargetConfig};
-//!
-//! let balancer = Balancer::new(BalancerConfig {
-//!     name: "gpt-4o".into(),
-//!     targets: vec![TargetConfig::new("east"), TargetConfig::new("west").weight(2)],
-//!     ..BalancerConfig::default()
-//! })?;
-//! let mut failed = Vec::new();
-//! let first = balancer.pick(Lane::Short, &failed);
-//! // ... upstreams[first.index()].send(...) answered 503:
-//! failed.push(first.index());
-//! first.complete(Outcome::Failure(Failure::Retryable));
-//! let retry = balancer.pick(Lane::Short, &failed);
-//! assert_ne!(retry.index(), failed[0]); // another usable target exists
-//! retry.complete(Outcome::Success);
-//! # Ok::<(), sluice_upstream::BalanceConfigError>(())
-//! ```
-//!
-//! # Which target a pick returns
-//! 1. A half-open target (its ejection time is over) that is not excluded, not unhealthy and
-//!    not resting, if its probe is not already in flight: this pick is its one probe
-//!    ([`Pick::is_probe`]).
-//! 2. Otherwise a usable target (not ejected, not half-open, not unhealthy, not resting)
-//!    that is not in `exclude`, chosen by the policy.
-//! 3. Otherwise a usable target from `exclude` (it failed this request, but the others are
-//!    worse off), chosen by the policy.
-//! 4. Otherwise the pick *fails open* ([`Pick::is_fail_open`]): a route with nothing usable
-//!    still tries, and the policy decides what to do with the result. It returns the target
-//!    back soonest among those not excluded (or among all when all are excluded): a target
-//!    not unhealthy before an unhealthy one (an active check just saw it down), then the
-//!    earliest end of ejection or rest; ties are chosen by the policy.
-//!
-//! So an ejected, unhealthy, resting or excluded target is never chosen while a usable
-//! target that is not excluded exists, and an ejected or unhealthy one never while any
-//! usable target exists.
-//!
-//! # Lanes and latency
-//! Latency is kept per [`Lane`](crate::Lane): a replica's time to first byte on a 3-minute
-//! stream says nothing about its short calls. For [`Lane::Stream`](crate::Lane::Stream) the
-//! sample is the first-byte latency, given with [`Pick::record_latency`] when the first
-//! byte (or token) arrives; keep the `Pick` until the stream ends, so it counts as in
-//! flight meanwhile. In-flight counts are per lane too.
-//!
-//! # Outlier ejection
-//! A target is ejected after `consecutive_failures` counted failures in a row, or by the
-//! success-rate rule (see [`OutlierConfig`]), for `base_ejection_time × n` (capped at
-//! `max_ejection_time`), n growing with each ejection and shrinking while it stays in
-//! service; never more than `max_ejection_percent` of the targets at once. When the time is
-//! over the target is half-open: exactly one request probes it. Success brings it back;
-//! a counted failure ejects it again with n + 1; a neutral end (cancel, final error, 429)
-//! lets the next pick probe instead. A rate-limited outcome rests the target for its
-//! `Retry-After` without counting toward ejection.
-//!
-//! Active health checks ([`HealthChecker`]) and passive ejection are independent: a target
-//! is usable only when neither rules it out.
+//! The rules a pick follows are documented on [`Balancer`].
 
 mod config;
 mod ewma;
@@ -97,11 +39,74 @@ pub use snapshot::{BalancerCounters, BalancerSnapshot, Health, LaneLoad, TargetS
 use crate::Lane;
 use state::{Attempt, State};
 
-/// Chooses a target for each attempt of a request; see the [module docs](self) for the
-/// rule. Cheap to clone (an `Arc`); clones share state.
+/// Chooses a target for each attempt of a request, one balancer per route. Cheap to clone
+/// (an `Arc`); clones share state. Pure logic: it does no I/O and spawns nothing.
 ///
 /// Every method takes one short lock over the targets' state (a linear scan of the
-/// targets: a route has a handful to a few dozen); none waits for anything else.
+/// targets: a route has a handful to a few dozen); none waits for anything else. Changes
+/// that only time makes (an ejection ending, a rest ending, the success-rate window
+/// closing) are applied whenever the state is next touched (a pick, a completion, a
+/// snapshot).
+///
+/// The gateway's policy stage asks for a target for every attempt of a request, sends the
+/// attempt through that target's `Upstream`, and reports how it went:
+///
+/// ```
+/// use sluice_upstream::{Balancer, BalancerConfig, Failure, Lane, Outcome, TargetConfig};
+///
+/// let balancer = Balancer::new(BalancerConfig {
+///     name: "gpt-4o".into(),
+///     targets: vec![TargetConfig::new("east"), TargetConfig::new("west").weight(2)],
+///     ..BalancerConfig::default()
+/// })?;
+/// let mut failed = Vec::new();
+/// let first = balancer.pick(Lane::Short, &failed);
+/// // ... upstreams[first.index()].send(...) answered 503:
+/// failed.push(first.index());
+/// first.complete(Outcome::Failure(Failure::Retryable));
+/// let retry = balancer.pick(Lane::Short, &failed);
+/// assert_ne!(retry.index(), failed[0]); // another usable target exists
+/// retry.complete(Outcome::Success);
+/// # Ok::<(), sluice_upstream::BalanceConfigError>(())
+/// ```
+///
+/// # Which target a pick returns
+/// 1. A half-open target (its ejection time is over) that is not excluded, not unhealthy and
+///    not resting, if its probe is not already in flight: this pick is its one probe
+///    ([`Pick::is_probe`]).
+/// 2. Otherwise a usable target (not ejected, not half-open, not unhealthy, not resting)
+///    that is not in `exclude`, chosen by the policy.
+/// 3. Otherwise a usable target from `exclude` (it failed this request, but the others are
+///    worse off), chosen by the policy.
+/// 4. Otherwise the pick *fails open* ([`Pick::is_fail_open`]): a route with nothing usable
+///    still tries, and the policy decides what to do with the result. It returns the target
+///    back soonest among those not excluded (or among all when all are excluded): a target
+///    not unhealthy before an unhealthy one (an active check just saw it down), then the
+///    earliest end of ejection or rest; ties are chosen by the policy.
+///
+/// So an ejected, unhealthy, resting or excluded target is never chosen while a usable
+/// target that is not excluded exists, and an ejected or unhealthy one never while any
+/// usable target exists.
+///
+/// # Lanes and latency
+/// Latency is kept per [`Lane`](crate::Lane): a replica's time to first byte on a 3-minute
+/// stream says nothing about its short calls. For [`Lane::Stream`](crate::Lane::Stream) the
+/// sample is the first-byte latency, given with [`Pick::record_latency`] when the first
+/// byte (or token) arrives; keep the `Pick` until the stream ends, so it counts as in
+/// flight meanwhile. In-flight counts are per lane too.
+///
+/// # Outlier ejection
+/// A target is ejected after `consecutive_failures` counted failures in a row, or by the
+/// success-rate rule (see [`OutlierConfig`]), for `base_ejection_time × n` (capped at
+/// `max_ejection_time`), n growing with each ejection and shrinking while it stays in
+/// service; never more than `max_ejection_percent` of the targets at once. When the time is
+/// over the target is half-open: exactly one request probes it. Success brings it back;
+/// a counted failure ejects it again with n + 1; a neutral end (cancel, final error, 429)
+/// lets the next pick probe instead. A rate-limited outcome rests the target for its
+/// `Retry-After` without counting toward ejection.
+///
+/// Active health checks ([`HealthChecker`]) and passive ejection are independent: a target
+/// is usable only when neither rules it out.
 #[derive(Clone)]
 pub struct Balancer {
     shared: Arc<Shared>,
@@ -172,7 +177,7 @@ impl Balancer {
 
     /// Chooses a target for one attempt on `lane`, never one in `exclude` (indices of
     /// targets that already failed this request) while another usable target exists; see
-    /// the [module docs](self) for the whole rule. Always returns a target: when nothing is
+    /// [`Balancer`] for the whole rule. Always returns a target: when nothing is
     /// usable it fails open. Indices in `exclude` beyond the targets are ignored.
     ///
     /// The target counts one more in flight on `lane` until the returned [`Pick`] is

@@ -488,6 +488,24 @@ fn config_errors_name_the_field() {
 }
 
 #[test]
+fn a_health_check_config_never_shows_its_header_values() {
+    let mut check = HealthCheckConfig::default();
+    check.headers.insert(
+        http::header::AUTHORIZATION,
+        "Bearer sk-secret".parse().unwrap(),
+    );
+    let cfg = BalancerConfig {
+        targets: vec![TargetConfig::new("key-1").health_check(check)],
+        ..BalancerConfig::default()
+    };
+    let shown = format!("{cfg:?}");
+    assert!(
+        shown.contains("authorization") && !shown.contains("sk-secret"),
+        "{shown}"
+    );
+}
+
+#[test]
 fn statuses_and_upstream_errors_map_to_outcomes() {
     let mut h = http::HeaderMap::new();
     h.insert(http::header::RETRY_AFTER, "7".parse().unwrap());
