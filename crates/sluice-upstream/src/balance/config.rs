@@ -265,8 +265,8 @@ pub struct BalancerConfig {
     pub policy: BalancePolicy,
     /// Time constant of the peak EWMA: a latency sample above the estimate replaces it at
     /// once; lower samples pull it down by 1 − e^(−Δt/decay); and with no samples the
-    /// estimate decays toward zero at the same rate, so a target that was slow once is
-    /// tried again later. Must be > 0. Default 10 s.
+    /// estimate decays toward zero (floored at 1 ms) at the same rate, so a target that
+    /// was slow once is tried again later. Must be > 0. Default 10 s.
     pub ewma_decay: Duration,
     /// The latency a target is assumed to have on a lane before its first sample there
     /// (the first sample replaces it). Default 250 ms.

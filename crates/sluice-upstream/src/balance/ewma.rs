@@ -5,6 +5,16 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
+/// The least an estimate reads, in seconds (1 ms).
+///
+/// NOTE: without a floor, targets idle for a while decay toward zero at different rates,
+/// and a burst after the pause herds onto the one idle longest: e^(−Δt/τ) apart, no
+/// in-flight multiplier catches up. At the floor, idle targets cost the same and the
+/// in-flight term spreads the burst. We accept that latencies below 1 ms look equal;
+/// Finagle instead penalises a zero estimate with requests pending, which still herds
+/// between two tiny non-zero estimates.
+pub(crate) const FLOOR: f64 = 0.001;
+
 /// One latency estimate, in seconds, and when it was last fed.
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct PeakEwma {
@@ -48,9 +58,10 @@ impl PeakEwma {
 
     /// The estimate as seen at `now`, in seconds: without new samples it decays toward zero
     /// with the same time constant, so a target that was slow once is tried again after a
-    /// while and re-measured instead of starving forever (Finagle reads it the same way).
+    /// while and re-measured instead of starving forever (Finagle reads it the same way),
+    /// but never below [`FLOOR`].
     pub(crate) fn read(&self, now: Instant, tau: Duration) -> f64 {
-        self.estimate * self.keep(now, tau)
+        (self.estimate * self.keep(now, tau)).max(FLOOR)
     }
 
     pub(crate) fn samples(&self) -> u64 {

@@ -82,7 +82,7 @@ async fn check_once(upstream: &Upstream, check: &HealthCheckConfig) -> bool {
     *req.uri_mut() = uri;
     *req.headers_mut() = check.headers.clone();
     req.extensions_mut().insert(Lane::Short);
-    let deadline = Instant::now() + check.timeout;
+    let deadline = super::state::after(Instant::now(), check.timeout);
     let exchange = async {
         let resp = upstream.send(req, deadline).await.ok()?;
         if !resp.status().is_success() {

@@ -37,8 +37,9 @@ impl std::fmt::Display for Health {
 /// Latency and load of one target on one lane.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct LaneLoad {
-    /// The peak-EWMA latency estimate as of the snapshot (decayed since its last sample);
-    /// the balancer's `initial_latency`, decaying, before the first sample.
+    /// The peak-EWMA latency estimate as of the snapshot (decayed since its last sample,
+    /// never below 1 ms); the balancer's `initial_latency`, decaying, before the first
+    /// sample.
     pub latency: Duration,
     /// Picks on this lane not yet completed or dropped.
     pub in_flight: u32,

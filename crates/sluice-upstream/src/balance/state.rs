@@ -116,6 +116,13 @@ impl Reason {
     }
 }
 
+/// `now + d`, saturating far in the future instead of overflowing (a config may say
+/// `Duration::MAX`).
+pub(crate) fn after(now: Instant, d: Duration) -> Instant {
+    now.checked_add(d)
+        .unwrap_or_else(|| now + Duration::from_secs(100 * 365 * 24 * 3600))
+}
+
 pub(crate) fn lane_index(lane: Lane) -> usize {
     match lane {
         Lane::Stream => 0,
@@ -223,7 +230,7 @@ impl State {
                     t.level_since = if t.level == 0 {
                         now
                     } else {
-                        t.level_since + base * periods
+                        after(t.level_since, base.saturating_mul(periods))
                     };
                 }
             }
@@ -292,7 +299,9 @@ impl State {
             .base_ejection_time
             .saturating_mul(t.level)
             .min(o.max_ejection_time);
-        t.out = Out::Ejected { until: now + time };
+        t.out = Out::Ejected {
+            until: after(now, time),
+        };
         t.ejections += 1;
         t.consecutive_failures = 0;
         self.counters.ejections += 1;
@@ -307,7 +316,8 @@ impl State {
         true
     }
 
-    /// Chooses a target (see the module's rule) and counts the pick as in flight.
+    /// Chooses a target (by the rule in this module's docs) and counts the pick as in
+    /// flight.
     pub(crate) fn pick(&mut self, lane: Lane, exclude: &[usize], now: Instant) -> Chosen {
         self.refresh(now);
         let mut cands = std::mem::take(&mut self.scratch);
@@ -549,7 +559,7 @@ impl State {
                 let t = &mut self.targets[i];
                 t.totals.rate_limited += 1;
                 if !rest.is_zero() {
-                    let until = now + rest;
+                    let until = after(now, rest);
                     t.rest_until = Some(t.rest_until.map_or(until, |r| r.max(until)));
                     self.counters.rests += 1;
                 }

@@ -95,12 +95,12 @@ async fn the_balancer_keeps_a_peak_ewma_per_lane_on_the_paused_clock() {
     p.complete(Outcome::Success);
     let snap = b.snapshot();
     let t = &snap.targets[0];
-    // 180 s later the stream's sample has decayed (e^-18), and the total duration was not
-    // taken as a sample.
+    // 180 s later the stream's sample has decayed (e^-18, so to the 1 ms floor), and the
+    // total duration was not taken as a sample.
     assert_eq!(t.stream.samples, 1);
     assert!(
-        t.stream.latency < Duration::from_millis(1),
-        "{:?}",
+        t.stream.latency == Duration::from_millis(1),
+        "decayed to the floor: {:?}",
         t.stream
     );
     // The short lane never had a sample: its initial estimate, decayed.
@@ -130,6 +130,22 @@ async fn the_balancer_keeps_a_peak_ewma_per_lane_on_the_paused_clock() {
     let p = b.pick(Lane::Short, &[]);
     p.complete(Outcome::Failure(Failure::NotSent));
     assert_eq!(b.snapshot().targets[0].short.samples, 2);
+}
+
+#[test]
+fn a_burst_after_a_pause_spreads_instead_of_herding_onto_the_longest_idle_target() {
+    let t0 = Instant::now();
+    let mut s = state(config(&[1, 1], BalancePolicy::P2cEwma), 4, t0);
+    // Same latency, sampled 30 s apart; then five minutes of silence.
+    s.record_latency(0, Lane::Short, Duration::from_millis(100), t0);
+    s.record_latency(1, Lane::Short, Duration::from_millis(100), t0 + secs(30));
+    let burst = t0 + secs(330);
+    let mut counts = [0; 2];
+    for _ in 0..20 {
+        // Held, not completed: the in-flight term must do the spreading.
+        counts[s.pick(Lane::Short, &[], burst).index] += 1;
+    }
+    assert!(counts[0] >= 8 && counts[1] >= 8, "{counts:?}");
 }
 
 fn outlier_config(consecutive: u32, base: u64, max: u64) -> BalancerConfig {
