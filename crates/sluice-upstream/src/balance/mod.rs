@@ -86,7 +86,8 @@ use state::{Attempt, State};
 ///
 /// So an ejected, unhealthy, resting or excluded target is never chosen while a usable
 /// target that is not excluded exists, and an ejected or unhealthy one never while any
-/// usable target exists.
+/// usable target exists; the one exception is the single probe of a half-open target
+/// (whose ejection is over), which is how it earns its way back.
 ///
 /// # Lanes and latency
 /// Latency is kept per [`Lane`](crate::Lane): a replica's time to first byte on a 3-minute
