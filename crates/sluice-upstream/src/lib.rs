@@ -38,6 +38,7 @@
 #![forbid(unsafe_code)]
 #![deny(missing_docs)]
 
+mod balance;
 mod body;
 mod connect;
 mod dns;
@@ -59,6 +60,11 @@ use http::uri::Scheme;
 use http_body_util::Full;
 use tokio::time::Instant;
 
+pub use balance::{
+    retry_after, BalanceConfigError, BalancePolicy, Balancer, BalancerConfig, BalancerCounters,
+    BalancerSnapshot, Failure, Health, HealthCheckConfig, HealthChecker, LaneLoad, Outcome,
+    OutlierConfig, Pick, SuccessRateConfig, TargetConfig, TargetSnapshot,
+};
 pub use body::ResponseBody;
 pub use error::{BodyError, LaneLimit, UpstreamConfigError, UpstreamError};
 pub use fd_limit::{fd_limit, FdLimit};

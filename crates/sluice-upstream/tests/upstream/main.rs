@@ -1,6 +1,8 @@
 //! Integration tests over real sockets against `sluice-mock`.
 
 mod backpressure;
+mod balance;
+mod balance_health;
 mod cancel;
 mod dns;
 mod errors;
