@@ -66,8 +66,13 @@ pub(super) fn write(a: Answer, now_unix: u64) -> Result<Bytes, String> {
                     },
                 })
                 .collect();
-            // `null` content only beside tool calls or a refusal, as OpenAI answers.
-            let content = if c.text.is_empty() && (!tool_calls.is_empty() || c.refusal.is_some()) {
+            // `null` content beside tool calls or a refusal, or when a filter withheld the
+            // answer, as OpenAI and Azure answer.
+            let content = if c.text.is_empty()
+                && (!tool_calls.is_empty()
+                    || c.refusal.is_some()
+                    || c.finish == Finish::ContentFilter)
+            {
                 None
             } else {
                 Some(c.text)

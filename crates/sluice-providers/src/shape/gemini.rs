@@ -306,21 +306,27 @@ pub struct CountTokensResponse {
     pub total_tokens: u64,
 }
 
+/// Prefix of a client id that carries an id Gemini issued: the rest goes back as `id`.
+const ISSUED_PREFIX: &str = "gemini_id_";
 /// Prefix of the ids the gateway makes up for calls Gemini gave no id: such ids are never
 /// sent back to Gemini (it did not issue them).
 const SYNTHETIC_PREFIX: &str = "gemini_call_";
 /// Between a call's id and the thought signature the gateway carries in it.
 const SIGNATURE_SEPARATOR: &str = "__thought__";
 
-/// The tool-call id a client gets for a Gemini `functionCall`: Gemini's `id` when it gave
-/// one, else `gemini_call_{index}_{response_id}`; with the part's `thoughtSignature`
+/// The tool-call id a client gets for a Gemini `functionCall`: `gemini_id_{id}` when Gemini
+/// gave an id, else `gemini_call_{index}_{response_id}`; with the part's `thoughtSignature`
 /// appended (`__thought__` + the signature in the URL-safe base64 alphabet) so that it
 /// comes back with the client's next request and can be returned to Gemini exactly
 /// (Gemini 3 fails the request without it). The result uses only `[A-Za-z0-9_-]` when
-/// Gemini's id does, so the id also suits Anthropic clients.
+/// Gemini's id does, so it also suits Anthropic clients and upstreams.
+///
+/// The prefixes let the return trip send Gemini only ids it issued: a call id from another
+/// provider (`call_...`, `toolu_...`, after a fallback) or a made-up one goes back without
+/// `id`, and Gemini pairs responses with calls by order and name.
 ///
 /// `index` is the call's position among all calls of the response (streams: across chunks),
-/// which keeps synthesised ids unique within a response.
+/// which keeps made-up ids unique within a response.
 pub fn client_call_id(
     gemini_id: Option<&str>,
     response_id: Option<&str>,
@@ -328,7 +334,7 @@ pub fn client_call_id(
     thought_signature: Option<&str>,
 ) -> String {
     let mut id = match gemini_id.filter(|s| !s.is_empty()) {
-        Some(g) => g.to_string(),
+        Some(g) => format!("{ISSUED_PREFIX}{g}"),
         None => {
             let mut s = format!("{SYNTHETIC_PREFIX}{index}");
             if let Some(r) = response_id.filter(|s| !s.is_empty()) {
@@ -359,8 +365,7 @@ pub fn client_call_id(
 /// means to Gemini.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct GeminiCallId<'a> {
-    /// The `id` to send on `functionCall`/`functionResponse`: `None` for an id the gateway
-    /// made up.
+    /// The `id` to send on `functionCall`/`functionResponse`: only one Gemini issued.
     pub id: Option<&'a str>,
     /// The `thoughtSignature` to send on the `functionCall` part.
     pub thought_signature: Option<String>,
@@ -386,9 +391,8 @@ pub fn gemini_call_id(client_id: &str) -> GeminiCallId<'_> {
         }
         s
     });
-    let id = (!id.is_empty() && !id.starts_with(SYNTHETIC_PREFIX)).then_some(id);
     GeminiCallId {
-        id,
+        id: id.strip_prefix(ISSUED_PREFIX).filter(|s| !s.is_empty()),
         thought_signature,
     }
 }
@@ -425,7 +429,7 @@ mod tests {
         assert_eq!(back.thought_signature.as_deref(), Some(sig));
 
         let id = client_call_id(Some("fc-7"), None, 0, None);
-        assert_eq!(id, "fc-7");
+        assert_eq!(id, "gemini_id_fc-7");
         assert_eq!(
             gemini_call_id(&id),
             GeminiCallId {
@@ -433,8 +437,9 @@ mod tests {
                 thought_signature: None
             }
         );
-        // Another provider's id goes to Gemini as it is.
-        assert_eq!(gemini_call_id("call_abc").id, Some("call_abc"));
+        // Gemini sees only ids it issued.
+        assert_eq!(gemini_call_id("call_abc").id, None);
+        assert_eq!(gemini_call_id("toolu_01A").id, None);
     }
 
     #[test]
