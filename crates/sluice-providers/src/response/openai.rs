@@ -96,6 +96,6 @@ pub(super) fn write(a: Answer, now_unix: u64) -> Result<Bytes, String> {
         created: now_unix,
         model: a.model,
         choices,
-        usage: Some(wire::UsageBody::from_usage(&a.usage.unwrap_or_default())),
+        usage: a.usage.as_ref().map(wire::UsageBody::from_usage),
     })
 }
