@@ -31,6 +31,11 @@ pub mod shape;
 pub mod stream;
 pub mod usage;
 
+/// The README's example, compiled and run as a doctest.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+struct ReadmeDoctests;
+
 pub use api::{Family, Operation};
 pub use error::{ErrorClass, ProviderError};
 pub use finish::Finish;

@@ -186,11 +186,6 @@ fn json_error(body: &[u8], e: serde_json::Error) -> RequestError {
     let first = body.iter().find(|b| !b.is_ascii_whitespace());
     if e.is_data() && first.is_some_and(|&b| b != b'{') {
         RequestError::NotAnObject
-    } else if e.is_data() {
-        RequestError::Invalid {
-            param: "(body)".to_string(),
-            reason: e.to_string(),
-        }
     } else {
         RequestError::InvalidJson(e.to_string())
     }
@@ -207,8 +202,32 @@ fn non_empty(s: Option<&str>) -> Option<&str> {
     s.filter(|s| !s.is_empty())
 }
 
+/// Why the probe failed, naming the field (serde's message names only the type).
+fn probe_error(body: &[u8], e: serde_json::Error) -> RequestError {
+    if !e.is_data() {
+        return json_error(body, e);
+    }
+    let map = match parse_object(body) {
+        Ok(m) => m,
+        Err(e) => return e,
+    };
+    let wrong = |field: &str, ok: fn(&Value) -> bool| {
+        map.get(field).is_some_and(|v| !v.is_null() && !ok(v))
+    };
+    if wrong("model", Value::is_string) {
+        return field::invalid(&"model", "must be a string");
+    }
+    if wrong("stream", Value::is_boolean) {
+        return field::invalid(&"stream", "must be a boolean");
+    }
+    if wrong("stream_options", Value::is_object) {
+        return field::invalid(&"stream_options", "must be an object");
+    }
+    field::invalid(&"stream_options.include_usage", "must be a boolean")
+}
+
 fn same_family(body: &Bytes, opts: &RequestOptions<'_>) -> Result<UpstreamRequest, RequestError> {
-    let probe: Probe<'_> = serde_json::from_slice(body).map_err(|e| json_error(body, e))?;
+    let probe: Probe<'_> = serde_json::from_slice(body).map_err(|e| probe_error(body, e))?;
     let client_model = non_empty(probe.model.as_deref());
     let model = non_empty(opts.model)
         .or(client_model)

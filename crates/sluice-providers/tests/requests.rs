@@ -279,6 +279,58 @@ fn bad_bodies_name_the_field() {
     );
     let e = run(&chat(json!({"temperature": "hot"})), &o).unwrap_err();
     assert!(matches!(&e, RequestError::Invalid { param, .. } if param == "temperature"));
+
+    // The passthrough path names the field too.
+    let p = ProviderKind::OpenAi;
+    let o = opts(Operation::ChatCompletions, &p);
+    for (body, field) in [
+        (json!({"model": 4}), "model"),
+        (json!({"model": "m", "stream": "yes"}), "stream"),
+        (
+            json!({"model": "m", "stream_options": {"include_usage": 1}}),
+            "stream_options.include_usage",
+        ),
+    ] {
+        let e = run(&body, &o).unwrap_err();
+        assert!(
+            matches!(&e, RequestError::Invalid { param, .. } if param == field),
+            "{e}"
+        );
+    }
+    assert_eq!(t(b" \"x\""), RequestError::NotAnObject);
+}
+
+/// An Anthropic client's own prefill (a final assistant message) is continued by vLLM-style
+/// OpenAI-compatible servers; Azure and Gemini have no such thing.
+#[test]
+fn a_clients_prefill_to_other_families() {
+    let body = messages(json!({"messages": [
+        {"role": "user", "content": "JSON please"},
+        {"role": "assistant", "content": "{"},
+    ]}));
+    let o = ProviderKind::OpenAi;
+    let b = body_of(&run(&body, &opts(Operation::Messages, &o)).unwrap());
+    assert_eq!(
+        b["messages"][1],
+        json!({"role": "assistant", "content": "{"})
+    );
+    assert_eq!(
+        (
+            b["continue_final_message"].clone(),
+            b["add_generation_prompt"].clone()
+        ),
+        (json!(true), json!(false))
+    );
+    let az = ProviderKind::Azure {
+        api_version: "2024-10-21".into(),
+    };
+    let g = ProviderKind::Gemini;
+    for (p, name) in [(&az, "azure"), (&g, "gemini")] {
+        assert_eq!(
+            run(&body, &opts(Operation::Messages, p)).unwrap_err(),
+            unsupported("assistant prefill (a final assistant message)", name)
+        );
+    }
 }
 
 #[test]

@@ -33,7 +33,7 @@ pub struct GenerateContentRequest {
 }
 
 /// A `models/{model}:countTokens` request body: the whole generate request, so that the
-/// system instruction and tools are counted too (https://ai.google.dev/api/tokens).
+/// system instruction and tools are counted too (<https://ai.google.dev/api/tokens>).
 #[derive(Clone, Debug, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct CountTokensRequest {
