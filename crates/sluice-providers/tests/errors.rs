@@ -423,6 +423,17 @@ fn errors_inside_streams() {
     .expect("an error");
     assert_eq!((e.class, e.status.as_u16()), (ErrorClass::RateLimited, 429));
 
+    // A named error event with plain text.
+    let e = classify_stream_error(
+        Family::OpenAi,
+        &event("event: error\ndata: upstream went away\n\n"),
+    )
+    .expect("an error");
+    assert_eq!(
+        (e.class, e.status.as_u16(), e.message.as_str()),
+        (ErrorClass::ServerError, 500, "upstream went away")
+    );
+
     // Content is not an error, even when it says "error".
     for (family, raw) in [
         (Family::OpenAi, "data: {\"id\":\"c\",\"choices\":[{\"index\":0,\"delta\":{\"content\":\"error\"},\"finish_reason\":null}]}\n\n"),

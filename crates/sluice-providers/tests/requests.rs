@@ -497,6 +497,12 @@ fn defaults_are_not_refused() {
     }));
     let up = run(&body, &opts(Operation::ChatCompletions, &a)).unwrap();
     assert!(up.dropped.is_empty());
+    // Anthropic: nulls and the service tier.
+    let body = messages(
+        json!({"thinking": null, "service_tier": "auto", "tool_choice": null, "metadata": {"user_id": null}}),
+    );
+    let up = run(&body, &opts(Operation::Messages, &ProviderKind::OpenAi)).unwrap();
+    assert!(up.dropped.is_empty());
     // Gemini takes n, seed and penalties.
     let g = ProviderKind::Gemini;
     let body = chat(json!({"n": 2, "seed": 7, "presence_penalty": 0.5}));

@@ -357,7 +357,25 @@ pub(super) fn classify_stream_error(
     if !named_error && memchr::memmem::find(data, b"\"error\"").is_none() {
         return None;
     }
-    let v: Value = serde_json::from_slice(data).ok()?;
+    let v: Value = match serde_json::from_slice(data) {
+        Ok(v) => v,
+        // `event: error` says what it is even when its data is plain text.
+        Err(_) if named_error => {
+            let text = String::from_utf8_lossy(data).trim().to_string();
+            return Some(ProviderError {
+                class: ErrorClass::ServerError,
+                status: StatusCode::INTERNAL_SERVER_ERROR,
+                code: None,
+                message: cap_message(if text.is_empty() {
+                    "the upstream reported an error in the stream".to_string()
+                } else {
+                    text
+                }),
+                retry_after: None,
+            });
+        }
+        Err(_) => return None,
+    };
     let v = match v {
         Value::Array(mut a) if !a.is_empty() => a.swap_remove(0),
         v => v,

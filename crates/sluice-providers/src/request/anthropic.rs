@@ -39,7 +39,7 @@ pub(crate) fn read(map: Map<String, Value>) -> Result<ChatRequest, RequestError>
             "top_k" => r.top_k = field::uint(&v, &"top_k")?,
             "tools" => tools = field::array(v, &"tools")?,
             "tool_choice" => tool_choice = field::object(v, &"tool_choice")?,
-            "thinking" => {
+            "thinking" if !v.is_null() => {
                 let kind = v.get("type").and_then(Value::as_str);
                 // Disabled thinking is every other provider's visible behaviour already.
                 if kind != Some("disabled") {
