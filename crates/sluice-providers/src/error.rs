@@ -9,11 +9,13 @@
 //!   site. [`client_error`] then re-expresses it for a client of another family (an Anthropic
 //!   529 `overloaded_error` reaches an OpenAI client as a 503).
 
+mod classify;
+
 use std::time::Duration;
 
 use bytes::Bytes;
 use http::{HeaderMap, StatusCode};
-use serde_json::json;
+use serde::Serialize;
 
 use crate::api::Family;
 
@@ -86,6 +88,16 @@ pub struct ProviderError {
 
 /// Reads an upstream error response of `family` into a [`ProviderError`].
 ///
+/// Any of the three families' bodies is understood whatever `family` says (OpenAI-compatible
+/// servers answer in many shapes, vLLM's and FastAPI's included), so `family` only documents
+/// the caller's expectation. The class comes from the status and the body's markers:
+/// content-filter codes and messages first, then context overflow (OpenAI
+/// `context_length_exceeded`, Anthropic "prompt is too long", Gemini "exceeds the maximum
+/// number of tokens"), then quota (OpenAI `insufficient_quota`, Anthropic
+/// `enforced_spend_limit_reached` / `billing_error`, a Gemini per-day `QuotaFailure`), then
+/// the status. A body that is not JSON gives its text as the message (an HTML page gives
+/// the status instead).
+///
 /// `now_unix` (seconds since the epoch) resolves an HTTP-date `Retry-After` without reading a
 /// clock here (this crate does no I/O).
 pub fn classify(
@@ -95,24 +107,61 @@ pub fn classify(
     body: &[u8],
     now_unix: u64,
 ) -> ProviderError {
-    let _ = (family, status, headers, body, now_unix);
-    todo!("sluice-providers: classify")
+    let _ = family;
+    classify::classify(status, headers, body, now_unix)
 }
 
 /// Reads an error event inside a 200 stream (OpenAI `data: {"error":{...}}`, Anthropic
 /// `event: error`, a Gemini error chunk). `None` when the event is not an error.
+///
+/// The status is the one the error stands for (Anthropic `overloaded_error`: 529, Gemini's
+/// `error.code`, OpenAI `server_error`: 500). Events without an `"error"` key in their data
+/// and no `event: error` are not parsed.
 pub fn classify_stream_error(family: Family, event: &sluice_sse::Event) -> Option<ProviderError> {
-    let _ = (family, event);
-    todo!("sluice-providers: classify_stream_error")
+    classify::classify_stream_error(family, event)
 }
 
 /// The status and body a client of `client` gets for an upstream error: the same status and
 /// the provider's message and code, re-expressed in the client's format (with the status
-/// mapped where the client's API has no such status: Anthropic 529 → 503 for OpenAI
-/// clients).
+/// mapped where the client's API has no such status: Anthropic 529 → 503 and 402 → 429 for
+/// OpenAI and Gemini clients; a status below 400, from a stream, becomes 502).
+///
+/// OpenAI clients get the codes their SDKs and frameworks look for:
+/// `context_length_exceeded`, `content_policy_violation`, `insufficient_quota` (also as the
+/// `type`), `rate_limit_exceeded`. An [`ErrorClass::Auth`] error's message is replaced: it
+/// concerns the gateway's credentials (OpenAI's echoes part of the key), not the client's.
+/// The gateway adds `Retry-After` from [`ProviderError::retry_after`].
 pub fn client_error(client: Family, err: &ProviderError) -> (StatusCode, Bytes) {
-    let _ = (client, err);
-    todo!("sluice-providers: client_error")
+    let s = err.status.as_u16();
+    let status = match (client, s) {
+        (_, 0..=399) => StatusCode::BAD_GATEWAY,
+        (Family::OpenAi | Family::Gemini, 529) => StatusCode::SERVICE_UNAVAILABLE,
+        (Family::OpenAi | Family::Gemini, 402) => StatusCode::TOO_MANY_REQUESTS,
+        _ => err.status,
+    };
+    let message = match err.class {
+        ErrorClass::Auth => format!(
+            "the upstream provider refused the gateway's credentials ({})",
+            err.status.as_u16()
+        ),
+        _ => err.message.clone(),
+    };
+    let code = match err.class {
+        ErrorClass::ContextLength => "context_length_exceeded",
+        ErrorClass::ContentFiltered => "content_policy_violation",
+        ErrorClass::QuotaExhausted => "insufficient_quota",
+        ErrorClass::RateLimited => "rate_limit_exceeded",
+        _ => err.code.as_deref().unwrap_or(err.class.metric_label()),
+    };
+    let kind = match (client, err.class, status.as_u16()) {
+        (Family::OpenAi, ErrorClass::QuotaExhausted, _) => "insufficient_quota",
+        (Family::OpenAi, _, _) => openai_type(status),
+        (Family::Anthropic, ErrorClass::QuotaExhausted, 402) => "billing_error",
+        (Family::Anthropic, _, _) => anthropic_type(status),
+        (Family::Gemini, _, _) => gemini_status(status),
+    };
+    let body = family_body(client, status, kind, code, &message);
+    (status, body)
 }
 
 /// An error body in `family`'s format: OpenAI `{"error":{message,type,param,code}}`,
@@ -120,28 +169,75 @@ pub fn client_error(client: Family, err: &ProviderError) -> (StatusCode, Bytes) 
 /// `{"error":{code,message,status}}`. `code` is a stable machine-readable code
 /// (`model_not_found`, `rate_limited`, ...); the `type` derives from `status`.
 pub fn error_body(family: Family, status: StatusCode, code: &str, message: &str) -> Bytes {
+    let kind = match family {
+        Family::OpenAi => openai_type(status),
+        Family::Anthropic => anthropic_type(status),
+        Family::Gemini => gemini_status(status),
+    };
+    family_body(family, status, kind, code, message)
+}
+
+/// The body in `family`'s shape with an explicit `type` (Gemini: `status`). Typed structs
+/// rather than `json!` keep each provider's key order (`"type"` first for Anthropic) whether
+/// or not serde_json's `preserve_order` is on in the build.
+fn family_body(family: Family, status: StatusCode, kind: &str, code: &str, message: &str) -> Bytes {
+    #[derive(Serialize)]
+    struct OpenAiBody<'a> {
+        error: OpenAiError<'a>,
+    }
+    #[derive(Serialize)]
+    struct OpenAiError<'a> {
+        message: &'a str,
+        #[serde(rename = "type")]
+        kind: &'a str,
+        param: Option<&'a str>,
+        code: &'a str,
+    }
+    #[derive(Serialize)]
+    struct AnthropicBody<'a> {
+        #[serde(rename = "type")]
+        kind: &'a str,
+        error: AnthropicError<'a>,
+    }
+    #[derive(Serialize)]
+    struct AnthropicError<'a> {
+        #[serde(rename = "type")]
+        kind: &'a str,
+        message: &'a str,
+    }
+    #[derive(Serialize)]
+    struct GeminiBody<'a> {
+        error: GeminiError<'a>,
+    }
+    #[derive(Serialize)]
+    struct GeminiError<'a> {
+        code: u16,
+        message: &'a str,
+        status: &'a str,
+    }
     let v = match family {
-        Family::OpenAi => json!({
-            "error": {
-                "message": message,
-                "type": openai_type(status),
-                "param": null,
-                "code": code,
-            }
+        Family::OpenAi => serde_json::to_vec(&OpenAiBody {
+            error: OpenAiError {
+                message,
+                kind,
+                param: None,
+                code,
+            },
         }),
-        Family::Anthropic => json!({
-            "type": "error",
-            "error": { "type": anthropic_type(status), "message": message },
+        Family::Anthropic => serde_json::to_vec(&AnthropicBody {
+            kind: "error",
+            error: AnthropicError { kind, message },
         }),
-        Family::Gemini => json!({
-            "error": {
-                "code": status.as_u16(),
-                "message": message,
-                "status": gemini_status(status),
-            }
+        Family::Gemini => serde_json::to_vec(&GeminiBody {
+            error: GeminiError {
+                code: status.as_u16(),
+                message,
+                status: kind,
+            },
         }),
     };
-    Bytes::from(v.to_string())
+    // Serialising borrowed strings and numbers cannot fail.
+    Bytes::from(v.unwrap_or_default())
 }
 
 /// The final SSE event of a stream that cannot finish normally, in `family`'s format: OpenAI

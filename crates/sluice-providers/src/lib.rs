@@ -21,14 +21,23 @@
 #![deny(missing_docs)]
 
 pub mod api;
+mod chat;
 pub mod error;
+pub mod finish;
 pub mod provider;
 pub mod request;
 pub mod response;
+pub mod shape;
 pub mod stream;
 pub mod usage;
 
+/// The README's example, compiled and run as a doctest.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+struct ReadmeDoctests;
+
 pub use api::{Family, Operation};
 pub use error::{ErrorClass, ProviderError};
+pub use finish::Finish;
 pub use provider::ProviderKind;
 pub use usage::Usage;

@@ -1,11 +1,23 @@
 //! Non-streaming response translation: the upstream's body in the client's format, and the
 //! usage it reports.
+//!
+//! Same family: the upstream's bytes are the client's, and only the usage is read (a
+//! targeted scan, [`crate::usage::scan`]). Another family: the body is read into a neutral
+//! answer and written in the client's format, with the finish reason mapped (tool calls win
+//! over Gemini's `STOP`), tool calls given ids (Gemini's, or made up, carrying any
+//! `thoughtSignature` for the return trip), and usage normalised.
+
+mod anthropic;
+mod gemini;
+mod openai;
 
 use bytes::Bytes;
 
 use crate::api::Operation;
+use crate::chat::ToolCall;
+use crate::finish::Finish;
 use crate::provider::ProviderKind;
-use crate::usage::Usage;
+use crate::usage::{self, Usage};
 
 /// How to read one upstream response.
 #[derive(Clone, Copy, Debug)]
@@ -16,6 +28,9 @@ pub struct ResponseOptions<'a> {
     pub provider: &'a ProviderKind,
     /// The model name sent upstream (the response names what actually answered).
     pub model: &'a str,
+    /// Seconds since the epoch: `created` of a translated OpenAI response (this crate reads
+    /// no clock).
+    pub now_unix: u64,
 }
 
 /// A translated (or passed-through) response body.
@@ -40,6 +55,15 @@ pub enum ResponseError {
     },
 }
 
+impl ResponseError {
+    /// `malformed_response`: for logs and metrics.
+    pub fn metric_label(&self) -> &'static str {
+        match self {
+            ResponseError::Malformed { .. } => "malformed_response",
+        }
+    }
+}
+
 /// Translates a successful (2xx) non-streaming upstream body for the client.
 ///
 /// # Errors
@@ -49,6 +73,80 @@ pub fn translate_response(
     body: &Bytes,
     opts: &ResponseOptions<'_>,
 ) -> Result<ClientResponse, ResponseError> {
-    let _ = (body, opts);
-    todo!("sluice-providers: translate_response")
+    let upstream = opts.provider.family();
+    if opts.op.family() == upstream {
+        return Ok(ClientResponse {
+            body: body.clone(),
+            usage: usage::scan(upstream, body),
+        });
+    }
+    let malformed = |reason: String| ResponseError::Malformed {
+        provider: opts.provider.as_str(),
+        reason,
+    };
+    use crate::api::Family;
+    let answer = match (opts.op, upstream) {
+        (Operation::CountTokens, Family::Gemini) => {
+            let body = gemini::count_tokens(body).map_err(malformed)?;
+            return Ok(ClientResponse { body, usage: None });
+        }
+        (Operation::ChatCompletions | Operation::Messages, Family::OpenAi) => {
+            openai::read(body, opts.model)
+        }
+        (Operation::ChatCompletions | Operation::Messages, Family::Anthropic) => {
+            anthropic::read(body, opts.model)
+        }
+        (Operation::ChatCompletions | Operation::Messages, Family::Gemini) => {
+            gemini::read(body, opts.model)
+        }
+        (op, _) => Err(format!("{} responses are not translated", op.as_str())),
+    }
+    .map_err(malformed)?;
+    let usage = answer.usage;
+    let body = match opts.op.family() {
+        Family::Anthropic => anthropic::write(answer),
+        _ => openai::write(answer, opts.now_unix),
+    }
+    .map_err(malformed)?;
+    Ok(ClientResponse { body, usage })
+}
+
+/// An answer, neutral.
+#[derive(Clone, Debug)]
+pub(crate) struct Answer {
+    pub id: String,
+    /// What answered.
+    pub model: String,
+    pub choices: Vec<Choice>,
+    pub usage: Option<Usage>,
+}
+
+/// One choice of an answer.
+#[derive(Clone, Debug)]
+pub(crate) struct Choice {
+    pub index: u32,
+    pub text: String,
+    /// OpenAI's refusal message.
+    pub refusal: Option<String>,
+    pub tool_calls: Vec<ToolCall>,
+    pub finish: Finish,
+    /// The stop sequence that was hit (Anthropic).
+    pub stop_sequence: Option<String>,
+}
+
+impl Choice {
+    /// A turn that made tool calls ended because of them, whatever the provider said
+    /// (Gemini says `STOP`; some OpenAI-compatible servers say `stop`).
+    fn settle_finish(&mut self) {
+        if !self.tool_calls.is_empty() && matches!(self.finish, Finish::Stop | Finish::StopSequence)
+        {
+            self.finish = Finish::ToolCalls;
+        }
+    }
+}
+
+fn to_bytes<T: serde::Serialize>(v: &T) -> Result<Bytes, String> {
+    serde_json::to_vec(v)
+        .map(Bytes::from)
+        .map_err(|e| e.to_string())
 }

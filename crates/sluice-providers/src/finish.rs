@@ -1,0 +1,140 @@
+//! Why a generation ended, in each family's words (provider-formats.md §5).
+//!
+//! Every provider's reason is read into one [`Finish`] and written back out in the client's
+//! family. Two rules matter more than the table: a Gemini candidate with `functionCall`
+//! parts finished *because of* the calls even though Gemini says `STOP` (pitfall 4), and an
+//! Anthropic turn with `tool_use` blocks is `tool_use` whatever came before (pitfall 3).
+
+/// Why a generation ended.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Finish {
+    /// A natural end (OpenAI `stop`, Anthropic `end_turn`, Gemini `STOP`).
+    Stop,
+    /// A stop sequence was hit (Anthropic `stop_sequence`; OpenAI and Gemini say `stop`).
+    StopSequence,
+    /// The output limit (`length`, `max_tokens`, `MAX_TOKENS`) or the context window
+    /// (Anthropic `model_context_window_exceeded`).
+    Length,
+    /// The model called tools (`tool_calls`, `tool_use`, Gemini `STOP` + `functionCall`).
+    ToolCalls,
+    /// The output was filtered or refused (`content_filter`, `refusal`, Gemini `SAFETY`,
+    /// `RECITATION`, `PROHIBITED_CONTENT`, ...).
+    ContentFilter,
+    /// Anthropic `pause_turn` (a server tool paused; send the turn back to continue).
+    Pause,
+}
+
+impl Finish {
+    /// An OpenAI `finish_reason`. Unknown values read as [`Finish::Stop`].
+    pub fn from_openai(reason: &str) -> Finish {
+        match reason {
+            "length" => Finish::Length,
+            "tool_calls" | "function_call" => Finish::ToolCalls,
+            "content_filter" => Finish::ContentFilter,
+            _ => Finish::Stop,
+        }
+    }
+
+    /// An Anthropic `stop_reason`. Unknown values read as [`Finish::Stop`].
+    pub fn from_anthropic(reason: &str) -> Finish {
+        match reason {
+            "stop_sequence" => Finish::StopSequence,
+            "max_tokens" | "model_context_window_exceeded" => Finish::Length,
+            "tool_use" => Finish::ToolCalls,
+            "refusal" => Finish::ContentFilter,
+            "pause_turn" => Finish::Pause,
+            _ => Finish::Stop,
+        }
+    }
+
+    /// A Gemini `finishReason`; `has_function_calls` when the candidate's parts include a
+    /// `functionCall` (Gemini says `STOP` for those).
+    pub fn from_gemini(reason: &str, has_function_calls: bool) -> Finish {
+        let finish = match reason {
+            "MAX_TOKENS" => Finish::Length,
+            "SAFETY"
+            | "RECITATION"
+            | "BLOCKLIST"
+            | "PROHIBITED_CONTENT"
+            | "SPII"
+            | "IMAGE_SAFETY"
+            | "IMAGE_PROHIBITED_CONTENT"
+            | "IMAGE_RECITATION"
+            | "LANGUAGE"
+            | "OTHER"
+            | "NO_IMAGE"
+            | "IMAGE_OTHER" => Finish::ContentFilter,
+            // STOP, FINISH_REASON_UNSPECIFIED, MALFORMED_FUNCTION_CALL, UNEXPECTED_TOOL_CALL,
+            // TOO_MANY_TOOL_CALLS (no usable call came back) and anything newer.
+            _ => Finish::Stop,
+        };
+        if has_function_calls && finish == Finish::Stop {
+            Finish::ToolCalls
+        } else {
+            finish
+        }
+    }
+
+    /// The OpenAI `finish_reason`.
+    pub fn as_openai(self) -> &'static str {
+        match self {
+            Finish::Stop | Finish::StopSequence | Finish::Pause => "stop",
+            Finish::Length => "length",
+            Finish::ToolCalls => "tool_calls",
+            Finish::ContentFilter => "content_filter",
+        }
+    }
+
+    /// The Anthropic `stop_reason`.
+    pub fn as_anthropic(self) -> &'static str {
+        match self {
+            Finish::Stop => "end_turn",
+            Finish::StopSequence => "stop_sequence",
+            Finish::Length => "max_tokens",
+            Finish::ToolCalls => "tool_use",
+            Finish::ContentFilter => "refusal",
+            Finish::Pause => "pause_turn",
+        }
+    }
+
+    /// The Gemini `finishReason` (tool calls are `STOP`, as Gemini says them).
+    pub fn as_gemini(self) -> &'static str {
+        match self {
+            Finish::Stop | Finish::StopSequence | Finish::ToolCalls | Finish::Pause => "STOP",
+            Finish::Length => "MAX_TOKENS",
+            Finish::ContentFilter => "SAFETY",
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn section_five_table() {
+        let rows = [
+            ("stop", "end_turn", "STOP", Finish::Stop),
+            ("length", "max_tokens", "MAX_TOKENS", Finish::Length),
+            ("content_filter", "refusal", "SAFETY", Finish::ContentFilter),
+        ];
+        for (o, a, g, f) in rows {
+            assert_eq!(Finish::from_openai(o), f);
+            assert_eq!(Finish::from_anthropic(a), f);
+            assert_eq!(Finish::from_gemini(g, false), f);
+            assert_eq!((f.as_openai(), f.as_anthropic(), f.as_gemini()), (o, a, g));
+        }
+        assert_eq!(Finish::from_gemini("STOP", true), Finish::ToolCalls);
+        assert_eq!(Finish::from_gemini("MAX_TOKENS", true), Finish::Length);
+        assert_eq!(Finish::from_anthropic("stop_sequence").as_openai(), "stop");
+        assert_eq!(Finish::from_openai("tool_calls").as_anthropic(), "tool_use");
+        assert_eq!(
+            Finish::from_gemini("RECITATION", false).as_openai(),
+            "content_filter"
+        );
+        assert_eq!(
+            Finish::from_anthropic("model_context_window_exceeded").as_openai(),
+            "length"
+        );
+    }
+}

@@ -1,0 +1,16 @@
+//! The JSON shapes each provider documents, as serde types: what translation reads and
+//! writes. One module per family; each type cites where its shape comes from (see
+//! /work/shared/reference/provider-formats.md for the sources).
+//!
+//! Types that are read from an upstream accept what the provider may omit (`Option`,
+//! `#[serde(default)]`) and ignore fields they do not need; types that are written skip
+//! absent fields, so a translated body carries only what was asked for.
+
+pub mod anthropic;
+pub mod gemini;
+pub mod openai;
+
+/// `true` for `skip_serializing_if`.
+pub(crate) fn is_false(b: &bool) -> bool {
+    !*b
+}
