@@ -551,7 +551,9 @@ fn statuses_and_upstream_errors_map_to_outcomes() {
     assert_eq!(Failure::from_upstream_error(&E::Deadline), Failure::Timeout);
     assert_eq!(Failure::from_upstream_error(&E::Closed), Failure::Retryable);
     let full = E::PoolFull {
+        upstream: "u".into(),
         lane: Lane::Short,
+        limit: crate::LaneLimit::NotReady,
         max_pending: 1,
     };
     assert_eq!(Failure::from_upstream_error(&full), Failure::Local);
