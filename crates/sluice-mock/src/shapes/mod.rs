@@ -479,22 +479,32 @@ fn floor_boundary(s: &str, mut i: usize) -> usize {
     i
 }
 
-/// Top-level fields that say how an answer is delivered or how long it may be, not what it
-/// is: the same conversation gives the same text streamed or not, and under any output cap (a
-/// cap only truncates it, as it would a real model's). A continuation's flags are left out
-/// too, so a request and its continuation agree on the answer.
+/// Top-level fields that say how an answer is delivered or where it may end, not what it is:
+/// the same conversation gives the same text streamed or not, and under any output cap or stop
+/// sequence (they only truncate it, as they would a real model's). A continuation's flags are
+/// left out too, so a request and its continuation agree on the answer.
 const SEED_SKIPS: &[&str] = &[
     "stream",
     "stream_options",
     "max_tokens",
     "max_completion_tokens",
     "max_output_tokens",
+    "stop",
+    "stop_sequences",
     "continue_final_message",
     "add_generation_prompt",
 ];
 
-/// A hash of what the request asks for, ignoring [`SEED_SKIPS`] (and Gemini's
-/// `generationConfig.maxOutputTokens`); `extra` mixes in what the path says (Gemini's model).
+/// The same inside Gemini's `generationConfig`.
+const SEED_SKIPS_GENERATION_CONFIG: &[&str] = &[
+    "maxOutputTokens",
+    "max_output_tokens",
+    "stopSequences",
+    "stop_sequences",
+];
+
+/// A hash of what the request asks for, ignoring [`SEED_SKIPS`] (and
+/// [`SEED_SKIPS_GENERATION_CONFIG`]); `extra` mixes in what the path says (Gemini's model).
 /// Walks the parsed JSON instead of re-serialising it, to keep small requests cheap.
 pub(crate) fn request_seed(req: &Value, extra: &str) -> u64 {
     fn mix(h: &mut u64, bytes: &[u8]) {
@@ -527,21 +537,26 @@ pub(crate) fn request_seed(req: &Value, extra: &str) -> u64 {
             Value::Object(o) => {
                 mix(h, b"{");
                 for (k, x) in o {
+                    let gen_config = k == "generationConfig" || k == "generation_config";
                     let skip = match at {
+                        // A generationConfig holding only skipped fields is no config at all.
+                        At::Top if gen_config => x.as_object().is_some_and(|g| {
+                            g.keys()
+                                .all(|k| SEED_SKIPS_GENERATION_CONFIG.contains(&k.as_str()))
+                        }),
                         At::Top => SEED_SKIPS.contains(&k.as_str()),
-                        At::GenerationConfig => k == "maxOutputTokens" || k == "max_output_tokens",
+                        At::GenerationConfig => SEED_SKIPS_GENERATION_CONFIG.contains(&k.as_str()),
                         At::Inner => false,
                     };
                     if skip {
                         continue;
                     }
                     mix(h, k.as_bytes());
-                    let next =
-                        if at == At::Top && (k == "generationConfig" || k == "generation_config") {
-                            At::GenerationConfig
-                        } else {
-                            At::Inner
-                        };
+                    let next = if at == At::Top && gen_config {
+                        At::GenerationConfig
+                    } else {
+                        At::Inner
+                    };
                     walk(x, h, next);
                 }
             }
@@ -608,6 +623,11 @@ mod tests {
         let g2: Value =
             serde_json::from_str(r#"{"contents":[],"generationConfig":{"topK":1}}"#).unwrap();
         assert_eq!(request_seed(&g1, "m"), request_seed(&g2, "m"));
+        let g3: Value =
+            serde_json::from_str(r#"{"contents":[],"generationConfig":{"maxOutputTokens":3}}"#)
+                .unwrap();
+        let g4: Value = serde_json::from_str(r#"{"contents":[]}"#).unwrap();
+        assert_eq!(request_seed(&g3, "m"), request_seed(&g4, "m"));
     }
 
     #[test]
