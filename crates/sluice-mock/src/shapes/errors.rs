@@ -71,10 +71,17 @@ fn anthropic(kind: &str, message: &str) -> Value {
     json!({ "type": "error", "error": { "type": kind, "message": message } })
 }
 
-fn google_rpc(kind: &str, v: Value) -> Value {
-    let mut v = v;
-    v["@type"] = json!(format!("type.googleapis.com/google.rpc.{kind}"));
-    v
+/// A `google.rpc` detail: `@type` first, as Google sends it.
+fn google_rpc(kind: &str, fields: Value) -> Value {
+    let mut v = serde_json::Map::new();
+    v.insert(
+        "@type".into(),
+        json!(format!("type.googleapis.com/google.rpc.{kind}")),
+    );
+    if let Value::Object(fields) = fields {
+        v.extend(fields);
+    }
+    Value::Object(v)
 }
 
 fn gemini_quota(model: &str, per: &str) -> Value {
