@@ -36,10 +36,13 @@ where
     let mut going_away = false;
     loop {
         let next = tokio::select! {
-            next = conn.accept() => next,
-            Some(_) = streams.join_next(), if !streams.is_empty() => continue,
+            // First, so that a killed connection writes nothing more: not even the RST_STREAM
+            // h2 would send for the streams it drops.
+            biased;
             // `fail_with=close`: drop the connection as it is, no GOAWAY (a crashed server).
             () = ctx.kill.notified() => break,
+            next = conn.accept() => next,
+            Some(_) = streams.join_next(), if !streams.is_empty() => continue,
         };
         let Some(Ok((req, mut respond))) = next else {
             break;
@@ -230,7 +233,11 @@ async fn no_reply(how: NoReply, ctx: &ConnCtx, mut respond: SendResponse<Bytes>,
         NoReply::Reset => respond.send_reset(Reason::INTERNAL_ERROR),
         NoReply::Close => {
             ctx.conn.closed_by_server(CloseReason::FaultClose);
+            req.end(Outcome::Aborted);
             ctx.kill.notify_one();
+            // Hold the stream until the connection task aborts this one: dropping it now would
+            // queue an RST_STREAM that the connection might still write.
+            std::future::pending::<()>().await;
         }
         NoReply::Silent => {
             let left = tokio::select! {

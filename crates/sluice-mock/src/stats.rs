@@ -42,7 +42,8 @@ pub enum Outcome {
     /// The client went away first. The reason says how the mock noticed: `rst_stream`,
     /// `connection_closed`, `write_error` or `client_gone` (HTTP/1.1 body dropped).
     Cancelled(String),
-    /// An injected fault ended it (`abort_after`).
+    /// An injected fault ended it: `abort_after`, `reset_before_headers`, `fail_with=reset` or
+    /// `close` (and every request the closed connection carried), `silent` giving up.
     Aborted,
     /// Refused before processing (`refuse`, or a stream that arrived after GOAWAY began).
     Refused,
@@ -134,7 +135,7 @@ pub struct ReqRecord {
     pub fault: Option<String>,
     /// Whether the response was a stream.
     pub stream: bool,
-    /// Response status.
+    /// Response status; 0 when no response was sent (`reset_before_headers`, `silent`, ...).
     pub status: u16,
     /// When the request arrived.
     pub started: Instant,
@@ -555,7 +556,14 @@ impl ReqStats {
 
 impl Drop for ReqStats {
     fn drop(&mut self) {
-        self.end(Outcome::Cancelled("client_gone".into()));
+        // A request cut because the server closed its connection on its own (a fault) was
+        // not cancelled by the client.
+        let server_closed = lock(&self.conn).close_reason.is_some();
+        self.end(if server_closed {
+            Outcome::Aborted
+        } else {
+            Outcome::Cancelled("client_gone".into())
+        });
         let mut c = lock(&self.conn);
         c.active_streams = c.active_streams.saturating_sub(1);
     }

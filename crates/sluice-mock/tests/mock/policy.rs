@@ -253,6 +253,11 @@ async fn fail_with_close_drops_the_whole_connection() {
         Some(CloseReason::FaultClose)
     );
     assert!(
+        snap.requests.iter().all(|r| r.outcome == Outcome::Aborted),
+        "the fault ended both, the client cancelled neither: {:?}",
+        snap.requests.iter().map(|r| &r.outcome).collect::<Vec<_>>()
+    );
+    assert!(
         snap.connections[0].goaway_at.is_none(),
         "no GOAWAY: a crash, not a shutdown"
     );
