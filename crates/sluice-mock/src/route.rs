@@ -281,7 +281,12 @@ pub(crate) fn route(r: &Request<'_>, b: &Behavior, faults: &FaultState) -> Route
     let path = r.uri.path();
     let api = api_of(path);
     let mut routed = Routed {
-        reply: Reply::Nothing(NoReply::Close),
+        // Every path below replaces it; a 500 (not a fault) if one ever did not.
+        reply: Reply::Full {
+            status: StatusCode::INTERNAL_SERVER_ERROR,
+            body: Bytes::from_static(b"{}"),
+            headers: Vec::new(),
+        },
         api,
         model: None,
         stream: false,
@@ -505,7 +510,13 @@ fn answer(
             Kind::Messages
         }
         Endpoint::Models | Endpoint::GeminiModels | Endpoint::GeminiModel(_) => {
-            unreachable!("listings are answered before the body is read")
+            // Listings are answered before the body is read; never reached.
+            return Reply::error(
+                api,
+                StatusCode::INTERNAL_SERVER_ERROR,
+                "listing routed as a generation",
+                None,
+            );
         }
     };
     let (ask, prefill) = request::ask(kind, api, req, model, body_len);
