@@ -251,6 +251,10 @@ async fn stream_events(
     Ok(true)
 }
 
+/// Waits `d`, with a `: ping` at every multiple of the heartbeat period strictly inside it.
+/// The pings are scheduled from the start of the wait, so their number is a function of `d`
+/// and the period alone (a late timer sends a ping late, never skips it): the same request
+/// gives the same bytes, however loaded the machine.
 async fn wait_with_heartbeats(
     sink: &mut Sink,
     d: Duration,
@@ -261,17 +265,18 @@ async fn wait_with_heartbeats(
     let Some(every) = b.heartbeat else {
         return sink.wait(d).await;
     };
-    let end = Instant::now() + d;
-    loop {
-        let left = end.saturating_duration_since(Instant::now());
-        if left <= every {
-            return sink.wait(left).await;
-        }
-        sink.wait(every).await?;
+    let start = Instant::now();
+    let mut at = every;
+    while at < d {
+        sink.wait((start + at).saturating_duration_since(Instant::now()))
+            .await?;
         let mut buf = BytesMut::new();
         enc.comment(&mut buf, "ping");
         let n = buf.len();
         let blocked = sink.write(buf.freeze(), req).await?;
         req.sent(n, 0, blocked);
+        at += every;
     }
+    sink.wait((start + d).saturating_duration_since(Instant::now()))
+        .await
 }

@@ -25,8 +25,39 @@ pub struct Behavior {
     /// Status to answer with instead of a completion (429, 500, 503, ...), in the provider's
     /// error format.
     pub status: Option<u16>,
-    /// `Retry-After` seconds sent with `status` (defaults to 1 for 429 and 503).
+    /// A typed provider error to answer with instead of a completion, in the provider's real
+    /// shape and status (see [`ErrorKind`]).
+    pub error: Option<ErrorKind>,
+    /// `Retry-After` seconds sent with `status` and `error=rate_limit` (defaults to 1 for 429
+    /// and 503); Gemini carries it as `RetryInfo.retryDelay` in the body instead.
     pub retry_after: Option<u32>,
+    /// Sends `Retry-After` as an HTTP date this many seconds from now instead of seconds.
+    pub retry_after_date: Option<u32>,
+    /// Streams: after `.0` content events, an in-stream error of kind `.1` in the provider's
+    /// shape, then the stream ends without its normal end marker.
+    pub stream_error_after: Option<(u32, ErrorKind)>,
+    /// Fails the first N requests that share a failure key (see `fail_key`), then succeeds.
+    pub fail_first: Option<u32>,
+    /// The counter `fail_first` counts on; default: the whole `x-mock` header value.
+    pub fail_key: Option<String>,
+    /// How `fail_first`, `fail_for` and `flap` fail a request.
+    pub fail_with: FailWith,
+    /// Fails every request while the server is younger than this (since start or the last
+    /// `/__mock/reset`).
+    pub fail_for: Option<Duration>,
+    /// Alternates healthy (`.0`) and failing (`.1`) periods, starting healthy at server start
+    /// or the last `/__mock/reset`.
+    pub flap: Option<(Duration, Duration)>,
+    /// Reads the whole request (it IS processed), then resets the stream (HTTP/2
+    /// RST_STREAM(INTERNAL_ERROR)) or closes the connection (HTTP/1.1) before any response byte.
+    pub reset_before_headers: bool,
+    /// Reads the whole request, then sends nothing at all until the client leaves (given up
+    /// after [`SILENT_LIMIT`]).
+    pub silent: bool,
+    /// What to do with an assistant prefill (a trailing assistant message).
+    pub prefill: PrefillMode,
+    /// Reasoning ("thinking") tokens reported in usage on top of the content tokens.
+    pub reasoning_tokens: u32,
     /// A request header that must be present, else a 400 `missing_<name>` provider error.
     pub require_header: Option<String>,
     /// Line ending of the SSE stream.
@@ -67,7 +98,19 @@ impl Default for Behavior {
             token_bytes: 0,
             body_bytes: 0,
             status: None,
+            error: None,
             retry_after: None,
+            retry_after_date: None,
+            stream_error_after: None,
+            fail_first: None,
+            fail_key: None,
+            fail_with: FailWith::Status(503),
+            fail_for: None,
+            flap: None,
+            reset_before_headers: false,
+            silent: false,
+            prefill: PrefillMode::Continue,
+            reasoning_tokens: 0,
             require_header: None,
             line_ending: LineEnding::Lf,
             heartbeat: None,
@@ -106,9 +149,110 @@ pub enum KnobError {
     NotUtf8,
 }
 
-const KNOWN_KEYS: &str = "ttft_ms, tokens, interval_ms, token_bytes, body_bytes, status, \
-retry_after, require_header, line_ending, heartbeat_ms, big_event, split, malformed, tools, \
-abort_after, stall_after, refuse, goaway_after, degrade, slow_read";
+const KNOWN_KEYS: &str = "ttft_ms, tokens, interval_ms, token_bytes, body_bytes, status, error, \
+retry_after, retry_after_date, require_header, line_ending, heartbeat_ms, big_event, split, \
+malformed, tools, reasoning_tokens, abort_after, stall_after, stream_error_after, refuse, \
+reset_before_headers, silent, fail_first, fail_key, fail_with, fail_for_ms, flap, prefill, \
+goaway_after, degrade, slow_read";
+
+/// How long `silent` keeps a request open before giving up on the client.
+pub const SILENT_LIMIT: Duration = Duration::from_secs(600);
+
+/// A typed provider error, sent in the real shape and status of the API the request spoke
+/// (the `error` and `stream_error_after` knobs, and `fail_with`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ErrorKind {
+    /// 429: OpenAI `rate_limit_exceeded`, Anthropic `rate_limit_error`, Gemini
+    /// `RESOURCE_EXHAUSTED` with `RetryInfo`; `Retry-After` on OpenAI and Anthropic.
+    RateLimit,
+    /// 429 that must not be retried: OpenAI `insufficient_quota`, Anthropic spend limit,
+    /// Gemini daily quota (`QuotaFailure`, no `RetryInfo`).
+    Quota,
+    /// Anthropic 529 `overloaded_error`, OpenAI 503, Gemini 503 `UNAVAILABLE`.
+    Overloaded,
+    /// 500: OpenAI `server_error`, Anthropic `api_error`, Gemini `INTERNAL`.
+    Server,
+    /// 400 context window exceeded (OpenAI `context_length_exceeded`, Anthropic "prompt is too
+    /// long", Gemini "exceeds the maximum number of tokens allowed").
+    ContextLength,
+    /// Content filtered: OpenAI 400 `content_policy_violation`, Anthropic 400 "Output blocked
+    /// by content filtering policy", Gemini 200 with `promptFeedback.blockReason: SAFETY`.
+    /// In a stream: the provider's content-filter finish reason instead of an error event.
+    ContentFilter,
+    /// Azure OpenAI's 400 `content_filter` (`innererror.code: ResponsibleAIPolicyViolation`);
+    /// on Anthropic and Gemini paths the same as `ContentFilter`.
+    ContentFilterAzure,
+    /// Bad credentials: OpenAI 401 `invalid_api_key`, Anthropic 401 `authentication_error`,
+    /// Gemini 400 `INVALID_ARGUMENT` with reason `API_KEY_INVALID`.
+    Auth,
+    /// A generic 400 invalid request in the provider's shape.
+    Invalid,
+    /// 404 unknown model: OpenAI `model_not_found`, Anthropic `not_found_error`, Gemini
+    /// `NOT_FOUND`.
+    NotFound,
+}
+
+impl ErrorKind {
+    /// The knob spelling.
+    pub fn name(self) -> &'static str {
+        match self {
+            ErrorKind::RateLimit => "rate_limit",
+            ErrorKind::Quota => "quota",
+            ErrorKind::Overloaded => "overloaded",
+            ErrorKind::Server => "server",
+            ErrorKind::ContextLength => "context_length",
+            ErrorKind::ContentFilter => "content_filter",
+            ErrorKind::ContentFilterAzure => "content_filter_azure",
+            ErrorKind::Auth => "auth",
+            ErrorKind::Invalid => "invalid",
+            ErrorKind::NotFound => "not_found",
+        }
+    }
+
+    fn parse(s: &str) -> Option<ErrorKind> {
+        Some(match s {
+            "rate_limit" => ErrorKind::RateLimit,
+            "quota" => ErrorKind::Quota,
+            "overloaded" => ErrorKind::Overloaded,
+            "server" => ErrorKind::Server,
+            "context_length" => ErrorKind::ContextLength,
+            "content_filter" => ErrorKind::ContentFilter,
+            "content_filter_azure" => ErrorKind::ContentFilterAzure,
+            "auth" => ErrorKind::Auth,
+            "invalid" => ErrorKind::Invalid,
+            "not_found" => ErrorKind::NotFound,
+            _ => return None,
+        })
+    }
+}
+
+const ERROR_KINDS: &str = "rate_limit, quota, overloaded, server, context_length, \
+content_filter, content_filter_azure, auth, invalid or not_found";
+
+/// How a request chosen to fail by `fail_first`, `fail_for_ms` or `flap` fails.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum FailWith {
+    /// This status in the provider's error shape (default 503).
+    Status(u16),
+    /// A typed provider error.
+    Error(ErrorKind),
+    /// As `reset_before_headers`: processed, then RST_STREAM / connection closed.
+    Reset,
+    /// As `silent`: processed, then no response at all.
+    Silent,
+    /// The whole connection is closed (TCP FIN, no GOAWAY) before any response byte.
+    Close,
+}
+
+/// What the mock does with an assistant prefill: a chat request ending with an assistant
+/// message (Anthropic; OpenAI with `continue_final_message: true` or `"prefix": true`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum PrefillMode {
+    /// Continue the deterministic answer from where the prefill stops.
+    Continue,
+    /// Answer the provider's real 400 for models that do not support prefill.
+    Reject,
+}
 
 /// Upper bounds that keep a single request from exhausting the mock (bounded everything).
 const MAX_TOKENS: u32 = 10_000_000;
@@ -185,6 +329,73 @@ impl Behavior {
             }
             "retry_after" => {
                 self.retry_after = Some(v.parse().map_err(|_| bad("seconds"))?);
+            }
+            "retry_after_date" => {
+                self.retry_after_date = Some(v.parse().map_err(|_| bad("seconds from now"))?);
+            }
+            "error" => {
+                self.error = Some(ErrorKind::parse(v).ok_or_else(|| bad(ERROR_KINDS))?);
+            }
+            "stream_error_after" => {
+                let (n, kind) = match v.split_once(':') {
+                    Some((n, k)) => (n, ErrorKind::parse(k)),
+                    None => (v, Some(ErrorKind::Overloaded)),
+                };
+                let n = n.parse().map_err(|_| bad("EVENTS[:KIND]"))?;
+                let kind = kind.ok_or_else(|| bad("EVENTS[:KIND], KIND one of the error kinds"))?;
+                self.stream_error_after = Some((n, kind));
+            }
+            "fail_first" => self.fail_first = Some(v.parse().map_err(|_| bad("a count"))?),
+            "fail_key" => {
+                if v.is_empty() {
+                    return Err(bad("a non-empty name"));
+                }
+                self.fail_key = Some(v.to_string());
+            }
+            "fail_with" => {
+                self.fail_with = match v {
+                    "reset" => FailWith::Reset,
+                    "silent" => FailWith::Silent,
+                    "close" => FailWith::Close,
+                    _ => match (v.parse::<u16>(), ErrorKind::parse(v)) {
+                        (Ok(s), _) if (400..=599).contains(&s) => FailWith::Status(s),
+                        (_, Some(kind)) => FailWith::Error(kind),
+                        _ => {
+                            return Err(bad(
+                                "an HTTP status from 400 to 599, an error kind, reset, silent \
+                                 or close",
+                            ))
+                        }
+                    },
+                }
+            }
+            "fail_for_ms" => self.fail_for = Some(ms("milliseconds")?),
+            "flap" => {
+                let parse = |s: &str| s.parse::<u64>().ok().filter(|&n| n > 0);
+                let (up, down) = v
+                    .split_once(':')
+                    .and_then(|(u, d)| Some((parse(u)?, parse(d)?)))
+                    .ok_or_else(|| bad("UP_MS:DOWN_MS, each at least 1"))?;
+                self.flap = Some((Duration::from_millis(up), Duration::from_millis(down)));
+            }
+            "reset_before_headers" => {
+                self.reset_before_headers =
+                    parse_flag(value).ok_or_else(|| bad("1, 0, true or false"))?
+            }
+            "silent" => {
+                self.silent = parse_flag(value).ok_or_else(|| bad("1, 0, true or false"))?
+            }
+            "prefill" => {
+                self.prefill = match v {
+                    "continue" => PrefillMode::Continue,
+                    "reject" => PrefillMode::Reject,
+                    _ => return Err(bad("continue or reject")),
+                }
+            }
+            "reasoning_tokens" => {
+                self.reasoning_tokens = parse_bounded(v, MAX_TOKENS as u64)
+                    .map(|n| n as u32)
+                    .ok_or_else(|| bad("a count up to 10000000"))?
             }
             "require_header" => {
                 if v.is_empty() || http::HeaderName::from_bytes(v.as_bytes()).is_err() {
@@ -304,10 +515,50 @@ mod tests {
             "heartbeat_ms=0",
             "refuse=maybe",
             "require_header=bad header",
+            "error=teapot",
+            "stream_error_after=3:teapot",
+            "stream_error_after=x",
+            "fail_with=200",
+            "fail_with=explode",
+            "flap=100",
+            "flap=0:100",
+            "fail_key=",
+            "prefill=maybe",
         ] {
             let err = Behavior::default().with_spec(spec).unwrap_err();
             assert!(matches!(err, KnobError::BadValue { .. }), "{spec}: {err:?}");
         }
+    }
+
+    #[test]
+    fn fault_knobs_parse() {
+        let b = Behavior::default()
+            .with_spec(
+                "error=rate_limit, retry_after_date=30, stream_error_after=2, fail_first=3, \
+                 fail_key=a, fail_with=reset, flap=100:50, fail_for_ms=20, prefill=reject, silent",
+            )
+            .unwrap();
+        assert_eq!(b.error, Some(ErrorKind::RateLimit));
+        assert_eq!(b.retry_after_date, Some(30));
+        assert_eq!(b.stream_error_after, Some((2, ErrorKind::Overloaded)));
+        assert_eq!((b.fail_first, b.fail_key.as_deref()), (Some(3), Some("a")));
+        assert_eq!(b.fail_with, FailWith::Reset);
+        assert_eq!(
+            b.flap,
+            Some((Duration::from_millis(100), Duration::from_millis(50)))
+        );
+        assert_eq!(b.fail_for, Some(Duration::from_millis(20)));
+        assert_eq!(b.prefill, PrefillMode::Reject);
+        assert!(b.silent);
+        let b = Behavior::default()
+            .with_spec("fail_with=429, stream_error_after=0:server")
+            .unwrap();
+        assert_eq!(b.fail_with, FailWith::Status(429));
+        assert_eq!(b.stream_error_after, Some((0, ErrorKind::Server)));
+        let b = Behavior::default()
+            .with_spec("fail_with=overloaded")
+            .unwrap();
+        assert_eq!(b.fail_with, FailWith::Error(ErrorKind::Overloaded));
     }
 
     #[test]

@@ -1,9 +1,13 @@
 //! A real mock inference server with fault injection, for tests, benchmarks and the demo.
 //!
-//! It speaks OpenAI (Chat Completions, Completions, Embeddings, Models, Responses) and Anthropic
-//! (Messages) shapes over HTTP/1.1 and HTTP/2 (h2c prior knowledge on the same port, or h2 and
-//! http/1.1 by ALPN with `tls`), and misbehaves on command through the `x-mock` request header
-//! (see [`Behavior`]). Everything it does is recorded in [`Stats`] as evidence for tests.
+//! It speaks OpenAI (Chat Completions, Completions, Embeddings, Models, Responses), Anthropic
+//! (Messages, count_tokens) and Google Gemini (generateContent, streamGenerateContent,
+//! countTokens, models) shapes over HTTP/1.1 and HTTP/2 (h2c prior knowledge on the same port,
+//! or h2 and http/1.1 by ALPN with `tls`), and misbehaves on command through the `x-mock`
+//! request header (see [`Behavior`]): typed provider errors, errors inside a stream, failures
+//! for the first N requests or for a while, resets and silence after the request was
+//! processed, continuation of an assistant prefill, and HTTP/1.1 keep-alive closes. Everything
+//! it does is recorded in [`Stats`] as evidence for tests.
 //!
 //! ```no_run
 //! # async fn demo() -> Result<(), sluice_mock::MockError> {
@@ -16,6 +20,7 @@
 
 mod conn;
 mod emit;
+mod faults;
 mod knobs;
 mod route;
 mod serve_h1;
@@ -27,20 +32,25 @@ mod throttle;
 mod tls;
 
 use std::net::SocketAddr;
+use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
+use std::time::Duration;
 
 use tokio::net::{TcpListener, TcpStream};
-use tokio::sync::oneshot;
+use tokio::sync::{oneshot, Notify};
 use tokio::task::JoinSet;
 use tokio_rustls::TlsAcceptor;
 
-pub use knobs::{Behavior, KnobError};
+pub use knobs::{Behavior, ErrorKind, FailWith, KnobError, PrefillMode, SILENT_LIMIT};
 pub use route::{MOCK_HEADER, REQUEST_ID_HEADER};
+pub use shapes::Api;
 pub use stats::{
-    ConnRecord, Outcome, Protocol, ReqRecord, Snapshot, Stats, Totals, DEFAULT_MAX_RECORDS,
+    CloseReason, ConnRecord, Outcome, PrefillRecord, Protocol, ReqRecord, Snapshot, Stats, Totals,
+    DEFAULT_MAX_RECORDS,
 };
 
 use conn::{ConnCtx, ServerCfg};
+use faults::FaultState;
 use throttle::{Rate, Throttled};
 
 /// Why the mock could not start.
@@ -72,7 +82,23 @@ pub struct MockConfig {
     pub defaults: Behavior,
     /// How many connection and request records [`Stats`] keeps.
     pub max_records: usize,
+    /// How many bytes of each request body [`ReqRecord::body`] keeps (default 64 KiB).
+    pub max_recorded_body: usize,
+    /// HTTP/1.1: the server closes (TCP FIN) a kept-alive connection that has had no request
+    /// in flight for this long, like a real server's keep-alive timeout. Default: never.
+    pub h1_idle_timeout: Option<Duration>,
+    /// HTTP/1.1: when a request arrives on a kept-alive connection that was idle at least this
+    /// long, the server closes the connection without reading further or answering — the
+    /// deterministic form of the stale keep-alive race (the server closed just as the client
+    /// reused the connection). The request is not processed, so a client may retry it.
+    /// Default: never.
+    pub h1_stale_close: Option<Duration>,
+    /// Close stale connections (`h1_stale_close`) with TCP RST instead of FIN.
+    pub h1_stale_close_rst: bool,
 }
+
+/// Default of [`MockConfig::max_recorded_body`].
+pub const DEFAULT_MAX_RECORDED_BODY: usize = 64 * 1024;
 
 impl Default for MockConfig {
     fn default() -> Self {
@@ -82,6 +108,10 @@ impl Default for MockConfig {
             h2_max_concurrent_streams: None,
             defaults: Behavior::default(),
             max_records: DEFAULT_MAX_RECORDS,
+            max_recorded_body: DEFAULT_MAX_RECORDED_BODY,
+            h1_idle_timeout: None,
+            h1_stale_close: None,
+            h1_stale_close_rst: false,
         }
     }
 }
@@ -124,6 +154,11 @@ impl MockServer {
         let server_cfg = Arc::new(ServerCfg {
             defaults: cfg.defaults,
             h2_max_concurrent_streams: cfg.h2_max_concurrent_streams,
+            h1_idle_timeout: cfg.h1_idle_timeout,
+            h1_stale_close: cfg.h1_stale_close,
+            h1_stale_close_rst: cfg.h1_stale_close_rst,
+            max_recorded_body: cfg.max_recorded_body,
+            faults: FaultState::new(),
         });
         let (stop, stopped) = oneshot::channel();
         let task = tokio::spawn(accept_loop(
@@ -215,12 +250,15 @@ async fn accept_loop(
 async fn serve_conn(tcp: TcpStream, tls: Option<TlsAcceptor>, cfg: Arc<ServerCfg>, stats: Stats) {
     let _ = tcp.set_nodelay(true);
     let rate = Rate::default();
-    let io = Throttled::new(tcp, rate.clone());
+    let rst = Arc::new(AtomicBool::new(false));
+    let io = Throttled::new(tcp, rate.clone(), rst.clone());
     let ctx = |protocol, is_tls| ConnCtx {
         cfg: cfg.clone(),
         stats: stats.clone(),
         conn: Arc::new(stats.open_conn(protocol, is_tls)),
         rate: rate.clone(),
+        kill: Arc::new(Notify::new()),
+        rst: rst.clone(),
     };
     match tls {
         Some(acceptor) => {

@@ -1,30 +1,48 @@
 //! From a request to what the mock answers, independent of the protocol that carried it.
 
 use bytes::Bytes;
-use http::{HeaderMap, Method, StatusCode};
+use http::{HeaderMap, Method, StatusCode, Uri};
 use serde_json::Value;
 
-use crate::knobs::{Behavior, KnobError};
+use crate::faults::FaultState;
+use crate::knobs::{Behavior, ErrorKind, FailWith, KnobError, PrefillMode};
+use crate::shapes::errors::{self, ErrorCtx, RetryHint};
+use crate::shapes::request::{self, Kind};
 use crate::shapes::{
-    self, anthropic, error_body, model_of, openai, responses, u64_field, Api, Completion, EventSeq,
+    anthropic, error_body, gemini, gemini_error, model_of, openai, responses, Api, Completion,
+    CutWith, EventSeq,
 };
-use crate::stats::Stats;
+use crate::stats::{PrefillRecord, Stats};
 
 /// The header that carries per-request behaviour.
 pub const MOCK_HEADER: &str = "x-mock";
 /// The response header that carries the mock's request id.
 pub const REQUEST_ID_HEADER: &str = "x-mock-request-id";
 
+/// How a request the mock processed ends without any response byte.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum NoReply {
+    /// HTTP/2 RST_STREAM(INTERNAL_ERROR); HTTP/1.1 the connection is closed.
+    Reset,
+    /// The whole connection is closed (no GOAWAY).
+    Close,
+    /// Nothing at all until the client leaves.
+    Silent,
+}
+
 /// The mock's answer to a request.
 pub(crate) enum Reply {
-    /// A complete body: JSON or a provider error.
+    /// A complete JSON body: a completion or a provider error.
     Full {
         status: StatusCode,
         body: Bytes,
-        retry_after: Option<u32>,
+        /// Extra headers (`retry-after`, rate-limit headers).
+        headers: Vec<(&'static str, String)>,
     },
     /// An SSE stream.
     Stream(Box<dyn EventSeq>),
+    /// No response at all (an injected fault).
+    Nothing(NoReply),
 }
 
 impl Reply {
@@ -32,7 +50,7 @@ impl Reply {
         Reply::Full {
             status,
             body: Bytes::from(v.to_string()),
-            retry_after: None,
+            headers: Vec::new(),
         }
     }
 
@@ -40,23 +58,29 @@ impl Reply {
         Reply::Full {
             status,
             body: error_body(api, status.as_u16(), message, code),
-            retry_after: None,
+            headers: Vec::new(),
         }
     }
 
-    pub(crate) fn status(&self) -> StatusCode {
+    /// The status the response carries (200 for streams, 0 when there is no response).
+    pub(crate) fn status(&self) -> u16 {
         match self {
-            Reply::Full { status, .. } => *status,
-            Reply::Stream(_) => StatusCode::OK,
+            Reply::Full { status, .. } => status.as_u16(),
+            Reply::Stream(_) => 200,
+            Reply::Nothing(_) => 0,
         }
     }
 }
 
-/// What routing learned, for the stats.
+/// What routing decided and learned, for the protocol servers and the stats.
 pub(crate) struct Routed {
     pub(crate) reply: Reply,
+    pub(crate) api: Api,
     pub(crate) model: Option<String>,
     pub(crate) stream: bool,
+    pub(crate) prefill: Option<PrefillRecord>,
+    /// The injected fault that decided the reply, if one did.
+    pub(crate) fault: Option<String>,
 }
 
 /// Whether a path belongs to the mock's own control surface (not recorded as a request).
@@ -65,8 +89,9 @@ pub(crate) fn is_admin(path: &str) -> bool {
 }
 
 /// `GET /__mock/stats` (`?totals` for the counters alone, cheap enough to poll during a load
-/// test) and `POST /__mock/reset`.
-pub(crate) fn admin(method: &Method, uri: &http::Uri, stats: &Stats) -> Reply {
+/// test) and `POST /__mock/reset` (records, totals, `fail_first` counters and the clock of
+/// `fail_for_ms` / `flap`).
+pub(crate) fn admin(method: &Method, uri: &Uri, stats: &Stats, faults: &FaultState) -> Reply {
     match (method, uri.path()) {
         (&Method::GET, "/__mock/stats") if uri.query() == Some("totals") => Reply::json(
             StatusCode::OK,
@@ -75,6 +100,7 @@ pub(crate) fn admin(method: &Method, uri: &http::Uri, stats: &Stats) -> Reply {
         (&Method::GET, "/__mock/stats") => Reply::json(StatusCode::OK, &stats.snapshot().to_json()),
         (&Method::POST, "/__mock/reset") => {
             stats.reset();
+            faults.reset();
             Reply::json(StatusCode::OK, &serde_json::json!({ "reset": true }))
         }
         _ => Reply::error(
@@ -86,8 +112,98 @@ pub(crate) fn admin(method: &Method, uri: &http::Uri, stats: &Stats) -> Reply {
     }
 }
 
-fn api_of(path: &str) -> Api {
-    if path == "/v1/messages" {
+/// How a Gemini stream is delivered.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum GeminiDelivery {
+    Whole,
+    Sse,
+    Array,
+}
+
+/// The API endpoints the mock serves.
+#[derive(Clone, Debug, PartialEq, Eq)]
+enum Endpoint {
+    Models,
+    Chat,
+    Completions,
+    Embeddings,
+    Responses,
+    Messages,
+    CountTokens,
+    GeminiModels,
+    GeminiModel(String),
+    GeminiGenerate(String, GeminiDelivery),
+    GeminiCount(String),
+}
+
+impl Endpoint {
+    fn parse(path: &str, query: Option<&str>) -> Option<Endpoint> {
+        Some(match path {
+            "/v1/models" => Endpoint::Models,
+            "/v1/chat/completions" => Endpoint::Chat,
+            "/v1/completions" => Endpoint::Completions,
+            "/v1/embeddings" => Endpoint::Embeddings,
+            "/v1/responses" => Endpoint::Responses,
+            "/v1/messages" => Endpoint::Messages,
+            "/v1/messages/count_tokens" => Endpoint::CountTokens,
+            "/v1beta/models" => Endpoint::GeminiModels,
+            _ => {
+                // Gemini: /v1beta/models/{model}[:method], also spelled /v1/models/....
+                let (beta, rest) = match path.strip_prefix("/v1beta/models/") {
+                    Some(rest) => (true, rest),
+                    None => (false, path.strip_prefix("/v1/models/")?),
+                };
+                let (model, method) = match rest.rsplit_once(':') {
+                    Some((m, method)) => (m, Some(method)),
+                    None => (rest, None),
+                };
+                if model.is_empty() || model.contains('/') {
+                    return None;
+                }
+                let model = model.to_string();
+                match method {
+                    None if beta => Endpoint::GeminiModel(model),
+                    Some("generateContent") => {
+                        Endpoint::GeminiGenerate(model, GeminiDelivery::Whole)
+                    }
+                    Some("streamGenerateContent") => {
+                        let sse = query.is_some_and(|q| q.split('&').any(|p| p == "alt=sse"));
+                        let d = if sse {
+                            GeminiDelivery::Sse
+                        } else {
+                            GeminiDelivery::Array
+                        };
+                        Endpoint::GeminiGenerate(model, d)
+                    }
+                    Some("countTokens") => Endpoint::GeminiCount(model),
+                    _ => return None,
+                }
+            }
+        })
+    }
+
+    fn method(&self) -> Method {
+        match self {
+            Endpoint::Models | Endpoint::GeminiModels | Endpoint::GeminiModel(_) => Method::GET,
+            _ => Method::POST,
+        }
+    }
+
+    fn path_model(&self) -> Option<&str> {
+        match self {
+            Endpoint::GeminiModel(m)
+            | Endpoint::GeminiGenerate(m, _)
+            | Endpoint::GeminiCount(m) => Some(m),
+            _ => None,
+        }
+    }
+}
+
+/// The API a path speaks, also for paths the mock does not serve (their 404 speaks it).
+pub(crate) fn api_of(path: &str) -> Api {
+    if path.starts_with("/v1beta/") || (path.starts_with("/v1/models/") && path.contains(':')) {
+        Api::Gemini
+    } else if path.starts_with("/v1/messages") {
         Api::Anthropic
     } else {
         Api::OpenAi
@@ -118,166 +234,392 @@ fn missing_code(header: &str) -> String {
     format!("missing_{}", name.replace('-', "_"))
 }
 
+fn retry_hint(b: &Behavior) -> RetryHint {
+    RetryHint {
+        secs: b.retry_after_date.or(b.retry_after).unwrap_or(1),
+        date: b.retry_after_date.is_some(),
+        explicit: b.retry_after.is_some() || b.retry_after_date.is_some(),
+    }
+}
+
+/// The `status` knob's error (also `fail_with=STATUS`): the provider's shape for that status;
+/// 429 and 503 carry `Retry-After` (1 s unless set), Gemini's 429 also a `RetryInfo`.
+fn status_error(api: Api, status: StatusCode, b: &Behavior) -> Reply {
+    let hint = retry_hint(b);
+    let message = format!("mock status {}", status.as_u16());
+    let code = format!("mock_{}", status.as_u16());
+    let body = if api == Api::Gemini && status == StatusCode::TOO_MANY_REQUESTS {
+        let retry = serde_json::json!({
+            "@type": "type.googleapis.com/google.rpc.RetryInfo",
+            "retryDelay": format!("{}s", hint.secs),
+        });
+        Bytes::from(gemini_error(429, &message, vec![retry]).to_string())
+    } else {
+        error_body(api, status.as_u16(), &message, Some(&code))
+    };
+    let mut headers = Vec::new();
+    if hint.explicit || matches!(status.as_u16(), 429 | 503) {
+        headers.push(("retry-after", hint.header()));
+    }
+    Reply::Full {
+        status,
+        body,
+        headers,
+    }
+}
+
+/// Everything route needs to know about the request.
+pub(crate) struct Request<'a> {
+    pub(crate) method: &'a Method,
+    pub(crate) uri: &'a Uri,
+    pub(crate) headers: &'a HeaderMap,
+    pub(crate) body: &'a [u8],
+}
+
 /// Decides the reply for an API request whose body has been read.
-pub(crate) fn route(
-    method: &Method,
-    path: &str,
-    headers: &HeaderMap,
-    body: &[u8],
-    b: &Behavior,
-) -> Routed {
+pub(crate) fn route(r: &Request<'_>, b: &Behavior, faults: &FaultState) -> Routed {
+    let path = r.uri.path();
     let api = api_of(path);
-    let plain = |reply| Routed {
-        reply,
+    let mut routed = Routed {
+        // Every path below replaces it; a 500 (not a fault) if one ever did not.
+        reply: Reply::Full {
+            status: StatusCode::INTERNAL_SERVER_ERROR,
+            body: Bytes::from_static(b"{}"),
+            headers: Vec::new(),
+        },
+        api,
         model: None,
         stream: false,
+        prefill: None,
+        fault: None,
     };
-    let expected = match path {
-        "/v1/models" => Method::GET,
-        "/v1/chat/completions"
-        | "/v1/completions"
-        | "/v1/embeddings"
-        | "/v1/messages"
-        | "/v1/responses" => Method::POST,
-        _ => {
-            return plain(Reply::error(
-                api,
-                StatusCode::NOT_FOUND,
-                &format!("unknown path {path}"),
-                Some("unknown_url"),
-            ))
-        }
+    let Some(endpoint) = Endpoint::parse(path, r.uri.query()) else {
+        routed.reply = Reply::error(
+            api,
+            StatusCode::NOT_FOUND,
+            &format!("unknown path {path}"),
+            Some("unknown_url"),
+        );
+        return routed;
     };
-    if method != expected {
-        return plain(Reply::error(
+    let expected = endpoint.method();
+    if *r.method != expected {
+        routed.reply = Reply::error(
             api,
             StatusCode::METHOD_NOT_ALLOWED,
-            &format!("{path} takes {expected}, not {method}"),
+            &format!("{path} takes {expected}, not {}", r.method),
             Some("method_not_allowed"),
-        ));
+        );
+        return routed;
     }
     if let Some(name) = &b.require_header {
-        if !headers.contains_key(name.as_str()) {
-            return plain(Reply::error(
+        if !r.headers.contains_key(name.as_str()) {
+            routed.reply = Reply::error(
                 api,
                 StatusCode::BAD_REQUEST,
                 &format!("the required header `{name}` is missing"),
                 Some(&missing_code(name)),
-            ));
+            );
+            return routed;
         }
+    }
+    let parsed = serde_json::from_slice::<Value>(r.body);
+    let req = parsed.as_ref().ok().filter(|v| v.is_object());
+    routed.model = endpoint
+        .path_model()
+        .or_else(|| req.and_then(model_of))
+        .map(str::to_string);
+    routed.stream = match &endpoint {
+        Endpoint::GeminiGenerate(_, d) => *d != GeminiDelivery::Whole,
+        _ => req
+            .and_then(|v| v.get("stream"))
+            .and_then(Value::as_bool)
+            .unwrap_or(false),
+    };
+    let err_ctx = || ErrorCtx {
+        model: routed.model.clone(),
+        prompt_tokens: req.map_or((r.body.len() / 4).max(1) as u32, |v| {
+            request::prompt_tokens(api, v, r.body.len())
+        }),
+        retry: retry_hint(b),
+    };
+    let header = r
+        .headers
+        .get(MOCK_HEADER)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("");
+    // Faults first: whatever else the request asks, a failing upstream fails it.
+    if let Some(trigger) = faults.trigger(b, header) {
+        routed.fault = Some(trigger.to_string());
+        routed.reply = match b.fail_with {
+            FailWith::Status(s) => status_error(
+                api,
+                StatusCode::from_u16(s).unwrap_or(StatusCode::SERVICE_UNAVAILABLE),
+                b,
+            ),
+            FailWith::Error(kind) => typed_error(api, kind, &endpoint, &err_ctx()),
+            FailWith::Reset => Reply::Nothing(NoReply::Reset),
+            FailWith::Silent => Reply::Nothing(NoReply::Silent),
+            FailWith::Close => Reply::Nothing(NoReply::Close),
+        };
+        return routed;
+    }
+    if b.reset_before_headers || b.silent {
+        let (fault, how) = if b.reset_before_headers {
+            ("reset_before_headers", NoReply::Reset)
+        } else {
+            ("silent", NoReply::Silent)
+        };
+        routed.fault = Some(fault.to_string());
+        routed.reply = Reply::Nothing(how);
+        return routed;
+    }
+    if let Some(kind) = b.error {
+        routed.fault = Some(format!("error:{}", kind.name()));
+        routed.reply = typed_error(api, kind, &endpoint, &err_ctx());
+        return routed;
     }
     if let Some(status) = b.status.and_then(|s| StatusCode::from_u16(s).ok()) {
         if !status.is_success() {
-            let retry_after = b.retry_after.or(match status.as_u16() {
-                429 | 503 => Some(1),
-                _ => None,
-            });
-            let Reply::Full { body, .. } = Reply::error(
-                api,
-                status,
-                &format!("mock status {}", status.as_u16()),
-                Some(&format!("mock_{}", status.as_u16())),
-            ) else {
-                unreachable!("Reply::error builds a full reply")
-            };
-            return plain(Reply::Full {
-                status,
-                body,
-                retry_after,
-            });
+            routed.fault = Some("status".to_string());
+            routed.reply = status_error(api, status, b);
+            return routed;
         }
     }
-    if path == "/v1/models" {
-        return plain(Reply::json(StatusCode::OK, &openai::models_body()));
+    match &endpoint {
+        Endpoint::Models => {
+            routed.reply = Reply::json(StatusCode::OK, &openai::models_body());
+            return routed;
+        }
+        Endpoint::GeminiModels => {
+            routed.reply = Reply::json(StatusCode::OK, &gemini::models_body());
+            return routed;
+        }
+        Endpoint::GeminiModel(m) => {
+            routed.reply = Reply::json(StatusCode::OK, &gemini::model_body(m));
+            return routed;
+        }
+        _ => {}
     }
-    let req: Value = match serde_json::from_slice(body) {
+    let req = match parsed {
         Ok(v @ Value::Object(_)) => v,
         Ok(_) => {
-            return plain(Reply::error(
+            routed.reply = Reply::error(
                 api,
                 StatusCode::BAD_REQUEST,
                 "the request body must be a JSON object",
                 Some("invalid_json"),
-            ))
+            );
+            return routed;
         }
         Err(e) => {
-            return plain(Reply::error(
+            routed.reply = Reply::error(
                 api,
                 StatusCode::BAD_REQUEST,
                 &format!("the request body is not valid JSON: {e}"),
                 Some("invalid_json"),
-            ))
+            );
+            return routed;
         }
     };
-    let Some(model) = model_of(&req).map(str::to_string) else {
-        return plain(Reply::error(
+    let Some(model) = routed.model.clone() else {
+        routed.reply = Reply::error(
             api,
             StatusCode::BAD_REQUEST,
             "the request body has no string `model`",
             Some("missing_model"),
-        ));
+        );
+        return routed;
     };
-    let stream = req.get("stream").and_then(Value::as_bool).unwrap_or(false);
+    routed.reply = answer(&endpoint, api, &req, &model, r.body.len(), b, &mut routed);
+    routed
+}
+
+/// The typed error `kind`; Gemini's content filter is a 200 that a stream delivers as its
+/// only chunk.
+fn typed_error(api: Api, kind: ErrorKind, endpoint: &Endpoint, ctx: &ErrorCtx) -> Reply {
+    let e = errors::typed(api, kind, ctx);
+    if e.status == StatusCode::OK {
+        if let Endpoint::GeminiGenerate(_, d) = endpoint {
+            let item = (None, e.body.to_string());
+            match d {
+                GeminiDelivery::Sse => return Reply::Stream(Box::new(gemini::OneEvent(item))),
+                GeminiDelivery::Array => {
+                    return Reply::Full {
+                        status: e.status,
+                        body: Bytes::from(gemini::array_body(&gemini::OneEvent(item))),
+                        headers: e.headers,
+                    }
+                }
+                GeminiDelivery::Whole => {}
+            }
+        }
+    }
+    Reply::Full {
+        status: e.status,
+        body: Bytes::from(e.body.to_string()),
+        headers: e.headers,
+    }
+}
+
+/// The answer of a generation endpoint to a well-formed request.
+fn answer(
+    endpoint: &Endpoint,
+    api: Api,
+    req: &Value,
+    model: &str,
+    body_len: usize,
+    b: &Behavior,
+    routed: &mut Routed,
+) -> Reply {
+    let stream = routed.stream;
+    let bad = |msg: &str| Reply::error(api, StatusCode::BAD_REQUEST, msg, None);
+    let kind = match endpoint {
+        Endpoint::Embeddings => {
+            return match openai::embeddings_body(model, req) {
+                Ok(v) => Reply::json(StatusCode::OK, &v),
+                Err(msg) => Reply::error(api, StatusCode::BAD_REQUEST, &msg, Some("invalid_input")),
+            }
+        }
+        Endpoint::CountTokens => {
+            if !req.get("messages").is_some_and(Value::is_array) {
+                return bad("messages: Field required");
+            }
+            let n = request::prompt_tokens(api, req, body_len);
+            return Reply::json(StatusCode::OK, &anthropic::count_tokens_body(n));
+        }
+        Endpoint::GeminiCount(_) => {
+            // `{"contents":[...]}` or `{"generateContentRequest":{...}}` (the API's two forms).
+            let inner = req.get("generateContentRequest").unwrap_or(req);
+            let n = request::prompt_tokens(api, inner, body_len);
+            return Reply::json(StatusCode::OK, &gemini::count_tokens_body(n));
+        }
+        Endpoint::GeminiGenerate(..) => {
+            if let Err(msg) = gemini::validate(req) {
+                return bad(&msg);
+            }
+            Kind::Gemini
+        }
+        Endpoint::Chat => Kind::Chat,
+        Endpoint::Completions => Kind::Completions,
+        Endpoint::Responses => Kind::Responses,
+        Endpoint::Messages => {
+            if req.get("max_tokens").and_then(Value::as_u64).is_none() {
+                return bad("max_tokens: Field required");
+            }
+            Kind::Messages
+        }
+        Endpoint::Models | Endpoint::GeminiModels | Endpoint::GeminiModel(_) => {
+            // Listings are answered before the body is read; never reached.
+            return Reply::error(
+                api,
+                StatusCode::INTERNAL_SERVER_ERROR,
+                "listing routed as a generation",
+                None,
+            );
+        }
+    };
+    let (ask, prefill) = request::ask(kind, api, req, model, body_len);
+    if let Some(p) = &prefill {
+        if b.prefill == PrefillMode::Reject {
+            routed.fault = Some("prefill_rejected".to_string());
+            routed.prefill = Some(PrefillRecord {
+                bytes: p.text.len(),
+                continued: false,
+            });
+            return prefill_rejected(api);
+        }
+        if api == Api::Anthropic && p.text.ends_with(char::is_whitespace) {
+            // The real API's rule (anthropics docs on prefill; tailcallhq/forgecode#1872).
+            return bad("messages: final assistant content cannot end with trailing whitespace");
+        }
+    }
+    let (mut c, continued) = Completion::build(ask, b);
+    if let (Some(p), Some(continued)) = (&prefill, continued) {
+        routed.prefill = Some(PrefillRecord {
+            bytes: p.text.len(),
+            continued,
+        });
+    }
+    let mut cut = None;
+    if let (true, Some((n, kind))) = (stream, b.stream_error_after) {
+        routed.fault = Some(format!("stream_error:{}", kind.name()));
+        match kind {
+            // A filter mid-stream is the provider's content-filter finish, not an error event.
+            ErrorKind::ContentFilter | ErrorKind::ContentFilterAzure => c.filter_after(n),
+            _ => cut = Some((n as usize, kind)),
+        }
+    }
     let include_usage = req
         .pointer("/stream_options/include_usage")
         .and_then(Value::as_bool)
         .unwrap_or(false);
-    // The content depends on what was asked, not on how it is delivered.
-    let seed = shapes::request_seed(&req);
-    let completion = |max| Completion::with_seed(&model, seed, body.len(), max, b);
-    let done = |reply| Routed {
-        reply,
-        model: Some(model.clone()),
-        stream,
+    let seq: Box<dyn EventSeq> = match (kind, stream, endpoint) {
+        (Kind::Chat, false, _) => return Reply::json(StatusCode::OK, &openai::chat_body(&c)),
+        (Kind::Completions, false, _) => {
+            return Reply::json(StatusCode::OK, &openai::completions_body(&c))
+        }
+        (Kind::Responses, false, _) => {
+            return Reply::json(StatusCode::OK, &responses::response_object(&c, true))
+        }
+        (Kind::Messages, false, _) => {
+            return Reply::json(StatusCode::OK, &anthropic::message_body(&c))
+        }
+        (Kind::Gemini, false, _) => return Reply::json(StatusCode::OK, &gemini::generate_body(&c)),
+        (Kind::Chat, true, _) => Box::new(openai::ChatStream { c, include_usage }),
+        (Kind::Completions, true, _) => Box::new(openai::CompletionsStream { c, include_usage }),
+        (Kind::Responses, true, _) => Box::new(responses::ResponseStream { c }),
+        (Kind::Messages, true, _) => Box::new(anthropic::MessageStream { c }),
+        (Kind::Gemini, true, _) => Box::new(gemini::GenerateStream { c }),
     };
-    let max_tokens = |names: &[&str]| names.iter().find_map(|n| u64_field(&req, n));
-    let reply = match path {
-        "/v1/chat/completions" => {
-            let c = completion(max_tokens(&["max_completion_tokens", "max_tokens"]));
-            if stream {
-                Reply::Stream(Box::new(openai::ChatStream { c, include_usage }))
-            } else {
-                Reply::json(StatusCode::OK, &openai::chat_body(&c))
-            }
-        }
-        "/v1/completions" => {
-            let c = completion(max_tokens(&["max_tokens"]));
-            if stream {
-                Reply::Stream(Box::new(openai::CompletionsStream { c, include_usage }))
-            } else {
-                Reply::json(StatusCode::OK, &openai::completions_body(&c))
-            }
-        }
-        "/v1/embeddings" => match openai::embeddings_body(&model, &req) {
-            Ok(v) => Reply::json(StatusCode::OK, &v),
-            Err(msg) => Reply::error(api, StatusCode::BAD_REQUEST, &msg, Some("invalid_input")),
-        },
-        "/v1/messages" => {
-            let Some(max) = u64_field(&req, "max_tokens") else {
-                return done(Reply::error(
-                    api,
-                    StatusCode::BAD_REQUEST,
-                    "max_tokens: Field required",
-                    None,
-                ));
+    let seq: Box<dyn EventSeq> = match cut {
+        Some((n, error)) => {
+            let content = seq.content();
+            let at = content.start + n.min(content.len());
+            let ctx = ErrorCtx {
+                model: Some(model.to_string()),
+                prompt_tokens: request::prompt_tokens(api, req, body_len),
+                retry: retry_hint(b),
             };
-            let c = completion(Some(max));
-            if stream {
-                Reply::Stream(Box::new(anthropic::MessageStream { c }))
-            } else {
-                Reply::json(StatusCode::OK, &anthropic::message_body(&c))
-            }
+            let last = errors::in_stream(api, kind == Kind::Responses, error, &ctx, at);
+            Box::new(CutWith {
+                inner: seq,
+                at,
+                last,
+            })
         }
-        _ => {
-            let c = completion(max_tokens(&["max_output_tokens"]));
-            if stream {
-                Reply::Stream(Box::new(responses::ResponseStream { c }))
-            } else {
-                Reply::json(StatusCode::OK, &responses::response_object(&c, true))
-            }
-        }
+        None => seq,
     };
-    done(reply)
+    if let Endpoint::GeminiGenerate(_, GeminiDelivery::Array) = endpoint {
+        return Reply::Full {
+            status: StatusCode::OK,
+            body: Bytes::from(gemini::array_body(&*seq)),
+            headers: Vec::new(),
+        };
+    }
+    Reply::Stream(seq)
+}
+
+/// A model without prefill support: Anthropic's real 400 (Claude 4.6+: strands-agents/
+/// sdk-python#1694); for OpenAI-compatible APIs, Mistral's documented message-order 400
+/// (0xPlaygrounds/rig#708) in OpenAI's shape; Gemini has no prefill to reject.
+fn prefill_rejected(api: Api) -> Reply {
+    match api {
+        Api::Anthropic => Reply::error(
+            api,
+            StatusCode::BAD_REQUEST,
+            "This model does not support assistant message prefill. The conversation must end \
+             with a user message.",
+            None,
+        ),
+        _ => Reply::error(
+            api,
+            StatusCode::BAD_REQUEST,
+            "Expected last role User or Tool (or Assistant with prefix True) for serving but got \
+             assistant",
+            Some("invalid_request_message_order"),
+        ),
+    }
 }
 
 /// Largest request body the mock reads, on either protocol; beyond it, 413.
@@ -294,4 +636,43 @@ pub(crate) fn too_large(path: &str) -> Reply {
         ),
         Some("request_too_large"),
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn endpoints_parse() {
+        let g = |p, q| Endpoint::parse(p, q);
+        assert_eq!(
+            g("/v1beta/models/gemini-2.5-flash:generateContent", None),
+            Some(Endpoint::GeminiGenerate(
+                "gemini-2.5-flash".into(),
+                GeminiDelivery::Whole
+            ))
+        );
+        assert_eq!(
+            g("/v1/models/g:streamGenerateContent", Some("alt=sse&key=k")),
+            Some(Endpoint::GeminiGenerate("g".into(), GeminiDelivery::Sse))
+        );
+        assert_eq!(
+            g("/v1beta/models/g:streamGenerateContent", None),
+            Some(Endpoint::GeminiGenerate("g".into(), GeminiDelivery::Array))
+        );
+        assert_eq!(g("/v1beta/models", None), Some(Endpoint::GeminiModels));
+        assert_eq!(
+            g("/v1beta/models/g", None),
+            Some(Endpoint::GeminiModel("g".into()))
+        );
+        assert_eq!(
+            g("/v1/models/g", None),
+            None,
+            "OpenAI has no model route here"
+        );
+        assert_eq!(g("/v1beta/models/g:explode", None), None);
+        assert_eq!(api_of("/v1/models/g:generateContent"), Api::Gemini);
+        assert_eq!(api_of("/v1/messages/count_tokens"), Api::Anthropic);
+        assert_eq!(api_of("/v1/models"), Api::OpenAi);
+    }
 }

@@ -6,16 +6,16 @@ use std::future::poll_fn;
 use bytes::{Bytes, BytesMut};
 use h2::server::SendResponse;
 use h2::{Reason, RecvStream};
-use http::{HeaderValue, Response, StatusCode};
+use http::{HeaderName, HeaderValue, Response, StatusCode};
 use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::task::JoinSet;
 use tokio::time::sleep;
 
 use crate::conn::ConnCtx;
 use crate::emit::{self, Gone, Sink};
-use crate::knobs::Behavior;
-use crate::route::{self, Reply, REQUEST_ID_HEADER};
-use crate::stats::{Outcome, ReqStats};
+use crate::knobs::{Behavior, SILENT_LIMIT};
+use crate::route::{self, NoReply, Reply, REQUEST_ID_HEADER};
+use crate::stats::{CloseReason, Outcome, ReqStats};
 
 /// Serves one HTTP/2 connection until the client closes it or a GOAWAY completes.
 pub(crate) async fn serve<IO>(io: IO, ctx: ConnCtx)
@@ -36,6 +36,11 @@ where
     let mut going_away = false;
     loop {
         let next = tokio::select! {
+            // First, so that a killed connection writes nothing more: not even the RST_STREAM
+            // h2 would send for the streams it drops.
+            biased;
+            // `fail_with=close`: drop the connection as it is, no GOAWAY (a crashed server).
+            () = ctx.kill.notified() => break,
             next = conn.accept() => next,
             Some(_) = streams.join_next(), if !streams.is_empty() => continue,
         };
@@ -50,11 +55,11 @@ where
         }
         let (parts, body) = req.into_parts();
         if route::is_admin(parts.uri.path()) {
-            let reply = route::admin(&parts.method, &parts.uri, &ctx.stats);
+            let reply = route::admin(&parts.method, &parts.uri, &ctx.stats, &ctx.cfg.faults);
             streams.spawn(async move {
                 if let Reply::Full { status, body, .. } = reply {
                     if let Ok(mut s) =
-                        respond.send_response(json_head(status, body.len(), None), false)
+                        respond.send_response(json_head(status, body.len(), &[]), false)
                     {
                         let _ = s.send_data(body, true);
                     }
@@ -80,7 +85,7 @@ where
         }
         let stream_id = respond.stream_id().as_u32();
         let req = ctx.conn.open_request(stream_id, &parts);
-        streams.spawn(handle(parts, body, respond, behavior, req));
+        streams.spawn(handle(ctx.clone(), parts, body, respond, behavior, req));
         if goaway_after.is_some_and(|n| accepted >= n) {
             // Graceful: GOAWAY(2^31-1), one PING round trip, then GOAWAY(last stream id);
             // streams up to that id finish, later ones are refused above.
@@ -124,7 +129,7 @@ async fn read_body(body: &mut RecvStream, b: Option<&Behavior>) -> Result<Bytes,
     Ok(buf.freeze())
 }
 
-fn json_head(status: StatusCode, len: usize, retry_after: Option<u32>) -> Response<()> {
+fn json_head(status: StatusCode, len: usize, extra: &[(&'static str, String)]) -> Response<()> {
     let mut resp = Response::new(());
     *resp.status_mut() = status;
     let h = resp.headers_mut();
@@ -133,13 +138,16 @@ fn json_head(status: StatusCode, len: usize, retry_after: Option<u32>) -> Respon
         HeaderValue::from_static("application/json"),
     );
     h.insert(http::header::CONTENT_LENGTH, HeaderValue::from(len));
-    if let Some(s) = retry_after {
-        h.insert(http::header::RETRY_AFTER, HeaderValue::from(s));
+    for (name, value) in extra {
+        if let Ok(v) = HeaderValue::from_str(value) {
+            h.insert(HeaderName::from_static(name), v);
+        }
     }
     resp
 }
 
 async fn handle(
+    ctx: ConnCtx,
     parts: http::request::Parts,
     mut body: RecvStream,
     mut respond: SendResponse<Bytes>,
@@ -154,17 +162,25 @@ async fn handle(
         (Err(e), _) => (route::knob_error(&path, &e), Behavior::default()),
         (Ok(b), Err(BodyError::TooLarge)) => (route::too_large(&path), b),
         (Ok(b), Ok(bytes)) => {
-            let routed = route::route(&parts.method, &path, &parts.headers, &bytes, &b);
-            req.set_model(routed.model, routed.stream);
+            req.set_body(&bytes, ctx.cfg.max_recorded_body);
+            let r = route::Request {
+                method: &parts.method,
+                uri: &parts.uri,
+                headers: &parts.headers,
+                body: &bytes,
+            };
+            let routed = route::route(&r, &b, &ctx.cfg.faults);
+            req.set_routed(&routed);
             (routed.reply, b)
         }
     };
-    req.set_status(reply.status().as_u16());
+    req.set_status(reply.status());
     match reply {
+        Reply::Nothing(how) => no_reply(how, &ctx, respond, &req).await,
         Reply::Full {
             status,
             body,
-            retry_after,
+            headers,
         } => {
             if status.is_success() && !b.ttft.is_zero() {
                 // Generation time before the headers, as a real non-streaming API behaves.
@@ -181,7 +197,7 @@ async fn handle(
                     return req.end(gone.outcome());
                 }
             }
-            let mut head = json_head(status, body.len(), retry_after);
+            let mut head = json_head(status, body.len(), &headers);
             add_request_id(&mut head, &req);
             match respond.send_response(head, body.is_empty()) {
                 Ok(stream) if !body.is_empty() => emit::full(Sink::H2(stream), body, &req).await,
@@ -207,6 +223,41 @@ async fn handle(
             }
         }
     }
+}
+
+/// A processed request that gets no response: its stream is reset, the whole connection is
+/// dropped, or (`silent`) nothing happens until the client resets the stream or leaves,
+/// given up after [`SILENT_LIMIT`] with RST_STREAM(CANCEL).
+async fn no_reply(how: NoReply, ctx: &ConnCtx, mut respond: SendResponse<Bytes>, req: &ReqStats) {
+    match how {
+        NoReply::Reset => respond.send_reset(Reason::INTERNAL_ERROR),
+        NoReply::Close => {
+            ctx.conn.closed_by_server(CloseReason::FaultClose);
+            req.end(Outcome::Aborted);
+            ctx.kill.notify_one();
+            // Hold the stream until the connection task aborts this one: dropping it now would
+            // queue an RST_STREAM that the connection might still write.
+            std::future::pending::<()>().await;
+        }
+        NoReply::Silent => {
+            let left = tokio::select! {
+                _ = sleep(SILENT_LIMIT) => None,
+                r = poll_fn(|cx| respond.poll_reset(cx)) => Some(r),
+            };
+            match left {
+                Some(r) => {
+                    let gone = if r.is_ok() {
+                        Gone::Reset
+                    } else {
+                        Gone::ConnectionClosed
+                    };
+                    return req.end(gone.outcome());
+                }
+                None => respond.send_reset(Reason::CANCEL),
+            }
+        }
+    }
+    req.end(Outcome::Aborted);
 }
 
 fn add_request_id(resp: &mut Response<()>, req: &ReqStats) {

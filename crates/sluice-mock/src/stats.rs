@@ -7,8 +7,11 @@ use std::collections::VecDeque;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
+use bytes::Bytes;
 use serde::Serialize;
 use tokio::time::Instant;
+
+use crate::shapes::Api;
 
 /// How many request records are kept; older ones are dropped (totals still count them), so a
 /// long benchmark cannot grow the mock's memory without bound.
@@ -39,10 +42,34 @@ pub enum Outcome {
     /// The client went away first. The reason says how the mock noticed: `rst_stream`,
     /// `connection_closed`, `write_error` or `client_gone` (HTTP/1.1 body dropped).
     Cancelled(String),
-    /// An injected fault ended it (`abort_after`).
+    /// An injected fault ended it: `abort_after`, `reset_before_headers`, `fail_with=reset` or
+    /// `close` (and every request the closed connection carried), `silent` giving up.
     Aborted,
     /// Refused before processing (`refuse`, or a stream that arrived after GOAWAY began).
     Refused,
+}
+
+/// A request that carried an assistant prefill.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+pub struct PrefillRecord {
+    /// Bytes of prefill text.
+    pub bytes: usize,
+    /// Whether the answer continued from it (it was a prefix of the whole answer); `false`
+    /// when the mock answered the whole text instead, or rejected it (`prefill=reject`).
+    pub continued: bool,
+}
+
+/// Why the server closed a connection on its own.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum CloseReason {
+    /// `h1_idle_timeout`: a kept-alive HTTP/1.1 connection was idle too long.
+    IdleTimeout,
+    /// `h1_stale_close`: a request arrived on a kept-alive connection idle for too long and
+    /// was not processed.
+    StaleClose,
+    /// `fail_with=close`: a request's fault closed the whole connection.
+    FaultClose,
 }
 
 /// One connection.
@@ -70,6 +97,8 @@ pub struct ConnRecord {
     pub refused_streams: u64,
     /// The write throttle in force (`degrade`), bytes per second.
     pub degrade_bytes_per_s: Option<u64>,
+    /// Why the server closed it on its own, if it did.
+    pub close_reason: Option<CloseReason>,
 }
 
 /// One request.
@@ -87,11 +116,26 @@ pub struct ReqRecord {
     pub path: String,
     /// The request headers as received (lower-case names).
     pub headers: Vec<(String, String)>,
-    /// The body's `model`, when it had one.
+    /// The API the path speaks (`None` for a request rejected before routing).
+    pub api: Option<Api>,
+    /// The body's (Gemini: the path's) `model`, when it had one.
     pub model: Option<String>,
+    /// The request body as received, up to [`MockConfig::max_recorded_body`] bytes
+    /// (`body_truncated` says when it was longer).
+    ///
+    /// [`MockConfig::max_recorded_body`]: crate::MockConfig::max_recorded_body
+    pub body: Bytes,
+    /// Whether `body` is only the beginning of a longer body.
+    pub body_truncated: bool,
+    /// The assistant prefill it carried, if any.
+    pub prefill: Option<PrefillRecord>,
+    /// The injected fault that decided its response, if one did: `fail_first`,
+    /// `fail_for_ms`, `flap`, `reset_before_headers`, `silent`, `status`, `error:KIND`,
+    /// `stream_error:KIND`, `prefill_rejected`.
+    pub fault: Option<String>,
     /// Whether the response was a stream.
     pub stream: bool,
-    /// Response status.
+    /// Response status; 0 when no response was sent (`reset_before_headers`, `silent`, ...).
     pub status: u16,
     /// When the request arrived.
     pub started: Instant,
@@ -128,6 +172,14 @@ pub struct Totals {
     pub refused: u64,
     /// GOAWAYs begun.
     pub goaways: u64,
+    /// Requests whose response an injected fault decided (see [`ReqRecord::fault`]).
+    pub faults: u64,
+    /// Requests that carried an assistant prefill.
+    pub prefills: u64,
+    /// HTTP/1.1 connections closed by `h1_idle_timeout`.
+    pub h1_idle_closes: u64,
+    /// HTTP/1.1 connections closed by `h1_stale_close` when a request arrived.
+    pub h1_stale_closes: u64,
     /// Requests being served right now.
     pub in_progress: u64,
 }
@@ -174,6 +226,7 @@ impl Snapshot {
                     "max_concurrent_streams": c.max_concurrent_streams,
                     "goaway_at_ms": oms(c.goaway_at), "refused_streams": c.refused_streams,
                     "degrade_bytes_per_s": c.degrade_bytes_per_s,
+                    "close_reason": c.close_reason,
                 })
             })
             .collect();
@@ -188,8 +241,10 @@ impl Snapshot {
                     .collect();
                 serde_json::json!({
                     "id": r.id, "connection_id": r.conn_id, "stream_id": r.stream_id,
-                    "method": r.method, "path": r.path, "headers": headers, "model": r.model,
-                    "stream": r.stream, "status": r.status,
+                    "method": r.method, "path": r.path, "headers": headers, "api": r.api,
+                    "model": r.model, "stream": r.stream, "status": r.status,
+                    "body": String::from_utf8_lossy(&r.body), "body_truncated": r.body_truncated,
+                    "prefill": r.prefill, "fault": r.fault,
                     "started_ms": ms(r.started), "first_byte_ms": oms(r.first_byte_at),
                     "finished_ms": oms(r.finished_at), "cancelled_ms": oms(r.cancelled_at),
                     "outcome": r.outcome, "events_sent": r.events_sent,
@@ -292,6 +347,7 @@ impl Stats {
             goaway_at: None,
             refused_streams: 0,
             degrade_bytes_per_s: None,
+            close_reason: None,
         }));
         if inner.conns.len() >= inner.max_records {
             inner.conns.pop_front();
@@ -352,7 +408,12 @@ impl ConnStats {
                 .path_and_query()
                 .map_or_else(|| parts.uri.path().to_string(), |p| p.to_string()),
             headers,
+            api: None,
             model: None,
+            body: Bytes::new(),
+            body_truncated: false,
+            prefill: None,
+            fault: None,
             stream: false,
             status: 0,
             started: Instant::now(),
@@ -396,6 +457,16 @@ impl ConnStats {
     pub(crate) fn degrade(&self, bytes_per_s: u64) {
         lock(&self.rec).degrade_bytes_per_s = Some(bytes_per_s);
     }
+
+    /// Records that the server closed the connection on its own, and why.
+    pub(crate) fn closed_by_server(&self, reason: CloseReason) {
+        lock(&self.rec).close_reason = Some(reason);
+        self.stats.bump(|t| match reason {
+            CloseReason::IdleTimeout => t.h1_idle_closes += 1,
+            CloseReason::StaleClose => t.h1_stale_closes += 1,
+            CloseReason::FaultClose => {}
+        });
+    }
 }
 
 impl Drop for ConnStats {
@@ -416,10 +487,31 @@ pub(crate) struct ReqStats {
 }
 
 impl ReqStats {
-    pub(crate) fn set_model(&self, model: Option<String>, stream: bool) {
+    /// Records what routing learned about the request.
+    pub(crate) fn set_routed(&self, routed: &crate::route::Routed) {
         let mut r = lock(&self.rec);
-        r.model = model;
-        r.stream = stream;
+        r.api = Some(routed.api);
+        r.model.clone_from(&routed.model);
+        r.stream = routed.stream;
+        r.prefill = routed.prefill;
+        r.fault.clone_from(&routed.fault);
+        drop(r);
+        self.stats.bump(|t| {
+            t.faults += u64::from(routed.fault.is_some());
+            t.prefills += u64::from(routed.prefill.is_some());
+        });
+    }
+
+    /// Keeps the first `max` bytes of the request body as evidence.
+    pub(crate) fn set_body(&self, body: &Bytes, max: usize) {
+        let mut r = lock(&self.rec);
+        if body.len() > max {
+            // A copy, so a huge body is not kept alive by its first bytes.
+            r.body = Bytes::copy_from_slice(&body[..max]);
+            r.body_truncated = true;
+        } else {
+            r.body = body.clone();
+        }
     }
 
     pub(crate) fn set_status(&self, status: u16) {
@@ -464,7 +556,14 @@ impl ReqStats {
 
 impl Drop for ReqStats {
     fn drop(&mut self) {
-        self.end(Outcome::Cancelled("client_gone".into()));
+        // A request cut because the server closed its connection on its own (a fault) was
+        // not cancelled by the client.
+        let server_closed = lock(&self.conn).close_reason.is_some();
+        self.end(if server_closed {
+            Outcome::Aborted
+        } else {
+            Outcome::Cancelled("client_gone".into())
+        });
         let mut c = lock(&self.conn);
         c.active_streams = c.active_streams.saturating_sub(1);
     }

@@ -1,15 +1,16 @@
-//! `degrade`: a connection whose every write is throttled, like a lossy TCP link that slows all
-//! the streams it carries at once.
+//! The mock's TCP stream: `degrade` throttles every write, like a lossy TCP link that slows all
+//! the streams it carries at once; a connection marked for it is closed with RST, not FIN.
 
 use std::future::Future;
 use std::io;
 use std::pin::Pin;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::time::Duration;
 
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
+use tokio::net::TcpStream;
 use tokio::time::{sleep, Sleep};
 
 /// The rate a request set for its connection; 0 means unthrottled.
@@ -27,23 +28,35 @@ impl Rate {
 }
 
 /// Wraps the TCP stream (below TLS, so TLS records are throttled too).
-pub(crate) struct Throttled<IO> {
-    io: IO,
+pub(crate) struct Throttled {
+    io: TcpStream,
     rate: Rate,
     pause: Option<Pin<Box<Sleep>>>,
+    rst: Arc<AtomicBool>,
 }
 
-impl<IO> Throttled<IO> {
-    pub(crate) fn new(io: IO, rate: Rate) -> Self {
+impl Throttled {
+    /// `rst`, once set, makes dropping the stream an abortive close (SO_LINGER 0: TCP RST).
+    pub(crate) fn new(io: TcpStream, rate: Rate, rst: Arc<AtomicBool>) -> Self {
         Throttled {
             io,
             rate,
             pause: None,
+            rst,
         }
     }
 }
 
-impl<IO: AsyncRead + Unpin> AsyncRead for Throttled<IO> {
+impl Drop for Throttled {
+    fn drop(&mut self) {
+        if self.rst.load(Ordering::Relaxed) {
+            // Zero linger never blocks: the kernel drops the buffers and sends RST.
+            let _ = self.io.set_zero_linger();
+        }
+    }
+}
+
+impl AsyncRead for Throttled {
     fn poll_read(
         mut self: Pin<&mut Self>,
         cx: &mut Context<'_>,
@@ -53,7 +66,7 @@ impl<IO: AsyncRead + Unpin> AsyncRead for Throttled<IO> {
     }
 }
 
-impl<IO: AsyncWrite + Unpin> AsyncWrite for Throttled<IO> {
+impl AsyncWrite for Throttled {
     fn poll_write(
         mut self: Pin<&mut Self>,
         cx: &mut Context<'_>,

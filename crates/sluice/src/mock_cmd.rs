@@ -3,6 +3,7 @@
 use std::io::Write as _;
 use std::net::SocketAddr;
 use std::path::PathBuf;
+use std::time::Duration;
 
 use anyhow::Context as _;
 use sluice_mock::{Behavior, MockConfig, MockServer};
@@ -41,9 +42,36 @@ pub struct MockArgs {
     /// How many connection and request records `/__mock/stats` keeps.
     #[arg(long, value_name = "N", default_value_t = sluice_mock::DEFAULT_MAX_RECORDS)]
     max_records: usize,
+    /// How many bytes of each request body `/__mock/stats` keeps.
+    #[arg(long, value_name = "BYTES", default_value_t = sluice_mock::DEFAULT_MAX_RECORDED_BODY)]
+    max_recorded_body: usize,
+    /// HTTP/1.1: close a kept-alive connection idle this long (a server's keep-alive timeout).
+    #[arg(long, value_name = "MS")]
+    h1_idle_timeout_ms: Option<u64>,
+    /// HTTP/1.1: when a request arrives on a kept-alive connection idle at least this long,
+    /// close the connection without processing or answering it (the stale keep-alive race).
+    #[arg(long, value_name = "MS")]
+    h1_stale_close_ms: Option<u64>,
+    /// Close those stale connections with TCP RST instead of FIN.
+    #[arg(long, requires = "h1_stale_close_ms")]
+    h1_stale_close_rst: bool,
 }
 
 impl MockArgs {
+    fn config(&self) -> anyhow::Result<MockConfig> {
+        Ok(MockConfig {
+            listen: self.listen,
+            tls: self.tls,
+            h2_max_concurrent_streams: self.h2_max_concurrent_streams,
+            defaults: self.behavior()?,
+            max_records: self.max_records,
+            max_recorded_body: self.max_recorded_body,
+            h1_idle_timeout: self.h1_idle_timeout_ms.map(Duration::from_millis),
+            h1_stale_close: self.h1_stale_close_ms.map(Duration::from_millis),
+            h1_stale_close_rst: self.h1_stale_close_rst,
+        })
+    }
+
     fn behavior(&self) -> anyhow::Result<Behavior> {
         let mut spec = self.defaults.clone();
         let mut add = |k: &str, v: Option<String>| {
@@ -63,13 +91,7 @@ impl MockArgs {
 
 /// Runs the mock until the process is interrupted.
 pub fn run(args: MockArgs) -> anyhow::Result<()> {
-    let cfg = MockConfig {
-        listen: args.listen,
-        tls: args.tls,
-        h2_max_concurrent_streams: args.h2_max_concurrent_streams,
-        defaults: args.behavior()?,
-        max_records: args.max_records,
-    };
+    let cfg = args.config()?;
     let rt = tokio::runtime::Runtime::new().context("cannot start the tokio runtime")?;
     rt.block_on(async {
         let server = MockServer::start(cfg).await?;
@@ -87,4 +109,57 @@ pub fn run(args: MockArgs) -> anyhow::Result<()> {
         }
         Ok(())
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::Parser;
+
+    use super::*;
+
+    #[derive(Debug, Parser)]
+    struct Cli {
+        #[command(flatten)]
+        mock: MockArgs,
+    }
+
+    fn config(args: &[&str]) -> MockConfig {
+        let cli = Cli::try_parse_from(std::iter::once("mock").chain(args.iter().copied()))
+            .unwrap_or_else(|e| panic!("{e}"));
+        cli.mock.config().unwrap()
+    }
+
+    #[test]
+    fn keep_alive_flags_reach_the_config() {
+        let c = config(&[
+            "--h1-idle-timeout-ms",
+            "5000",
+            "--h1-stale-close-ms",
+            "2000",
+            "--h1-stale-close-rst",
+            "--max-recorded-body",
+            "10",
+        ]);
+        assert_eq!(c.h1_idle_timeout, Some(Duration::from_millis(5000)));
+        assert_eq!(c.h1_stale_close, Some(Duration::from_millis(2000)));
+        assert!(c.h1_stale_close_rst);
+        assert_eq!(c.max_recorded_body, 10);
+        let d = config(&[]);
+        assert_eq!((d.h1_idle_timeout, d.h1_stale_close), (None, None));
+        assert!(Cli::try_parse_from(["mock", "--h1-stale-close-rst"]).is_err());
+    }
+
+    #[test]
+    fn new_knobs_work_as_defaults() {
+        let c = config(&[
+            "--defaults",
+            "fail_first=2, fail_with=overloaded, prefill=reject",
+        ]);
+        assert_eq!(c.defaults.fail_first, Some(2));
+        assert_eq!(
+            c.defaults.fail_with,
+            sluice_mock::FailWith::Error(sluice_mock::ErrorKind::Overloaded)
+        );
+        assert_eq!(c.defaults.prefill, sluice_mock::PrefillMode::Reject);
+    }
 }

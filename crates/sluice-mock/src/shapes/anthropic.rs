@@ -1,5 +1,7 @@
 //! Anthropic Messages (`POST /v1/messages`).
 
+use std::ops::Range;
+
 use serde_json::{json, Value};
 
 use super::{Completion, EventSeq, Finish, SseItem};
@@ -7,37 +9,50 @@ use super::{Completion, EventSeq, Finish, SseItem};
 fn stop_reason(c: &Completion) -> &'static str {
     match c.finish {
         Finish::Stop => "end_turn",
+        Finish::StopSequence(_) => "stop_sequence",
         Finish::Length => "max_tokens",
         Finish::Tools => "tool_use",
+        Finish::ContentFilter => "refusal",
     }
 }
 
-fn message(c: &Completion, content: Value, stop: Option<&str>, output_tokens: u32) -> Value {
+fn stop_sequence(c: &Completion) -> Value {
+    match &c.finish {
+        Finish::StopSequence(s) => json!(s),
+        _ => Value::Null,
+    }
+}
+
+fn message(c: &Completion, content: Value, done: bool, output_tokens: u32) -> Value {
     json!({
         "id": format!("msg_{}", c.id()),
         "type": "message",
         "role": "assistant",
         "model": c.model,
         "content": content,
-        "stop_reason": stop,
-        "stop_sequence": null,
+        "stop_reason": if done { json!(stop_reason(c)) } else { Value::Null },
+        "stop_sequence": if done { stop_sequence(c) } else { Value::Null },
         "usage": { "input_tokens": c.prompt_tokens, "output_tokens": output_tokens },
     })
 }
 
 fn tool_block(c: &Completion, input: Value) -> Value {
-    json!({ "type": "tool_use", "id": format!("toolu_{}", c.id()), "name": Completion::TOOL_NAME, "input": input })
+    json!({ "type": "tool_use", "id": format!("toolu_{}", c.id()), "name": c.tool_name(), "input": input })
 }
 
 /// The non-streaming message.
 pub(crate) fn message_body(c: &Completion) -> Value {
     let content = if c.tools {
-        let input: Value = serde_json::from_str(&c.tool_args()).unwrap_or(Value::Null);
-        json!([tool_block(c, input)])
+        json!([tool_block(c, c.tool_input())])
     } else {
         json!([{ "type": "text", "text": c.text() }])
     };
-    message(c, content, Some(stop_reason(c)), c.completion_tokens())
+    message(c, content, true, c.output_tokens())
+}
+
+/// `POST /v1/messages/count_tokens`.
+pub(crate) fn count_tokens_body(input_tokens: u32) -> Value {
+    json!({ "input_tokens": input_tokens })
 }
 
 /// The streaming message: message_start, content_block_start, ping, content_block_delta per
@@ -67,7 +82,7 @@ impl EventSeq for MessageStream {
         match i {
             0 => (
                 Some("message_start"),
-                json!({ "type": "message_start", "message": message(c, json!([]), None, 1) })
+                json!({ "type": "message_start", "message": message(c, json!([]), false, 1) })
                     .to_string(),
             ),
             1 => {
@@ -103,8 +118,8 @@ impl EventSeq for MessageStream {
                 Some("message_delta"),
                 json!({
                     "type": "message_delta",
-                    "delta": { "stop_reason": stop_reason(c), "stop_sequence": null },
-                    "usage": { "output_tokens": c.completion_tokens() },
+                    "delta": { "stop_reason": stop_reason(c), "stop_sequence": stop_sequence(c) },
+                    "usage": { "output_tokens": c.output_tokens() },
                 })
                 .to_string(),
             ),
@@ -113,6 +128,10 @@ impl EventSeq for MessageStream {
                 json!({ "type": "message_stop" }).to_string(),
             ),
         }
+    }
+
+    fn content(&self) -> Range<usize> {
+        3..3 + self.body_events()
     }
 }
 

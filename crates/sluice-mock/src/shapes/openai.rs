@@ -1,5 +1,7 @@
 //! OpenAI Chat Completions, legacy Completions, Embeddings and Models.
 
+use std::ops::Range;
+
 use base64::Engine as _;
 use serde_json::{json, Value};
 
@@ -7,18 +9,23 @@ use super::{Completion, EventSeq, Finish, SseItem};
 
 fn finish_reason(c: &Completion) -> &'static str {
     match c.finish {
-        Finish::Stop => "stop",
+        Finish::Stop | Finish::StopSequence(_) => "stop",
         Finish::Length => "length",
         Finish::Tools => "tool_calls",
+        Finish::ContentFilter => "content_filter",
     }
 }
 
 fn usage(c: &Completion) -> Value {
-    json!({
+    let mut u = json!({
         "prompt_tokens": c.prompt_tokens,
-        "completion_tokens": c.completion_tokens(),
-        "total_tokens": c.prompt_tokens + c.completion_tokens(),
-    })
+        "completion_tokens": c.output_tokens(),
+        "total_tokens": c.prompt_tokens + c.output_tokens(),
+    });
+    if c.reasoning_tokens > 0 {
+        u["completion_tokens_details"] = json!({ "reasoning_tokens": c.reasoning_tokens });
+    }
+    u
 }
 
 /// `POST /v1/chat/completions` with `stream: false`.
@@ -31,7 +38,7 @@ pub(crate) fn chat_body(c: &Completion) -> Value {
             "tool_calls": [{
                 "id": c.tool_call_id(),
                 "type": "function",
-                "function": { "name": Completion::TOOL_NAME, "arguments": c.tool_args() },
+                "function": { "name": c.tool_name(), "arguments": c.tool_args() },
             }],
         })
     } else {
@@ -108,7 +115,7 @@ impl EventSeq for ChatStream {
                         "role": "assistant", "content": null, "refusal": null,
                         "tool_calls": [{
                             "index": 0, "id": self.c.tool_call_id(), "type": "function",
-                            "function": { "name": Completion::TOOL_NAME, "arguments": "" },
+                            "function": { "name": self.c.tool_name(), "arguments": "" },
                         }],
                     }),
                     None,
@@ -139,6 +146,10 @@ impl EventSeq for ChatStream {
             "[DONE]".to_string()
         };
         (None, data)
+    }
+
+    fn content(&self) -> Range<usize> {
+        1..1 + self.body_events()
     }
 }
 
@@ -203,6 +214,10 @@ impl EventSeq for CompletionsStream {
             "[DONE]".to_string()
         };
         (None, data)
+    }
+
+    fn content(&self) -> Range<usize> {
+        0..self.c.n_tokens as usize
     }
 }
 
@@ -276,7 +291,12 @@ fn vector(seed: &[u8], dims: usize) -> Vec<f32> {
 
 /// The models the mock lists at `GET /v1/models`. It answers for any model name; these are
 /// what a client discovering models sees.
-pub(crate) const MODELS: &[&str] = &["mock-gpt-4o", "mock-gpt-4o-mini", "mock-claude-sonnet"];
+pub(crate) const MODELS: &[&str] = &[
+    "mock-gpt-4o",
+    "mock-gpt-4o-mini",
+    "mock-claude-sonnet",
+    "mock-gemini-2.5-flash",
+];
 
 /// `GET /v1/models`.
 pub(crate) fn models_body() -> Value {

@@ -1,5 +1,7 @@
 //! OpenAI Responses (`POST /v1/responses`).
 
+use std::ops::Range;
+
 use serde_json::{json, Value};
 
 use super::{Completion, EventSeq, Finish, SseItem};
@@ -18,7 +20,7 @@ fn output_item(c: &Completion, done: bool) -> Value {
         json!({
             "id": item_id(c), "type": "function_call", "status": status,
             "arguments": if done { c.tool_args() } else { String::new() },
-            "call_id": c.tool_call_id(), "name": Completion::TOOL_NAME,
+            "call_id": c.tool_call_id(), "name": c.tool_name(),
         })
     } else {
         let content = if done {
@@ -35,9 +37,10 @@ fn output_item(c: &Completion, done: bool) -> Value {
 
 /// The response object; `done` gives the completed one with output and usage.
 pub(crate) fn response_object(c: &Completion, done: bool) -> Value {
-    let (status, incomplete) = match (done, c.finish) {
+    let (status, incomplete) = match (done, &c.finish) {
         (false, _) => ("in_progress", Value::Null),
         (true, Finish::Length) => ("incomplete", json!({ "reason": "max_output_tokens" })),
+        (true, Finish::ContentFilter) => ("incomplete", json!({ "reason": "content_filter" })),
         (true, _) => ("completed", Value::Null),
     };
     json!({
@@ -64,9 +67,9 @@ pub(crate) fn response_object(c: &Completion, done: bool) -> Value {
             json!({
                 "input_tokens": c.prompt_tokens,
                 "input_tokens_details": { "cached_tokens": 0 },
-                "output_tokens": c.completion_tokens(),
-                "output_tokens_details": { "reasoning_tokens": 0 },
-                "total_tokens": c.prompt_tokens + c.completion_tokens(),
+                "output_tokens": c.output_tokens(),
+                "output_tokens_details": { "reasoning_tokens": c.reasoning_tokens },
+                "total_tokens": c.prompt_tokens + c.output_tokens(),
             })
         } else {
             Value::Null
@@ -166,7 +169,7 @@ impl EventSeq for ResponseStream {
                 json!({ "output_index": 0, "item": output_item(c, true) }),
             ),
             _ => {
-                let name = if c.finish == Finish::Length {
+                let name = if matches!(c.finish, Finish::Length | Finish::ContentFilter) {
                     "response.incomplete"
                 } else {
                     "response.completed"
@@ -177,6 +180,10 @@ impl EventSeq for ResponseStream {
         v["type"] = json!(name);
         v["sequence_number"] = json!(i);
         (Some(name), v.to_string())
+    }
+
+    fn content(&self) -> Range<usize> {
+        self.head()..self.head() + self.body_events()
     }
 }
 

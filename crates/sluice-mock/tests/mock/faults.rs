@@ -346,12 +346,27 @@ async fn writes_block_when_an_http1_client_does_not_read() {
         .unwrap()
         .parse()
         .unwrap();
-    sleep(Duration::from_millis(600)).await;
-    let sent = mock.stats().snapshot().request(id).unwrap().bytes_sent;
+    // Wait until the writer stalls (the buffers are full), however slow the machine is...
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let mut last = 0;
+    let sent = loop {
+        sleep(Duration::from_millis(150)).await;
+        let sent = mock.stats().snapshot().request(id).unwrap().bytes_sent;
+        if sent > 0 && sent == last {
+            break sent;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the writer never stalled: {sent} bytes"
+        );
+        last = sent;
+    };
     assert!(
         sent < 12_000_000,
         "writes must block: {sent} bytes sent to a client that reads nothing"
     );
+    // ...and keep it blocked a while longer before reading.
+    sleep(Duration::from_millis(400)).await;
     let body = resp.into_body().collect().await.unwrap().to_bytes();
     assert!(body.len() > 16_000_000);
     let snap = wait_for(mock.stats(), "completed", |s| {

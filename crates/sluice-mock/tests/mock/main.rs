@@ -1,8 +1,13 @@
 //! The mock over real sockets, on HTTP/1.1 and HTTP/2.
 
 mod cancel;
+mod errors;
 mod faults;
+mod gemini;
+mod keepalive;
 mod knobs;
+mod policy;
+mod prefill;
 mod shapes;
 mod support;
 mod tls;

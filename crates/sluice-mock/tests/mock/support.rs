@@ -22,6 +22,14 @@ pub async fn mock(defaults: &str) -> MockServer {
     .unwrap()
 }
 
+pub async fn mock_default() -> MockServer {
+    mock("").await
+}
+
+pub async fn mock_with(cfg: MockConfig) -> MockServer {
+    MockServer::start(cfg).await.unwrap()
+}
+
 pub struct Resp {
     pub status: StatusCode,
     pub headers: http::HeaderMap,
