@@ -309,6 +309,12 @@ impl MemoryLimits {
             quotas.push(v.quota);
         }
         if let Some((index, reason, retry_after)) = refused {
+            // Report the numbers as they stand, not as if this admission had passed.
+            let quotas = checks
+                .iter()
+                .enumerate()
+                .map(|(i, c)| Self::verdict(&guards[positions[i]], c, now, true).quota)
+                .collect();
             return Ok(Err(Refusal {
                 index,
                 kind: checks[index].kind(),

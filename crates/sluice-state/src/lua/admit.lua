@@ -32,43 +32,43 @@ end
 
 local out = {0, 0, -1}
 local writes = {}
+-- Per check: the numbers as they stand (reads, refusals) and after this admission.
+local standing, after = {}, {}
 for i = 1, #KEYS do
   local a = 3 + (i - 1) * 4
   local kind = ARGV[a + 1]
   local limit = tonumber(ARGV[a + 2])
   local period = tonumber(ARGV[a + 3])
   local cost = tonumber(ARGV[a + 4])
-  local remaining, used, reset = 0, 0, 0
   local refused, reason, retry = false, 0, -1
   if kind == 'g' then
     local interval = period / limit
     local tat = tonumber(redis.call('GET', KEYS[i])) or now
-    if dry then
-      remaining, used, reset = numbers(limit, period, interval, tat)
-    elseif cost > limit then
+    local remaining, used, reset = numbers(limit, period, interval, tat)
+    standing[i] = {limit, remaining, used, reset}
+    after[i] = standing[i]
+    if cost > limit then
       refused, reason = true, 1
-      remaining, used, reset = numbers(limit, period, interval, tat)
     else
       local new_tat = math.max(tat, now) + cost * interval
       local wait = new_tat - period - now
       if wait > EPS then
         refused, retry = true, wait
-        remaining, used, reset = numbers(limit, period, interval, tat)
       else
         remaining, used, reset = numbers(limit, period, interval, new_tat)
+        after[i] = {limit, remaining, used, reset}
         if cost > 0 then writes[i] = new_tat end
       end
     end
   elseif kind == 'c' then
     redis.call('ZREMRANGEBYSCORE', KEYS[i], '-inf', now_ms)
     local n = redis.call('ZCARD', KEYS[i])
+    standing[i] = {limit, math.max(limit - n, 0), n, 0}
+    after[i] = standing[i]
     if n >= limit then
       refused, retry = true, 1000000
-      remaining, used = 0, n
-    elseif dry then
-      remaining, used = limit - n, n
     else
-      remaining, used = limit - n - 1, n + 1
+      after[i] = {limit, limit - n - 1, n + 1, 0}
       writes[i] = true
     end
   elseif kind == 'b' then
@@ -76,8 +76,9 @@ for i = 1, #KEYS do
     local h = redis.call('HMGET', KEYS[i], 'w', 's')
     local spend = 0
     if tonumber(h[1]) == window then spend = tonumber(h[2]) or 0 end
-    reset = (window + 1) * period - unix
-    remaining, used = math.max(limit - spend, 0), spend
+    local reset = (window + 1) * period - unix
+    standing[i] = {limit, math.max(limit - spend, 0), spend, reset}
+    after[i] = standing[i]
     if spend >= limit then refused, reason, retry = true, 2, reset end
   else
     return redis.error_reply('unknown check kind')
@@ -85,10 +86,16 @@ for i = 1, #KEYS do
   if refused and out[1] == 0 then
     out[1], out[2], out[3] = i, reason, math.ceil(retry)
   end
-  out[#out + 1] = limit
-  out[#out + 1] = remaining
-  out[#out + 1] = used
-  out[#out + 1] = math.ceil(reset)
+end
+
+local report = after
+if dry or out[1] ~= 0 then report = standing end
+for i = 1, #KEYS do
+  local q = report[i]
+  out[#out + 1] = q[1]
+  out[#out + 1] = q[2]
+  out[#out + 1] = q[3]
+  out[#out + 1] = math.ceil(q[4])
 end
 
 if out[1] == 0 and not dry then
