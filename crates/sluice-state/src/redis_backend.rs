@@ -579,8 +579,12 @@ pub(crate) async fn background(backend: Arc<RedisBackend>, mut jobs: mpsc::Recei
                 join_all(batch.drain(..).map(|job| backend.run_job(job))).await;
             }
             _ = renew.tick() => backend.renew_leases().await,
-            _ = probe.tick(), if backend.is_down() => {
-                backend.probe().await;
+            // Always armed: a precondition would only be looked at when another branch wakes
+            // the loop, which can be a lease renewal tens of seconds later.
+            _ = probe.tick() => {
+                if backend.is_down() {
+                    backend.probe().await;
+                }
             }
         }
     }
