@@ -61,6 +61,9 @@ pub enum Check {
     },
 }
 
+/// Checks per admission at most (the in-memory store keeps them on the stack).
+pub const MAX_CHECKS: usize = 16;
+
 /// Limits above this are refused as invalid: both backends compute in IEEE doubles (Lua's
 /// numbers), which are exact integers up to 2^53.
 pub(crate) const MAX_LIMIT: u64 = 1 << 50;

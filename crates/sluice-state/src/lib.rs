@@ -29,7 +29,7 @@ mod redis_backend;
 mod stats;
 mod store;
 
-pub use check::{Check, CheckKind, Quota, Refusal, RefusalReason, Usage};
+pub use check::{Check, CheckKind, Quota, Refusal, RefusalReason, Usage, MAX_CHECKS};
 pub use config::{
     BackendConfig, ConfigError, FailureMode, IdempotencyConfig, MemoryConfig, RedisConfig,
     StateConfig,

@@ -6,15 +6,16 @@
 //! each shard drops entries that no longer matter every `sweep_interval` (a full bucket, no
 //! lease, a past budget period), and live entries are capped by `max_entries`.
 
-use std::collections::hash_map::{Entry, HashMap, RandomState};
+use std::collections::hash_map::{HashMap, RandomState};
 use std::hash::BuildHasher;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
+use hashbrown::HashTable;
 use tokio::time::Instant;
 
-use crate::check::{Check, CheckKind, Quota, Refusal, RefusalReason, Usage};
+use crate::check::{Check, CheckKind, Quota, Refusal, RefusalReason, Usage, MAX_CHECKS, MAX_LIMIT};
 use crate::gcra::{Gcra, Outcome, TIME_BASE_SECS};
 use crate::idempotency::{BeginRaw, BodyHash, Completion, RecordId, StoredResponse};
 use crate::{IdempotencyConfig, MemoryConfig, StateError};
@@ -71,28 +72,90 @@ struct Spend {
     end_unix_us: f64,
 }
 
+/// The state of one counter.
+#[derive(Clone, Copy, Debug)]
+enum Value {
+    /// Rate and tokens: the GCRA's theoretical arrival time.
+    Tat(f64),
+    /// Concurrency: leases held.
+    Leases(u64),
+    /// Budget: spend in a period.
+    Spend(Spend),
+}
+
+/// One counter. The hash is kept so the table never hashes a key twice.
+#[derive(Debug)]
+struct Slot {
+    hash: u64,
+    kind: CheckKind,
+    key: Arc<str>,
+    value: Value,
+}
+
 #[derive(Debug, Default)]
 struct Shard {
-    rate: HashMap<Arc<str>, f64>,
-    tokens: HashMap<Arc<str>, f64>,
-    leases: HashMap<Arc<str>, u64>,
-    budgets: HashMap<Arc<str>, Spend>,
+    table: HashTable<Slot>,
     next_sweep_us: f64,
 }
 
+/// The gateway passes the same `Arc` for a key on every request: comparing pointers first
+/// skips reading the key's bytes (a cache miss with many keys).
+fn same_key(slot: &Slot, kind: CheckKind, key: &Arc<str>) -> bool {
+    slot.kind == kind && (Arc::ptr_eq(&slot.key, key) || *slot.key == **key)
+}
+
 impl Shard {
-    fn len(&self) -> usize {
-        self.rate.len() + self.tokens.len() + self.leases.len() + self.budgets.len()
+    fn get(&self, hash: u64, check: &Check) -> Option<Value> {
+        let (kind, key) = (check.kind(), check.key());
+        self.table
+            .find(hash, |s| same_key(s, kind, key))
+            .map(|s| s.value)
+    }
+
+    /// Sets a counter; true if it is new.
+    fn set(&mut self, hash: u64, check: &Check, value: Value) -> bool {
+        let (kind, key) = (check.kind(), check.key());
+        match self
+            .table
+            .entry(hash, |s| same_key(s, kind, key), |s| s.hash)
+        {
+            hashbrown::hash_table::Entry::Occupied(mut e) => {
+                e.get_mut().value = value;
+                false
+            }
+            hashbrown::hash_table::Entry::Vacant(e) => {
+                e.insert(Slot {
+                    hash,
+                    kind,
+                    key: key.clone(),
+                    value,
+                });
+                true
+            }
+        }
+    }
+
+    /// Removes a counter; true if it was there.
+    fn remove(&mut self, hash: u64, check: &Check) -> bool {
+        let (kind, key) = (check.kind(), check.key());
+        match self.table.find_entry(hash, |s| same_key(s, kind, key)) {
+            Ok(e) => {
+                e.remove();
+                true
+            }
+            Err(_) => false,
+        }
     }
 
     /// Drops what equals "no entry"; returns how many were dropped.
     fn sweep(&mut self, now: Now) -> usize {
-        let before = self.len();
-        self.rate.retain(|_, tat| *tat > now.rel_us);
-        self.tokens.retain(|_, tat| *tat > now.rel_us);
-        self.leases.retain(|_, n| *n > 0);
-        self.budgets.retain(|_, s| s.end_unix_us > now.unix_us);
-        before - self.len()
+        let before = self.table.len();
+        self.table.retain(|s| match s.value {
+            Value::Tat(tat) => tat > now.rel_us,
+            Value::Leases(n) => n > 0,
+            Value::Spend(s) => s.end_unix_us > now.unix_us,
+        });
+        before - self.table.len()
     }
 }
 
@@ -111,6 +174,25 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     // A panic while holding the lock cannot leave a map half-updated in a way that matters more
     // than refusing every later request would.
     m.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+/// The shard of a counter: bits of its hash that neither the table's bucket index (low bits)
+/// nor its control tag (top 7 bits) use.
+fn shard_of(hash: u64) -> usize {
+    ((hash >> 40) as usize) % SHARDS
+}
+
+/// The shards an operation holds, locked in index order (so two operations never deadlock).
+struct Locked<'a> {
+    guards: [Option<MutexGuard<'a, Shard>>; SHARDS],
+}
+
+impl Locked<'_> {
+    fn shard(&mut self, hash: u64) -> &mut Shard {
+        self.guards[shard_of(hash)]
+            .as_deref_mut()
+            .expect("the shard of every check is locked")
+    }
 }
 
 /// Limits in memory.
@@ -144,27 +226,30 @@ impl MemoryLimits {
         }
     }
 
-    fn shard_of(&self, check: &Check) -> usize {
-        (self.hasher.hash_one((check.kind() as u8, &**check.key())) as usize) % SHARDS
+    /// Hashes every check once; locks their shards.
+    fn lock_for(&self, checks: &[Check]) -> Result<(Locked<'_>, [u64; MAX_CHECKS]), StateError> {
+        if checks.len() > MAX_CHECKS {
+            return Err(StateError::InvalidCheck("more than 16 checks"));
+        }
+        let mut hashes = [0u64; MAX_CHECKS];
+        let mut mask = 0u32;
+        for (h, check) in hashes.iter_mut().zip(checks) {
+            *h = self.hasher.hash_one((check.kind() as u8, &**check.key()));
+            mask |= 1 << shard_of(*h);
+        }
+        let mut locked = Locked {
+            guards: std::array::from_fn(|_| None),
+        };
+        while mask != 0 {
+            let i = mask.trailing_zeros() as usize;
+            locked.guards[i] = Some(lock(&self.shards[i]));
+            mask &= mask - 1;
+        }
+        Ok((locked, hashes))
     }
 
-    /// Locks the shards of `checks` in index order; returns the guards and, per check, the
-    /// position of its guard.
-    fn lock_for(&self, checks: &[Check]) -> (Vec<MutexGuard<'_, Shard>>, Vec<usize>) {
-        let of: Vec<usize> = checks.iter().map(|c| self.shard_of(c)).collect();
-        let mut order = of.clone();
-        order.sort_unstable();
-        order.dedup();
-        let positions = of
-            .iter()
-            .map(|s| order.partition_point(|o| o < s))
-            .collect();
-        let guards = order.iter().map(|&i| lock(&self.shards[i])).collect();
-        (guards, positions)
-    }
-
-    fn sweep_due(&self, guards: &mut [MutexGuard<'_, Shard>], now: Now) {
-        for shard in guards.iter_mut() {
+    fn sweep_due(&self, locked: &mut Locked<'_>, now: Now) {
+        for shard in locked.guards.iter_mut().flatten() {
             if now.rel_us >= shard.next_sweep_us {
                 let dropped = shard.sweep(now);
                 self.entries.fetch_sub(dropped, Ordering::Relaxed);
@@ -173,23 +258,28 @@ impl MemoryLimits {
         }
     }
 
-    fn verdict(shard: &Shard, check: &Check, now: Now, read_only: bool) -> Verdict {
+    fn sweep_all(&self) {
+        let now = self.clock.now();
+        for shard in self.shards.iter() {
+            let mut shard = lock(shard);
+            let dropped = shard.sweep(now);
+            self.entries.fetch_sub(dropped, Ordering::Relaxed);
+            shard.next_sweep_us = now.rel_us + self.sweep_us;
+        }
+    }
+
+    fn verdict(value: Option<Value>, check: &Check, now: Now, read_only: bool) -> Verdict {
         let kind = check.kind();
         match check {
-            Check::Rate { key, limit, period }
-            | Check::Tokens {
-                key, limit, period, ..
-            } => {
+            Check::Rate { limit, period, .. } | Check::Tokens { limit, period, .. } => {
                 let cost = match check {
                     Check::Tokens { reserve, .. } => *reserve,
                     _ => 1,
                 };
-                let map = if kind == CheckKind::Requests {
-                    &shard.rate
-                } else {
-                    &shard.tokens
+                let tat = match value {
+                    Some(Value::Tat(t)) => Some(t),
+                    _ => None,
                 };
-                let tat = map.get(&**key).copied();
                 let gcra = Gcra {
                     limit: *limit,
                     period_us: period_us(*period),
@@ -217,12 +307,14 @@ impl MemoryLimits {
                         reset_after: Duration::from_micros(numbers.reset_us.ceil() as u64),
                     },
                     refusal,
-                    adds_entry: tat.is_none() && cost > 0,
+                    adds_entry: value.is_none() && cost > 0,
                 }
             }
-            Check::Concurrency { key, limit } => {
-                let held = shard.leases.get(&**key).copied();
-                let n = held.unwrap_or(0);
+            Check::Concurrency { limit, .. } => {
+                let n = match value {
+                    Some(Value::Leases(n)) => n,
+                    _ => 0,
+                };
                 let full = n >= *limit;
                 // An admission counts the slot it takes; a read does not.
                 let taking = u64::from(!full && !read_only);
@@ -235,17 +327,17 @@ impl MemoryLimits {
                         reset_after: Duration::ZERO,
                     },
                     refusal: full.then_some((RefusalReason::Limited, Some(CONCURRENCY_RETRY_HINT))),
-                    adds_entry: held.is_none(),
+                    adds_entry: value.is_none(),
                 }
             }
             Check::Budget {
-                key,
                 limit_micros,
                 period,
+                ..
             } => {
                 let (window, end) = budget_window(now.unix_us, *period);
-                let spend = match shard.budgets.get(&**key) {
-                    Some(s) if s.window == window => s.spend,
+                let spend = match value {
+                    Some(Value::Spend(s)) if s.window == window => s.spend,
                     _ => 0,
                 };
                 let reset_after = Duration::from_micros((end - now.unix_us).ceil() as u64);
@@ -281,25 +373,17 @@ impl MemoryLimits {
         }
     }
 
-    fn sweep_all(&self) {
-        let now = self.clock.now();
-        for shard in self.shards.iter() {
-            let mut shard = lock(shard);
-            let dropped = shard.sweep(now);
-            self.entries.fetch_sub(dropped, Ordering::Relaxed);
-            shard.next_sweep_us = now.rel_us + self.sweep_us;
-        }
-    }
-
     fn try_admit(&self, checks: &[Check]) -> Result<Result<Vec<Quota>, Refusal>, StateError> {
         let now = self.clock.now();
-        let (mut guards, positions) = self.lock_for(checks);
-        self.sweep_due(&mut guards, now);
+        let (mut locked, hashes) = self.lock_for(checks)?;
+        self.sweep_due(&mut locked, now);
         let mut quotas = Vec::with_capacity(checks.len());
+        let mut values = [None; MAX_CHECKS];
         let mut refused = None;
         let mut new_entries = 0;
         for (i, check) in checks.iter().enumerate() {
-            let v = Self::verdict(&guards[positions[i]], check, now, false);
+            values[i] = locked.shard(hashes[i]).get(hashes[i], check);
+            let v = Self::verdict(values[i], check, now, false);
             if refused.is_none() {
                 if let Some((reason, retry_after)) = v.refusal {
                     refused = Some((i, reason, retry_after));
@@ -313,7 +397,7 @@ impl MemoryLimits {
             let quotas = checks
                 .iter()
                 .enumerate()
-                .map(|(i, c)| Self::verdict(&guards[positions[i]], c, now, true).quota)
+                .map(|(i, c)| Self::verdict(values[i], c, now, true).quota)
                 .collect();
             return Ok(Err(Refusal {
                 index,
@@ -328,63 +412,69 @@ impl MemoryLimits {
             return Err(StateError::MemoryFull(live));
         }
         for (i, check) in checks.iter().enumerate() {
-            let shard = &mut *guards[positions[i]];
-            let added = match check {
-                Check::Rate { key, limit, period } => {
-                    take(&mut shard.rate, key, *limit, *period, 1, now)
-                }
+            let hash = hashes[i];
+            // Re-read: two checks of one admission may share a counter.
+            let value = locked.shard(hash).get(hash, check);
+            let new = match check {
+                Check::Rate { limit, period, .. } => take(value, *limit, *period, 1, now),
                 Check::Tokens {
-                    key,
                     limit,
                     period,
                     reserve,
-                } => take(&mut shard.tokens, key, *limit, *period, *reserve, now),
-                Check::Concurrency { key, .. } => match shard.leases.entry(key.clone()) {
-                    Entry::Occupied(mut e) => {
-                        *e.get_mut() += 1;
-                        false
-                    }
-                    Entry::Vacant(e) => {
-                        e.insert(1);
-                        true
-                    }
+                    ..
+                } => take(value, *limit, *period, *reserve, now),
+                Check::Concurrency { .. } => match value {
+                    Some(Value::Leases(n)) => Some(Value::Leases(n + 1)),
+                    _ => Some(Value::Leases(1)),
                 },
-                Check::Budget { .. } => false,
+                Check::Budget { .. } => None,
             };
-            if added {
-                self.entries.fetch_add(1, Ordering::Relaxed);
+            if let Some(new) = new {
+                if locked.shard(hash).set(hash, check, new) {
+                    self.entries.fetch_add(1, Ordering::Relaxed);
+                }
             }
         }
         Ok(Ok(quotas))
     }
 
     /// The numbers of `checks` without taking anything.
-    pub fn quotas(&self, checks: &[Check]) -> Vec<Quota> {
+    ///
+    /// # Errors
+    /// More than [`MAX_CHECKS`] checks.
+    pub fn quotas(&self, checks: &[Check]) -> Result<Vec<Quota>, StateError> {
         let now = self.clock.now();
-        let (guards, positions) = self.lock_for(checks);
-        checks
+        let (mut locked, hashes) = self.lock_for(checks)?;
+        Ok(checks
             .iter()
             .enumerate()
-            .map(|(i, c)| Self::verdict(&guards[positions[i]], c, now, true).quota)
-            .collect()
+            .map(|(i, c)| {
+                let value = locked.shard(hashes[i]).get(hashes[i], c);
+                Self::verdict(value, c, now, true).quota
+            })
+            .collect())
     }
 
     /// Ends an admission: reconciles token reservations, releases leases, adds spend.
     pub fn settle(&self, checks: &[Check], usage: Usage) {
         let now = self.clock.now();
-        let (mut guards, positions) = self.lock_for(checks);
+        let Ok((mut locked, hashes)) = self.lock_for(checks) else {
+            return; // Never admitted: too many checks.
+        };
         for (i, check) in checks.iter().enumerate() {
-            let shard = &mut *guards[positions[i]];
-            match check {
-                Check::Rate { .. } => {}
+            let hash = hashes[i];
+            let shard = locked.shard(hash);
+            let value = shard.get(hash, check);
+            let new = match check {
+                Check::Rate { .. } => continue,
                 Check::Tokens {
-                    key,
                     limit,
                     period,
                     reserve,
+                    ..
                 } => {
                     let Some(actual) = usage.tokens else { continue };
-                    let delta = actual.min(crate::check::MAX_LIMIT) as i64 - *reserve as i64;
+                    let delta = actual.min(MAX_LIMIT) as i64 - *reserve as i64;
                     if delta == 0 {
                         continue;
                     }
@@ -392,54 +482,41 @@ impl MemoryLimits {
                         limit: *limit,
                         period_us: period_us(*period),
                     };
-                    let tat = shard.tokens.get(&**key).copied();
-                    match gcra.adjust(tat, now.rel_us, delta) {
-                        Some(new_tat) => {
-                            if shard.tokens.insert(key.clone(), new_tat).is_none() {
-                                self.entries.fetch_add(1, Ordering::Relaxed);
-                            }
-                        }
-                        None => {
-                            if shard.tokens.remove(&**key).is_some() {
-                                self.entries.fetch_sub(1, Ordering::Relaxed);
-                            }
-                        }
-                    }
+                    let tat = match value {
+                        Some(Value::Tat(t)) => Some(t),
+                        _ => None,
+                    };
+                    gcra.adjust(tat, now.rel_us, delta).map(Value::Tat)
                 }
-                Check::Concurrency { key, .. } => {
-                    if let Some(n) = shard.leases.get_mut(&**key) {
-                        *n = n.saturating_sub(1);
-                        if *n == 0 {
-                            shard.leases.remove(&**key);
-                            self.entries.fetch_sub(1, Ordering::Relaxed);
-                        }
-                    }
-                }
-                Check::Budget { key, period, .. } => {
+                Check::Concurrency { .. } => match value {
+                    Some(Value::Leases(n)) if n > 1 => Some(Value::Leases(n - 1)),
+                    _ => None,
+                },
+                Check::Budget { period, .. } => {
                     if usage.spend_micros == 0 {
                         continue;
                     }
                     let (window, end_unix_us) = budget_window(now.unix_us, *period);
-                    match shard.budgets.entry(key.clone()) {
-                        Entry::Occupied(mut e) => {
-                            let s = e.get_mut();
-                            if s.window != window {
-                                *s = Spend {
-                                    window,
-                                    spend: 0,
-                                    end_unix_us,
-                                };
-                            }
-                            s.spend = s.spend.saturating_add(usage.spend_micros);
-                        }
-                        Entry::Vacant(e) => {
-                            e.insert(Spend {
-                                window,
-                                spend: usage.spend_micros,
-                                end_unix_us,
-                            });
-                            self.entries.fetch_add(1, Ordering::Relaxed);
-                        }
+                    let before = match value {
+                        Some(Value::Spend(s)) if s.window == window => s.spend,
+                        _ => 0,
+                    };
+                    Some(Value::Spend(Spend {
+                        window,
+                        spend: before.saturating_add(usage.spend_micros),
+                        end_unix_us,
+                    }))
+                }
+            };
+            match new {
+                Some(new) => {
+                    if shard.set(hash, check, new) {
+                        self.entries.fetch_add(1, Ordering::Relaxed);
+                    }
+                }
+                None => {
+                    if shard.remove(hash, check) {
+                        self.entries.fetch_sub(1, Ordering::Relaxed);
                     }
                 }
             }
@@ -453,27 +530,20 @@ impl MemoryLimits {
     }
 }
 
-/// Takes `cost` units from a GCRA key (already decided to pass); true if the key is new.
-fn take(
-    map: &mut HashMap<Arc<str>, f64>,
-    key: &Arc<str>,
-    limit: u64,
-    period: Duration,
-    cost: u64,
-    now: Now,
-) -> bool {
+/// The TAT after taking `cost` units (already decided to pass); `None`: nothing to store.
+fn take(value: Option<Value>, limit: u64, period: Duration, cost: u64, now: Now) -> Option<Value> {
     if cost == 0 {
-        return false;
+        return None;
     }
     let gcra = Gcra {
         limit,
         period_us: period_us(period),
     };
-    let tat = map.get(&**key).copied();
-    let new_tat = gcra
-        .adjust(tat, now.rel_us, cost as i64)
-        .unwrap_or(now.rel_us);
-    map.insert(key.clone(), new_tat).is_none()
+    let tat = match value {
+        Some(Value::Tat(t)) => Some(t),
+        _ => None,
+    };
+    gcra.adjust(tat, now.rel_us, cost as i64).map(Value::Tat)
 }
 
 #[derive(Debug)]
@@ -642,7 +712,7 @@ mod tests {
         assert!(limits.admit(&check).unwrap().is_ok());
         assert!(limits.admit(&check).unwrap().is_err());
         tokio::time::advance(Duration::from_secs(1)).await;
-        assert_eq!(limits.quotas(&check)[0].remaining, 10);
+        assert_eq!(limits.quotas(&check).unwrap()[0].remaining, 10);
     }
 
     #[tokio::test(start_paused = true)]
@@ -665,7 +735,7 @@ mod tests {
         assert_eq!((refusal.index, refusal.kind), (1, CheckKind::Tokens));
         // 6 s per 100 tokens: 200 short.
         assert_eq!(refusal.retry_after, Some(Duration::from_secs(12)));
-        assert_eq!(limits.quotas(&[rate])[0].remaining, 99);
+        assert_eq!(limits.quotas(&[rate]).unwrap()[0].remaining, 99);
     }
 
     #[tokio::test(start_paused = true)]
@@ -685,7 +755,7 @@ mod tests {
                 spend_micros: 0,
             },
         );
-        assert_eq!(limits.quotas(&[tokens(0)])[0].remaining, 900);
+        assert_eq!(limits.quotas(&[tokens(0)]).unwrap()[0].remaining, 900);
         assert!(limits.admit(&[tokens(900)]).unwrap().is_ok());
         // Used 1900 where 900 were reserved.
         limits.settle(
@@ -695,10 +765,10 @@ mod tests {
                 spend_micros: 0,
             },
         );
-        let q = limits.quotas(&[tokens(0)])[0];
+        let q = limits.quotas(&[tokens(0)]).unwrap()[0];
         assert_eq!((q.remaining, q.used), (0, 2000));
         tokio::time::advance(Duration::from_secs(120)).await;
-        assert_eq!(limits.quotas(&[tokens(0)])[0].remaining, 1000);
+        assert_eq!(limits.quotas(&[tokens(0)]).unwrap()[0].remaining, 1000);
     }
 
     #[tokio::test(start_paused = true)]

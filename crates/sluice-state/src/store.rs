@@ -178,6 +178,9 @@ impl Store {
     /// Dropped after Redis applied it, the admission's tokens stay taken and its lease is not
     /// renewed, so it expires after `lease_ttl`.
     pub async fn admit(&self, checks: Vec<Check>) -> Result<Decision, StateError> {
+        if checks.len() > crate::MAX_CHECKS {
+            return Err(StateError::InvalidCheck("more than 16 checks"));
+        }
         for check in &checks {
             check.validate()?;
         }
@@ -235,11 +238,14 @@ impl Store {
     /// # Errors
     /// As [`Store::admit`].
     pub async fn quotas(&self, checks: &[Check]) -> Result<Vec<Quota>, StateError> {
+        if checks.len() > crate::MAX_CHECKS {
+            return Err(StateError::InvalidCheck("more than 16 checks"));
+        }
         for check in checks {
             check.validate()?;
         }
         match &self.inner.backend {
-            Backend::Memory(local) => Ok(local.limits.quotas(checks)),
+            Backend::Memory(local) => local.limits.quotas(checks),
             Backend::Redis {
                 shared, fallback, ..
             } => match shared.admit(checks, None, true).await {
@@ -247,7 +253,7 @@ impl Store {
                 Ok(Err(refusal)) => Ok(refusal.quotas),
                 Err(e) => {
                     self.inner.fall_back(shared, e)?;
-                    Ok(fallback.limits.quotas(checks))
+                    fallback.limits.quotas(checks)
                 }
             },
         }
