@@ -17,7 +17,7 @@ use std::future::Future;
 use std::hash::BuildHasher;
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use bytes::Bytes;
 use futures_util::future::join_all;
@@ -28,11 +28,14 @@ use tokio::time::{Instant, MissedTickBehavior};
 
 use crate::check::{Check, CheckKind, Quota, Refusal, RefusalReason, Usage, MAX_LIMIT};
 use crate::idempotency::{BeginRaw, BodyHash, RecordId, StoredResponse};
+use crate::memory::budget_window;
 use crate::stats::{Stats, StoreMode};
 use crate::{ConfigError, FailureMode, RedisConfig, StateError};
 
 /// Leases renewed per script call.
 const RENEW_BATCH: usize = 256;
+/// Budget counters whose unpaid spend is kept while Redis is unreachable.
+const MAX_OWED: usize = 10_000;
 /// Background jobs run concurrently (pipelined on the one connection).
 const JOB_BATCH: usize = 64;
 
@@ -91,6 +94,9 @@ pub(crate) struct RedisBackend {
     failures: AtomicU32,
     /// Live leases to renew: lease number -> lease set keys.
     leases: Mutex<HashMap<u64, Vec<String>>>,
+    /// Spend that did not reach Redis, per (budget key, period µs, window), paid when it is
+    /// back, so an outage does not make requests free.
+    owed: Mutex<HashMap<(Arc<str>, u64, u64), u64>>,
     stats: Arc<Stats>,
     last_warn: Mutex<Option<Instant>>,
 }
@@ -152,6 +158,7 @@ impl RedisBackend {
             down: AtomicBool::new(false),
             failures: AtomicU32::new(0),
             leases: Mutex::new(HashMap::new()),
+            owed: Mutex::new(HashMap::new()),
             stats,
             last_warn: Mutex::new(None),
         })
@@ -181,6 +188,10 @@ impl RedisBackend {
             CheckKind::Budget => 'b',
         };
         format!("{}:{tag}:{}", self.config.prefix, check.key())
+    }
+
+    fn budget_key(&self, key: &str) -> String {
+        format!("{}:b:{key}", self.config.prefix)
     }
 
     fn record_key(&self, record: &RecordId) -> String {
@@ -443,6 +454,100 @@ impl RedisBackend {
             .map(drop)
     }
 
+    /// Keeps the spend of `checks`' budgets to pay when Redis answers again (bounded: beyond
+    /// [`MAX_OWED`] counters it is dropped and counted).
+    pub fn owe(&self, checks: &[Check], spend_micros: u64) {
+        if spend_micros == 0 {
+            return;
+        }
+        let unix_us = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .unwrap_or_default()
+            .as_micros() as f64;
+        let mut owed = self
+            .owed
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        for check in checks {
+            let Check::Budget { key, period, .. } = check else {
+                continue;
+            };
+            let (window, _) = budget_window(unix_us, *period);
+            let counter = (key.clone(), micros(*period), window);
+            if owed.len() >= MAX_OWED && !owed.contains_key(&counter) {
+                Stats::add(&self.stats.spend_dropped);
+                continue;
+            }
+            let total = owed.entry(counter).or_default();
+            *total = total.saturating_add(spend_micros);
+        }
+    }
+
+    /// Settles; if Redis fails, owes the spend.
+    pub async fn settle_or_owe(
+        &self,
+        checks: &[Check],
+        lease: Option<u64>,
+        usage: Usage,
+    ) -> Result<(), StateError> {
+        let settled = self.settle(checks, lease, usage).await;
+        if settled.is_err() {
+            self.owe(checks, usage.spend_micros);
+        }
+        settled
+    }
+
+    /// Adds owed spend to its period, if that period is still current (a past period no longer
+    /// limits anything), a batch per round trip.
+    pub async fn pay_owed(&self) {
+        if self.is_down() {
+            return;
+        }
+        let owed: Vec<_> = {
+            let mut owed = self
+                .owed
+                .lock()
+                .unwrap_or_else(|poisoned| poisoned.into_inner());
+            if owed.is_empty() {
+                return;
+            }
+            owed.drain().collect()
+        };
+        for (n, batch) in owed.chunks(RENEW_BATCH).enumerate() {
+            let mut inv = self.scripts.settle.prepare_invoke();
+            inv.arg("");
+            for ((key, period, window), spend) in batch {
+                inv.key(self.budget_key(key))
+                    .arg("b")
+                    .arg(*window)
+                    .arg(*period)
+                    .arg((*spend).min(MAX_LIMIT));
+            }
+            let mut conn = self.conn.clone();
+            if self
+                .call(async move { inv.invoke_async::<i64>(&mut conn).await })
+                .await
+                .is_err()
+            {
+                // Keep what is still unpaid. A timed-out batch may have been applied: paying
+                // twice is the safer error for a budget than not paying.
+                let mut unpaid = self
+                    .owed
+                    .lock()
+                    .unwrap_or_else(|poisoned| poisoned.into_inner());
+                for (counter, spend) in owed.into_iter().skip(n * RENEW_BATCH) {
+                    if unpaid.len() >= MAX_OWED && !unpaid.contains_key(&counter) {
+                        Stats::add(&self.stats.spend_dropped);
+                        continue;
+                    }
+                    let total = unpaid.entry(counter).or_default();
+                    *total = total.saturating_add(spend);
+                }
+                return;
+            }
+        }
+    }
+
     /// Renews every live lease, a batch per round trip.
     pub async fn renew_leases(&self) {
         if self.is_down() {
@@ -555,15 +660,15 @@ impl RedisBackend {
                 checks,
                 lease,
                 usage,
-            } => self.settle(&checks, lease, usage).await,
+            } => self.settle_or_owe(&checks, lease, usage).await,
             Job::Release { record } => self.idempotency_release(&record).await,
         };
     }
 }
 
 /// The store's one background task: runs queued settles and releases (up to [`JOB_BATCH`] at
-/// once, pipelined), renews live leases every third of their TTL, and probes Redis while it is
-/// down. It ends when the store is dropped (its queue closes), after running what was queued.
+/// once, pipelined), renews live leases every third of their TTL, probes Redis while it is
+/// down, and pays owed spend once it is up. It ends when the store is dropped (its queue closes), after running what was queued.
 pub(crate) async fn background(backend: Arc<RedisBackend>, mut jobs: mpsc::Receiver<Job>) {
     let mut renew = tokio::time::interval(backend.config.lease_ttl / 3);
     renew.set_missed_tick_behavior(MissedTickBehavior::Delay);
@@ -582,9 +687,10 @@ pub(crate) async fn background(backend: Arc<RedisBackend>, mut jobs: mpsc::Recei
             // Always armed: a precondition would only be looked at when another branch wakes
             // the loop, which can be a lease renewal tens of seconds later.
             _ = probe.tick() => {
-                if backend.is_down() {
-                    backend.probe().await;
+                if backend.is_down() && !backend.probe().await {
+                    continue;
                 }
+                backend.pay_owed().await;
             }
         }
     }

@@ -40,6 +40,7 @@ pub(crate) struct Stats {
     pub leases_lost: AtomicU64,
     pub trips: AtomicU64,
     pub recoveries: AtomicU64,
+    pub spend_dropped: AtomicU64,
 }
 
 impl Stats {
@@ -61,6 +62,7 @@ impl Stats {
             leases_lost: get(&self.leases_lost),
             trips: get(&self.trips),
             recoveries: get(&self.recoveries),
+            spend_dropped: get(&self.spend_dropped),
         }
     }
 }
@@ -90,4 +92,7 @@ pub struct StatsSnapshot {
     pub trips: u64,
     /// Times Redis came back.
     pub recoveries: u64,
+    /// Budget spends that could not reach Redis and found the owed-spend table full (10,000
+    /// counters), so they were not counted in the shared budget.
+    pub spend_dropped: u64,
 }

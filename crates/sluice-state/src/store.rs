@@ -399,10 +399,20 @@ impl Inner {
                 if let Some(n) = lease {
                     shared.forget_lease(n);
                 }
-                shared.settle(checks, lease, usage).await
+                shared.settle_or_owe(checks, lease, usage).await
             }
-            _ => {
-                self.local().limits.settle(checks, usage);
+            (
+                Backend::Redis {
+                    shared, fallback, ..
+                },
+                Origin::Local,
+            ) => {
+                fallback.limits.settle(checks, usage);
+                shared.owe(checks, usage.spend_micros);
+                Ok(())
+            }
+            (Backend::Memory(local), _) => {
+                local.limits.settle(checks, usage);
                 Ok(())
             }
         }
@@ -425,11 +435,23 @@ impl Inner {
                     lease,
                     usage,
                 };
-                if jobs.try_send(job).is_err() {
+                if let Err(full) = jobs.try_send(job) {
                     Stats::add(&self.stats.detached_dropped);
+                    if let Job::Settle { checks, usage, .. } = full.into_inner() {
+                        shared.owe(&checks, usage.spend_micros);
+                    }
                 }
             }
-            _ => self.local().limits.settle(&checks, usage),
+            (
+                Backend::Redis {
+                    shared, fallback, ..
+                },
+                Origin::Local,
+            ) => {
+                fallback.limits.settle(&checks, usage);
+                shared.owe(&checks, usage.spend_micros);
+            }
+            (Backend::Memory(local), _) => local.limits.settle(&checks, usage),
         }
     }
 
@@ -524,8 +546,8 @@ impl Admission {
     /// `usage.spend_micros` to every budget, in one round trip.
     ///
     /// # Errors
-    /// Redis failed or is down: the update is lost (leases then expire by their TTL). Settles
-    /// never fall back to local memory.
+    /// Redis failed or is down: leases then expire by their TTL and the token reconciliation is
+    /// lost, but the spend is kept (bounded) and added to the budget when Redis is back.
     ///
     /// # Cancel safety
     /// If dropped before it finishes, the update may or may not have been applied.

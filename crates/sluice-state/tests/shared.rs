@@ -222,6 +222,16 @@ async fn fail_open_falls_back_within_the_deadline_and_recovers() {
     let config = fragile(&redis.url(), FailureMode::FailOpen);
     let store = redis_store(config.clone()).await;
     assert!(matches!(store.admit(rate()).await, Ok(Decision::Admitted(a)) if a.is_shared()));
+    let day = Duration::from_secs(86_400);
+    let budget = || {
+        vec![Check::Budget {
+            key: key("spender"),
+            limit_micros: 1_000_000,
+            period: day,
+        }]
+    };
+    let before_outage = admit(&store, budget()).await.expect("under budget");
+    assert!(before_outage.is_shared());
 
     // Killed: connection errors at once.
     redis.kill();
@@ -235,6 +245,15 @@ async fn fail_open_falls_back_within_the_deadline_and_recovers() {
         Decision::Admitted(a) => assert!(!a.is_shared()),
         Decision::Refused(r) => panic!("{r:?}"),
     }
+    // Spend during the outage, from a shared admission and a fallback one, is owed.
+    let spent = |micros| Usage {
+        tokens: None,
+        spend_micros: micros,
+    };
+    assert!(before_outage.settle(spent(300)).await.is_err());
+    let during = admit(&store, budget()).await.expect("fallback admits");
+    assert!(!during.is_shared());
+    during.settle(spent(400)).await.unwrap();
 
     redis.restart().await;
     assert!(
@@ -247,6 +266,15 @@ async fn fail_open_falls_back_within_the_deadline_and_recovers() {
     );
     assert_eq!(store.stats().recoveries, 1);
     assert!(matches!(store.admit(rate()).await, Ok(Decision::Admitted(a)) if a.is_shared()));
+    // The restarted Redis lost everything, but the owed spend is paid into it.
+    assert!(
+        eventually(Duration::from_secs(5), || async {
+            store.spend(&key("spender"), day).await.unwrap() == 700
+        })
+        .await,
+        "owed spend not paid: {}",
+        store.spend(&key("spender"), day).await.unwrap()
+    );
 
     // Frozen (a slow Redis): calls time out at the deadline, then fall back at once.
     redis.freeze();

@@ -2,8 +2,9 @@
 --
 -- KEYS[i]  a counter to update
 -- ARGV[1]  the lease member
--- then per key, 4 values: kind ('g' GCRA, 'c' lease, 'b' budget), limit, period µs,
---          amount (GCRA: signed units to charge; budget: spend to add; unused for 'c')
+-- then per key, 4 values: kind ('g' GCRA, 'c' lease, 'b' budget), limit (budget: its window,
+--          0 for the current one), period µs, amount (GCRA: signed units to charge; budget:
+--          spend to add; unused for 'c')
 local EPS = 1.0
 local BASE = 1700000000
 local t = redis.call('TIME')
@@ -28,16 +29,21 @@ for i = 1, #KEYS do
   elseif kind == 'c' then
     redis.call('ZREM', KEYS[i], member)
   elseif kind == 'b' then
+    -- The limit slot holds the window the spend belongs to (0: the current one); spend owed
+    -- from an outage for a period that has ended is dropped.
     local period = tonumber(ARGV[a + 3])
-    local window = string.format('%.0f', math.floor(unix / period))
-    local stored = redis.call('HGET', KEYS[i], 'w')
-    if stored == window then
-      redis.call('HINCRBY', KEYS[i], 's', ARGV[a + 4])
-    else
-      redis.call('HSET', KEYS[i], 'w', window, 's', ARGV[a + 4])
+    local current = math.floor(unix / period)
+    local expected = tonumber(ARGV[a + 2])
+    if expected == 0 or expected == current then
+      local window = string.format('%.0f', current)
+      if redis.call('HGET', KEYS[i], 'w') == window then
+        redis.call('HINCRBY', KEYS[i], 's', ARGV[a + 4])
+      else
+        redis.call('HSET', KEYS[i], 'w', window, 's', ARGV[a + 4])
+      end
+      local ends = (current + 1) * period
+      redis.call('PEXPIRE', KEYS[i], string.format('%.0f', math.ceil((ends - unix) / 1000) + 60000))
     end
-    local ends = (math.floor(unix / period) + 1) * period
-    redis.call('PEXPIRE', KEYS[i], string.format('%.0f', math.ceil((ends - unix) / 1000) + 60000))
   else
     return redis.error_reply('unknown settle kind')
   end
