@@ -18,6 +18,7 @@
 //! [`Store::stats`], logs a rate-limited warning, and returns to Redis when it answers again.
 //! Errors ([`StateError`]) and refusals ([`Refusal`]) have a `metric_label()`.
 #![forbid(unsafe_code)]
+#![deny(missing_docs)]
 
 mod check;
 mod config;
@@ -40,3 +41,8 @@ pub use idempotency::{
 };
 pub use stats::{StatsSnapshot, StoreMode};
 pub use store::{Admission, Decision, Store};
+
+/// The README's examples, compiled and run as doc tests.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+pub struct ReadmeDoctests;

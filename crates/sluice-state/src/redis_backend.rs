@@ -72,6 +72,9 @@ impl Scripts {
     }
 }
 
+/// A budget counter in one period: key, period µs, window.
+type OwedCounter = (Arc<str>, u64, u64);
+
 /// Work queued from `Drop` paths, run by the store's background task.
 pub(crate) enum Job {
     Settle {
@@ -96,7 +99,7 @@ pub(crate) struct RedisBackend {
     leases: Mutex<HashMap<u64, Vec<String>>>,
     /// Spend that did not reach Redis, per (budget key, period µs, window), paid when it is
     /// back, so an outage does not make requests free.
-    owed: Mutex<HashMap<(Arc<str>, u64, u64), u64>>,
+    owed: Mutex<HashMap<OwedCounter, u64>>,
     stats: Arc<Stats>,
     last_warn: Mutex<Option<Instant>>,
 }
