@@ -797,4 +797,81 @@ mod tests {
         assert!(limits.admit(&rate("d")).unwrap().is_ok());
         assert_eq!(limits.entries(), 1);
     }
+
+    fn record(name: &str, token: u64) -> RecordId {
+        RecordId {
+            name: name.into(),
+            token,
+        }
+    }
+
+    fn reply(len: usize) -> StoredResponse {
+        StoredResponse {
+            status: http::StatusCode::OK,
+            headers: Vec::new(),
+            body: bytes::Bytes::from(vec![b'x'; len]),
+        }
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn records_expire_and_stay_within_their_bounds() {
+        let records = MemoryRecords::new(
+            &IdempotencyConfig {
+                in_flight_ttl: Duration::from_secs(10),
+                max_records: 2,
+                max_total_bytes: 100,
+                ..IdempotencyConfig::default()
+            },
+            &MemoryConfig::default(),
+        );
+        let hash = BodyHash([0; 32]);
+        // An owner that never finishes blocks duplicates for the in-flight TTL only.
+        assert!(matches!(
+            records.begin(&record("a", 1), hash),
+            Ok(BeginRaw::Fresh)
+        ));
+        assert!(matches!(
+            records.begin(&record("a", 2), hash),
+            Ok(BeginRaw::InFlight)
+        ));
+        tokio::time::advance(Duration::from_secs(10)).await;
+        assert!(matches!(
+            records.begin(&record("a", 3), hash),
+            Ok(BeginRaw::Fresh)
+        ));
+        // The first owner lost it.
+        let lost = records.complete(&record("a", 1), reply(10), Duration::from_secs(5));
+        assert_eq!(lost, Completion::Lost);
+        let stored = records.complete(&record("a", 3), reply(60), Duration::from_secs(5));
+        assert_eq!(stored, Completion::Stored);
+        // Count bound.
+        assert!(matches!(
+            records.begin(&record("b", 4), hash),
+            Ok(BeginRaw::Fresh)
+        ));
+        assert!(matches!(
+            records.begin(&record("c", 5), hash),
+            Err(StateError::MemoryFull(2))
+        ));
+        // Byte bound: 60 + 60 > 100, so not stored, and released.
+        let full = records.complete(&record("b", 4), reply(60), Duration::from_secs(5));
+        assert_eq!(full, Completion::TooLarge);
+        assert!(matches!(
+            records.begin(&record("b", 6), hash),
+            Ok(BeginRaw::Fresh)
+        ));
+        // The replay expires with its TTL, freeing its bytes.
+        assert!(matches!(
+            records.begin(&record("a", 7), hash),
+            Ok(BeginRaw::Done(_))
+        ));
+        tokio::time::advance(Duration::from_secs(5)).await;
+        assert!(matches!(
+            records.begin(&record("a", 8), hash),
+            Ok(BeginRaw::Fresh)
+        ));
+        records.release(&record("b", 6));
+        let stored = records.complete(&record("a", 8), reply(100), Duration::from_secs(5));
+        assert_eq!(stored, Completion::Stored);
+    }
 }
