@@ -60,8 +60,8 @@ impl std::str::FromStr for FailureMode {
     }
 }
 
-/// The Redis backend.
-#[derive(Clone, Debug)]
+/// The Redis backend. Its `Debug` hides the URL's credentials.
+#[derive(Clone)]
 pub struct RedisConfig {
     /// `redis://[user:password@]host:port[/db]` (or `rediss://` is not supported: no TLS
     /// feature is built). Never logged: it may hold a password. Required.
@@ -88,6 +88,46 @@ pub struct RedisConfig {
     pub settle_queue: usize,
     /// At most one "Redis is down" warning per this interval. Default 10 s.
     pub warn_interval: Duration,
+}
+
+impl std::fmt::Debug for RedisConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let RedisConfig {
+            url,
+            prefix,
+            call_timeout,
+            connect_timeout,
+            on_failure,
+            trip_after,
+            probe_interval,
+            lease_ttl,
+            settle_queue,
+            warn_interval,
+        } = self;
+        f.debug_struct("RedisConfig")
+            .field("url", &redact(url))
+            .field("prefix", prefix)
+            .field("call_timeout", call_timeout)
+            .field("connect_timeout", connect_timeout)
+            .field("on_failure", on_failure)
+            .field("trip_after", trip_after)
+            .field("probe_interval", probe_interval)
+            .field("lease_ttl", lease_ttl)
+            .field("settle_queue", settle_queue)
+            .field("warn_interval", warn_interval)
+            .finish()
+    }
+}
+
+/// The URL without its user and password: `redis://***@host:6379/0`.
+fn redact(url: &str) -> String {
+    match (url.find("://"), url.rfind('@')) {
+        (Some(scheme), Some(at)) if at > scheme => {
+            format!("{}://***{}", &url[..scheme], &url[at..])
+        }
+        (None, Some(_)) => "***".into(),
+        _ => url.to_string(),
+    }
 }
 
 impl Default for RedisConfig {
@@ -229,5 +269,47 @@ impl StateConfig {
             }
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn debug_output_hides_redis_credentials() {
+        let config = RedisConfig {
+            url: "redis://user:s3cret@10.0.0.5:6379/0".into(),
+            ..RedisConfig::default()
+        };
+        let shown = format!("{config:?}");
+        assert!(
+            !shown.contains("s3cret") && !shown.contains("user"),
+            "{shown}"
+        );
+        assert!(shown.contains("redis://***@10.0.0.5:6379/0"), "{shown}");
+    }
+
+    #[test]
+    fn validation_names_the_field() {
+        let mut config = StateConfig {
+            backend: BackendConfig::Redis(RedisConfig::default()),
+            ..StateConfig::default()
+        };
+        assert_eq!(config.validate().unwrap_err().field, "redis.url");
+        config.backend = BackendConfig::Redis(RedisConfig {
+            url: "redis://127.0.0.1:6379".into(),
+            call_timeout: Duration::ZERO,
+            ..RedisConfig::default()
+        });
+        let err = config.validate().unwrap_err();
+        assert_eq!(err.to_string(), "redis.call_timeout: must be above zero");
+        config.backend = BackendConfig::Redis(RedisConfig {
+            url: "redis://:pw@127.0.0.1:6379".into(),
+            ..RedisConfig::default()
+        });
+        assert_eq!(config.validate(), Ok(()));
+        assert_eq!("fail_closed".parse(), Ok(FailureMode::FailClosed));
+        assert!("closed".parse::<FailureMode>().is_err());
     }
 }

@@ -196,7 +196,6 @@ impl Locked<'_> {
 }
 
 /// Limits in memory.
-#[derive(Debug)]
 pub(crate) struct MemoryLimits {
     shards: Box<[Mutex<Shard>]>,
     hasher: RandomState,
@@ -204,6 +203,15 @@ pub(crate) struct MemoryLimits {
     max_entries: usize,
     sweep_us: f64,
     clock: Clock,
+}
+
+impl std::fmt::Debug for MemoryLimits {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("MemoryLimits")
+            .field("entries", &self.entries.load(Ordering::Relaxed))
+            .field("max_entries", &self.max_entries)
+            .finish_non_exhaustive()
+    }
 }
 
 /// A decision before anything is applied.
@@ -592,11 +600,21 @@ impl Records {
 }
 
 /// Idempotency records in memory, bounded in count and bytes.
-#[derive(Debug)]
 pub(crate) struct MemoryRecords {
     records: Mutex<Records>,
     config: IdempotencyConfig,
     sweep_interval: Duration,
+}
+
+impl std::fmt::Debug for MemoryRecords {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        // Not the records: stored responses may hold anything.
+        let records = lock(&self.records);
+        f.debug_struct("MemoryRecords")
+            .field("records", &records.map.len())
+            .field("bytes", &records.bytes)
+            .finish_non_exhaustive()
+    }
 }
 
 impl MemoryRecords {

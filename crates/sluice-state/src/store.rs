@@ -171,8 +171,9 @@ impl Store {
     /// Passes every check and takes what it costs, in one round trip, or takes nothing.
     ///
     /// # Errors
-    /// An invalid check; with `fail_closed`, Redis failing or down (503); in memory, the
-    /// memory bound reached. With `fail_open` a Redis failure is answered from local memory.
+    /// An invalid check (a zero limit or period, more than [`crate::MAX_CHECKS`] checks); with
+    /// `fail_closed`, Redis failing or down (503); in memory, the memory bound reached. With
+    /// `fail_open` a Redis failure is answered from local memory.
     ///
     /// # Cancel safety
     /// Dropped after Redis applied it, the admission's tokens stay taken and its lease is not
