@@ -1,0 +1,48 @@
+//! State shared by the Sluice gateway's requests: rate, token, concurrency and budget limits,
+//! and idempotency records; in this process's memory, or in Redis shared by many instances.
+//!
+//! The gateway holds one [`Store`] and, per request:
+//! 1. builds the request's [`Check`]s (per key, key × model, route) and calls
+//!    [`Store::admit`]: one round trip, all-or-nothing, answering [`Decision::Admitted`] with
+//!    the numbers for the `x-ratelimit-*` headers, or [`Decision::Refused`] with the refusing
+//!    check and a retry-after (429);
+//! 2. when the request ends, calls [`Admission::settle`] with the real [`Usage`] (tokens,
+//!    spend), or lets the [`Admission`] drop (leases released, reservation kept);
+//! 3. with an `Idempotency-Key`, calls [`Store::idempotency_begin`] (or
+//!    [`Store::idempotency_wait`] for a non-streaming duplicate) before forwarding, and
+//!    [`IdempotencyGuard::complete`] with the response.
+//!
+//! Shared state never hangs a request: every Redis call has a deadline
+//! ([`RedisConfig::call_timeout`]); when Redis is slow or down the store answers from local
+//! memory ([`FailureMode::FailOpen`]) or fails fast ([`FailureMode::FailClosed`]), counts it in
+//! [`Store::stats`], logs a rate-limited warning, and returns to Redis when it answers again.
+//! Errors ([`StateError`]) and refusals ([`Refusal`]) have a `metric_label()`.
+#![forbid(unsafe_code)]
+#![deny(missing_docs)]
+
+mod check;
+mod config;
+mod error;
+mod gcra;
+mod idempotency;
+mod memory;
+mod redis_backend;
+mod stats;
+mod store;
+
+pub use check::{Check, CheckKind, Quota, Refusal, RefusalReason, Usage, MAX_CHECKS};
+pub use config::{
+    BackendConfig, ConfigError, FailureMode, IdempotencyConfig, MemoryConfig, RedisConfig,
+    StateConfig,
+};
+pub use error::StateError;
+pub use idempotency::{
+    Begin, BodyHash, Completion, IdempotencyGuard, StoredResponse, MAX_IDEMPOTENCY_KEY_LEN,
+};
+pub use stats::{StatsSnapshot, StoreMode};
+pub use store::{Admission, Decision, Store};
+
+/// The README's examples, compiled and run as doc tests.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+pub struct ReadmeDoctests;

@@ -1,0 +1,700 @@
+//! The Redis backend: every operation is one Lua script, so it is atomic and one round trip.
+//! Every call has [`RedisConfig::call_timeout`]; failures count towards marking Redis down,
+//! and while it is down no call waits for it (the store falls back or refuses at once) until a
+//! background probe finds it back.
+//!
+//! Keys: `<prefix>:r:<key>` (rate TAT), `<prefix>:t:<key>` (tokens TAT), `<prefix>:c:<key>`
+//! (a sorted set of leases scored by expiry, ms), `<prefix>:b:<key>` (a hash: budget window
+//! and spend), `<prefix>:i:<scope len>:<scope>:<key>` (an idempotency record). Every key has a
+//! TTL: a GCRA key until its bucket is full again, a lease set twice the lease TTL, a budget the
+//! end of its period plus a minute, a record its in-flight or replay TTL.
+//!
+//! NOTE: the scripts touch several keys of arbitrary names, so this works with one Redis
+//! (or a primary with replicas), not Redis Cluster.
+
+use std::collections::hash_map::{HashMap, RandomState};
+use std::future::Future;
+use std::hash::BuildHasher;
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use bytes::Bytes;
+use futures_util::future::join_all;
+use redis::aio::{ConnectionManager, ConnectionManagerConfig};
+use redis::{RedisError, RedisResult, Script};
+use tokio::sync::mpsc;
+use tokio::time::{Instant, MissedTickBehavior};
+
+use crate::check::{Check, CheckKind, Quota, Refusal, RefusalReason, Usage, MAX_LIMIT};
+use crate::idempotency::{BeginRaw, BodyHash, RecordId, StoredResponse};
+use crate::memory::budget_window;
+use crate::stats::{Stats, StoreMode};
+use crate::{ConfigError, FailureMode, RedisConfig, StateError};
+
+/// Leases renewed per script call.
+const RENEW_BATCH: usize = 256;
+/// Budget counters whose unpaid spend is kept while Redis is unreachable.
+const MAX_OWED: usize = 10_000;
+/// Background jobs run concurrently (pipelined on the one connection).
+const JOB_BATCH: usize = 64;
+
+struct Scripts {
+    admit: Script,
+    settle: Script,
+    renew: Script,
+    begin: Script,
+    complete: Script,
+    release: Script,
+}
+
+impl Scripts {
+    fn new() -> Self {
+        Scripts {
+            admit: Script::new(include_str!("lua/admit.lua")),
+            settle: Script::new(include_str!("lua/settle.lua")),
+            renew: Script::new(include_str!("lua/renew.lua")),
+            begin: Script::new(include_str!("lua/idempotency_begin.lua")),
+            complete: Script::new(include_str!("lua/idempotency_complete.lua")),
+            release: Script::new(include_str!("lua/idempotency_release.lua")),
+        }
+    }
+
+    fn all(&self) -> [&Script; 6] {
+        [
+            &self.admit,
+            &self.settle,
+            &self.renew,
+            &self.begin,
+            &self.complete,
+            &self.release,
+        ]
+    }
+}
+
+/// A budget counter in one period: key, period µs, window.
+type OwedCounter = (Arc<str>, u64, u64);
+
+/// Work queued from `Drop` paths, run by the store's background task.
+pub(crate) enum Job {
+    Settle {
+        checks: Vec<Check>,
+        lease: Option<u64>,
+        usage: Usage,
+    },
+    Release {
+        record: RecordId,
+    },
+}
+
+pub(crate) struct RedisBackend {
+    conn: ConnectionManager,
+    config: RedisConfig,
+    /// Names this store's leases and record tokens, so stores never take each other's.
+    instance: String,
+    scripts: Scripts,
+    down: AtomicBool,
+    failures: AtomicU32,
+    /// Live leases to renew: lease number -> lease set keys.
+    leases: Mutex<HashMap<u64, Vec<String>>>,
+    /// Spend that did not reach Redis, per (budget key, period µs, window), paid when it is
+    /// back, so an outage does not make requests free.
+    owed: Mutex<HashMap<OwedCounter, u64>>,
+    stats: Arc<Stats>,
+    last_warn: Mutex<Option<Instant>>,
+}
+
+impl std::fmt::Debug for RedisBackend {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        // Not the URL: it may hold a password.
+        f.debug_struct("RedisBackend")
+            .field("prefix", &self.config.prefix)
+            .field("instance", &self.instance)
+            .field("down", &self.down)
+            .finish_non_exhaustive()
+    }
+}
+
+fn micros(d: Duration) -> u64 {
+    d.as_micros().min(u128::from(u64::MAX)) as u64
+}
+
+fn millis(d: Duration) -> u64 {
+    d.as_millis().clamp(1, u128::from(u64::MAX)) as u64
+}
+
+fn is_connection_failure(e: &RedisError) -> bool {
+    e.is_io_error()
+        || e.is_connection_dropped()
+        || e.is_connection_refusal()
+        || e.is_timeout()
+        || e.is_unrecoverable_error()
+}
+
+impl RedisBackend {
+    /// Builds the client without connecting (it connects on the first call).
+    ///
+    /// Must run inside a tokio runtime.
+    pub fn new(config: RedisConfig, stats: Arc<Stats>) -> Result<Self, ConfigError> {
+        let url_error = || ConfigError {
+            field: "redis.url",
+            reason: "not a valid redis:// URL (redis://[user:password@]host:port[/db])".into(),
+        };
+        let client = redis::Client::open(config.url.as_str()).map_err(|_| url_error())?;
+        let manager_config = ConnectionManagerConfig::new()
+            .set_connection_timeout(Some(config.connect_timeout))
+            .set_response_timeout(None)
+            .set_number_of_retries(1)
+            .set_min_delay(Duration::from_millis(10))
+            .set_max_delay(config.probe_interval);
+        let conn = ConnectionManager::new_lazy_with_config(client, manager_config)
+            .map_err(|_| url_error())?;
+        let instance = format!(
+            "{:016x}",
+            RandomState::new().hash_one((std::process::id(), Instant::now()))
+        );
+        Ok(RedisBackend {
+            conn,
+            config,
+            instance,
+            scripts: Scripts::new(),
+            down: AtomicBool::new(false),
+            failures: AtomicU32::new(0),
+            leases: Mutex::new(HashMap::new()),
+            owed: Mutex::new(HashMap::new()),
+            stats,
+            last_warn: Mutex::new(None),
+        })
+    }
+
+    pub fn config(&self) -> &RedisConfig {
+        &self.config
+    }
+
+    pub fn is_down(&self) -> bool {
+        self.down.load(Ordering::Acquire)
+    }
+
+    pub fn mode(&self) -> StoreMode {
+        match (self.is_down(), self.config.on_failure) {
+            (false, _) => StoreMode::Shared,
+            (true, FailureMode::FailOpen) => StoreMode::Fallback,
+            (true, FailureMode::FailClosed) => StoreMode::Unavailable,
+        }
+    }
+
+    fn counter_key(&self, check: &Check) -> String {
+        let tag = match check.kind() {
+            CheckKind::Requests => 'r',
+            CheckKind::Tokens => 't',
+            CheckKind::Concurrency => 'c',
+            CheckKind::Budget => 'b',
+        };
+        format!("{}:{tag}:{}", self.config.prefix, check.key())
+    }
+
+    fn budget_key(&self, key: &str) -> String {
+        format!("{}:b:{key}", self.config.prefix)
+    }
+
+    fn record_key(&self, record: &RecordId) -> String {
+        format!("{}:i:{}", self.config.prefix, record.name)
+    }
+
+    fn member(&self, n: u64) -> String {
+        format!("{}:{n}", self.instance)
+    }
+
+    /// One call with the call deadline; refused at once while Redis is down.
+    async fn call<T>(&self, call: impl Future<Output = RedisResult<T>>) -> Result<T, StateError> {
+        if self.is_down() {
+            return Err(StateError::Unavailable);
+        }
+        self.call_within(self.config.call_timeout, call).await
+    }
+
+    async fn call_within<T>(
+        &self,
+        deadline: Duration,
+        call: impl Future<Output = RedisResult<T>>,
+    ) -> Result<T, StateError> {
+        match tokio::time::timeout(deadline, call).await {
+            Ok(Ok(value)) => {
+                Stats::add(&self.stats.round_trips);
+                if self.failures.load(Ordering::Relaxed) != 0 {
+                    self.failures.store(0, Ordering::Relaxed);
+                }
+                Ok(value)
+            }
+            Ok(Err(e)) => {
+                Stats::add(&self.stats.errors);
+                if is_connection_failure(&e) {
+                    self.note_failure();
+                }
+                Err(StateError::Redis(e))
+            }
+            Err(_) => {
+                Stats::add(&self.stats.timeouts);
+                self.note_failure();
+                Err(StateError::Timeout(deadline))
+            }
+        }
+    }
+
+    fn note_failure(&self) {
+        let n = self.failures.fetch_add(1, Ordering::Relaxed) + 1;
+        if n >= self.config.trip_after && !self.down.swap(true, Ordering::AcqRel) {
+            Stats::add(&self.stats.trips);
+            tracing::warn!(
+                on_failure = self.config.on_failure.as_str(),
+                failures = n,
+                "shared state store (redis) is down; probing it every {:?}",
+                self.config.probe_interval
+            );
+        }
+    }
+
+    /// Marks Redis down without counting failures (unreachable at startup).
+    pub fn mark_down(&self) {
+        if !self.down.swap(true, Ordering::AcqRel) {
+            Stats::add(&self.stats.trips);
+        }
+    }
+
+    /// A warning per `warn_interval` at most, while answering from local memory.
+    pub fn warn_fallback(&self, cause: &StateError) {
+        let now = Instant::now();
+        let mut last = self
+            .last_warn
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        if last.is_none_or(|t| now >= t + self.config.warn_interval) {
+            *last = Some(now);
+            tracing::warn!(
+                cause = cause.metric_label(),
+                "shared state store unavailable; using per-instance limits (fail_open)"
+            );
+        }
+    }
+
+    /// Pings Redis and loads the scripts; marks it up when both work.
+    pub async fn probe(&self) -> bool {
+        let deadline = self.config.connect_timeout;
+        let mut conn = self.conn.clone();
+        let ping = async {
+            redis::cmd("PING")
+                .query_async::<redis::Value>(&mut conn)
+                .await
+        };
+        if self.call_within(deadline, ping).await.is_err() {
+            return false;
+        }
+        // Loaded now, the first calls after a restart do not pay for NOSCRIPT.
+        for script in self.scripts.all() {
+            let mut conn = self.conn.clone();
+            let load = async move { script.load_async(&mut conn).await };
+            if self.call_within(deadline, load).await.is_err() {
+                return false;
+            }
+        }
+        self.failures.store(0, Ordering::Relaxed);
+        if self.down.swap(false, Ordering::AcqRel) {
+            Stats::add(&self.stats.recoveries);
+            tracing::info!("shared state store (redis) is back");
+        }
+        true
+    }
+
+    /// Runs the admission script (or, with `dry`, reads the numbers).
+    pub async fn admit(
+        &self,
+        checks: &[Check],
+        lease: Option<u64>,
+        dry: bool,
+    ) -> Result<Result<Vec<Quota>, Refusal>, StateError> {
+        let mut inv = self.scripts.admit.prepare_invoke();
+        inv.arg(if dry { "1" } else { "0" })
+            .arg(lease.map(|n| self.member(n)).unwrap_or_default())
+            .arg(millis(self.config.lease_ttl));
+        for check in checks {
+            inv.key(self.counter_key(check));
+            match check {
+                Check::Rate { limit, period, .. } => {
+                    inv.arg("g").arg(*limit).arg(micros(*period)).arg(1u64)
+                }
+                Check::Tokens {
+                    limit,
+                    period,
+                    reserve,
+                    ..
+                } => inv.arg("g").arg(*limit).arg(micros(*period)).arg(*reserve),
+                Check::Concurrency { limit, .. } => inv.arg("c").arg(*limit).arg(0u64).arg(0u64),
+                Check::Budget {
+                    limit_micros,
+                    period,
+                    ..
+                } => inv
+                    .arg("b")
+                    .arg(*limit_micros)
+                    .arg(micros(*period))
+                    .arg(0u64),
+            };
+        }
+        let mut conn = self.conn.clone();
+        let reply: Vec<i64> = self
+            .call(async move { inv.invoke_async(&mut conn).await })
+            .await?;
+        if reply.len() != 3 + 4 * checks.len() {
+            return Err(StateError::Corrupt("admission reply"));
+        }
+        let quotas = checks
+            .iter()
+            .enumerate()
+            .map(|(i, check)| {
+                let q = &reply[3 + 4 * i..7 + 4 * i];
+                Quota {
+                    kind: check.kind(),
+                    limit: q[0].max(0) as u64,
+                    remaining: q[1].max(0) as u64,
+                    used: q[2].max(0) as u64,
+                    reset_after: Duration::from_micros(q[3].max(0) as u64),
+                }
+            })
+            .collect();
+        let refused = reply[0];
+        if refused == 0 {
+            return Ok(Ok(quotas));
+        }
+        let index = usize::try_from(refused - 1)
+            .ok()
+            .filter(|i| *i < checks.len())
+            .ok_or(StateError::Corrupt("admission reply"))?;
+        Ok(Err(Refusal {
+            index,
+            kind: checks[index].kind(),
+            reason: match reply[1] {
+                1 => RefusalReason::TooLarge,
+                2 => RefusalReason::BudgetExceeded,
+                _ => RefusalReason::Limited,
+            },
+            retry_after: u64::try_from(reply[2]).ok().map(Duration::from_micros),
+            quotas,
+        }))
+    }
+
+    /// Remembers a live lease so the background task renews it.
+    pub fn hold_lease(&self, n: u64, checks: &[Check]) {
+        let keys: Vec<String> = checks
+            .iter()
+            .filter(|c| c.kind() == CheckKind::Concurrency)
+            .map(|c| self.counter_key(c))
+            .collect();
+        self.leases
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+            .insert(n, keys);
+    }
+
+    /// Stops renewing a lease (settled, or dropped: then it expires by its TTL).
+    pub fn forget_lease(&self, n: u64) {
+        self.leases
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+            .remove(&n);
+    }
+
+    /// Runs the settle script; no round trip when there is nothing to update.
+    pub async fn settle(
+        &self,
+        checks: &[Check],
+        lease: Option<u64>,
+        usage: Usage,
+    ) -> Result<(), StateError> {
+        let mut inv = self.scripts.settle.prepare_invoke();
+        inv.arg(lease.map(|n| self.member(n)).unwrap_or_default());
+        let mut updates = 0;
+        for check in checks {
+            match check {
+                Check::Rate { .. } => continue,
+                Check::Tokens {
+                    limit,
+                    period,
+                    reserve,
+                    ..
+                } => {
+                    let Some(actual) = usage.tokens else { continue };
+                    let delta = actual.min(MAX_LIMIT) as i64 - *reserve as i64;
+                    if delta == 0 {
+                        continue;
+                    }
+                    inv.arg("g").arg(*limit).arg(micros(*period)).arg(delta);
+                }
+                Check::Concurrency { .. } => {
+                    if lease.is_none() {
+                        continue;
+                    }
+                    inv.arg("c").arg(0u64).arg(0u64).arg(0u64);
+                }
+                Check::Budget { period, .. } => {
+                    if usage.spend_micros == 0 {
+                        continue;
+                    }
+                    inv.arg("b")
+                        .arg(0u64)
+                        .arg(micros(*period))
+                        .arg(usage.spend_micros.min(MAX_LIMIT));
+                }
+            }
+            inv.key(self.counter_key(check));
+            updates += 1;
+        }
+        if updates == 0 {
+            return Ok(());
+        }
+        let mut conn = self.conn.clone();
+        self.call(async move { inv.invoke_async::<i64>(&mut conn).await })
+            .await
+            .map(drop)
+    }
+
+    /// Keeps the spend of `checks`' budgets to pay when Redis answers again (bounded: beyond
+    /// [`MAX_OWED`] counters it is dropped and counted).
+    pub fn owe(&self, checks: &[Check], spend_micros: u64) {
+        if spend_micros == 0 {
+            return;
+        }
+        let unix_us = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .unwrap_or_default()
+            .as_micros() as f64;
+        let mut owed = self
+            .owed
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        for check in checks {
+            let Check::Budget { key, period, .. } = check else {
+                continue;
+            };
+            let (window, _) = budget_window(unix_us, *period);
+            let counter = (key.clone(), micros(*period), window);
+            if owed.len() >= MAX_OWED && !owed.contains_key(&counter) {
+                Stats::add(&self.stats.spend_dropped);
+                continue;
+            }
+            let total = owed.entry(counter).or_default();
+            *total = total.saturating_add(spend_micros);
+        }
+    }
+
+    /// Settles; if Redis fails, owes the spend.
+    pub async fn settle_or_owe(
+        &self,
+        checks: &[Check],
+        lease: Option<u64>,
+        usage: Usage,
+    ) -> Result<(), StateError> {
+        let settled = self.settle(checks, lease, usage).await;
+        if settled.is_err() {
+            self.owe(checks, usage.spend_micros);
+        }
+        settled
+    }
+
+    /// Adds owed spend to its period, if that period is still current (a past period no longer
+    /// limits anything), a batch per round trip.
+    pub async fn pay_owed(&self) {
+        if self.is_down() {
+            return;
+        }
+        let owed: Vec<_> = {
+            let mut owed = self
+                .owed
+                .lock()
+                .unwrap_or_else(|poisoned| poisoned.into_inner());
+            if owed.is_empty() {
+                return;
+            }
+            owed.drain().collect()
+        };
+        for (n, batch) in owed.chunks(RENEW_BATCH).enumerate() {
+            let mut inv = self.scripts.settle.prepare_invoke();
+            inv.arg("");
+            for ((key, period, window), spend) in batch {
+                inv.key(self.budget_key(key))
+                    .arg("b")
+                    .arg(*window)
+                    .arg(*period)
+                    .arg((*spend).min(MAX_LIMIT));
+            }
+            let mut conn = self.conn.clone();
+            if self
+                .call(async move { inv.invoke_async::<i64>(&mut conn).await })
+                .await
+                .is_err()
+            {
+                // Keep what is still unpaid. A timed-out batch may have been applied: paying
+                // twice is the safer error for a budget than not paying.
+                let mut unpaid = self
+                    .owed
+                    .lock()
+                    .unwrap_or_else(|poisoned| poisoned.into_inner());
+                for (counter, spend) in owed.into_iter().skip(n * RENEW_BATCH) {
+                    if unpaid.len() >= MAX_OWED && !unpaid.contains_key(&counter) {
+                        Stats::add(&self.stats.spend_dropped);
+                        continue;
+                    }
+                    let total = unpaid.entry(counter).or_default();
+                    *total = total.saturating_add(spend);
+                }
+                return;
+            }
+        }
+    }
+
+    /// Renews every live lease, a batch per round trip.
+    pub async fn renew_leases(&self) {
+        if self.is_down() {
+            return;
+        }
+        let live: Vec<(String, String)> = {
+            let leases = self
+                .leases
+                .lock()
+                .unwrap_or_else(|poisoned| poisoned.into_inner());
+            leases
+                .iter()
+                .flat_map(|(n, keys)| keys.iter().map(move |k| (k.clone(), *n)))
+                .map(|(k, n)| (k, self.member(n)))
+                .collect()
+        };
+        for batch in live.chunks(RENEW_BATCH) {
+            let mut inv = self.scripts.renew.prepare_invoke();
+            inv.arg(millis(self.config.lease_ttl));
+            for (key, member) in batch {
+                inv.key(key).arg(member);
+            }
+            let mut conn = self.conn.clone();
+            match self
+                .call(async move { inv.invoke_async::<u64>(&mut conn).await })
+                .await
+            {
+                Ok(lost) => {
+                    let lost = lost.min(batch.len() as u64);
+                    self.stats
+                        .leases_renewed
+                        .fetch_add(batch.len() as u64 - lost, Ordering::Relaxed);
+                    self.stats.leases_lost.fetch_add(lost, Ordering::Relaxed);
+                }
+                Err(_) => return,
+            }
+        }
+    }
+
+    pub async fn idempotency_begin(
+        &self,
+        record: &RecordId,
+        hash: BodyHash,
+        in_flight_ttl: Duration,
+    ) -> Result<BeginRaw, StateError> {
+        let mut inv = self.scripts.begin.prepare_invoke();
+        inv.key(self.record_key(record))
+            .arg(&hash.0[..])
+            .arg(self.member(record.token))
+            .arg(millis(in_flight_ttl));
+        let mut conn = self.conn.clone();
+        let reply: Vec<Vec<u8>> = self
+            .call(async move { inv.invoke_async(&mut conn).await })
+            .await?;
+        match reply.first().map(Vec::as_slice) {
+            Some(b"fresh") => Ok(BeginRaw::Fresh),
+            Some(b"inflight") => Ok(BeginRaw::InFlight),
+            Some(b"mismatch") => Ok(BeginRaw::Mismatch),
+            Some(b"done") if reply.len() == 4 => {
+                let status = std::str::from_utf8(&reply[1])
+                    .ok()
+                    .and_then(|s| s.parse::<u16>().ok())
+                    .ok_or(StateError::Corrupt("status code"))?;
+                let mut reply = reply;
+                let body = Bytes::from(std::mem::take(&mut reply[3]));
+                Ok(BeginRaw::Done(StoredResponse::decode(
+                    status, &reply[2], body,
+                )?))
+            }
+            _ => Err(StateError::Corrupt("idempotency reply")),
+        }
+    }
+
+    /// True if stored, false if the record was gone.
+    pub async fn idempotency_complete(
+        &self,
+        record: &RecordId,
+        response: &StoredResponse,
+        ttl: Duration,
+    ) -> Result<bool, StateError> {
+        let mut inv = self.scripts.complete.prepare_invoke();
+        inv.key(self.record_key(record))
+            .arg(self.member(record.token))
+            .arg(response.status.as_u16())
+            .arg(response.encode_headers())
+            .arg(&response.body[..])
+            .arg(millis(ttl));
+        let mut conn = self.conn.clone();
+        let stored: i64 = self
+            .call(async move { inv.invoke_async(&mut conn).await })
+            .await?;
+        Ok(stored == 1)
+    }
+
+    pub async fn idempotency_release(&self, record: &RecordId) -> Result<(), StateError> {
+        let mut inv = self.scripts.release.prepare_invoke();
+        inv.key(self.record_key(record))
+            .arg(self.member(record.token));
+        let mut conn = self.conn.clone();
+        self.call(async move { inv.invoke_async::<i64>(&mut conn).await })
+            .await
+            .map(drop)
+    }
+
+    async fn run_job(&self, job: Job) {
+        // Failures are counted by `call`; leases then expire by their TTL and records by
+        // their in-flight TTL.
+        let _ = match job {
+            Job::Settle {
+                checks,
+                lease,
+                usage,
+            } => self.settle_or_owe(&checks, lease, usage).await,
+            Job::Release { record } => self.idempotency_release(&record).await,
+        };
+    }
+}
+
+/// The store's one background task: runs queued settles and releases (up to [`JOB_BATCH`] at
+/// once, pipelined), renews live leases every third of their TTL, probes Redis while it is
+/// down, and pays owed spend once it is up. It ends when the store is dropped (its queue closes), after running what was queued.
+pub(crate) async fn background(backend: Arc<RedisBackend>, mut jobs: mpsc::Receiver<Job>) {
+    let mut renew = tokio::time::interval(backend.config.lease_ttl / 3);
+    renew.set_missed_tick_behavior(MissedTickBehavior::Delay);
+    let mut probe = tokio::time::interval(backend.config.probe_interval);
+    probe.set_missed_tick_behavior(MissedTickBehavior::Delay);
+    let mut batch = Vec::with_capacity(JOB_BATCH);
+    loop {
+        tokio::select! {
+            n = jobs.recv_many(&mut batch, JOB_BATCH) => {
+                if n == 0 {
+                    break;
+                }
+                join_all(batch.drain(..).map(|job| backend.run_job(job))).await;
+            }
+            _ = renew.tick() => backend.renew_leases().await,
+            // Always armed: a precondition would only be looked at when another branch wakes
+            // the loop, which can be a lease renewal tens of seconds later.
+            _ = probe.tick() => {
+                if backend.is_down() && !backend.probe().await {
+                    continue;
+                }
+                backend.pay_owed().await;
+            }
+        }
+    }
+}
