@@ -143,7 +143,10 @@ mod tests {
             operation_for_path("/v1/messages/count_tokens"),
             Some(Operation::CountTokens)
         );
-        assert_eq!(operation_for_path("/v1/messages"), Some(Operation::Messages));
+        assert_eq!(
+            operation_for_path("/v1/messages"),
+            Some(Operation::Messages)
+        );
         assert_eq!(operation_for_path("/v2/x"), None);
         assert_eq!(family_for_path("/v1/messages/batches"), Family::Anthropic);
         assert_eq!(Operation::CountTokens.family(), Family::Anthropic);

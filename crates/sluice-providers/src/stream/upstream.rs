@@ -1,0 +1,43 @@
+//! Reading the upstream's stream: one reader per upstream family, each turning events into
+//! calls on the client's [`Writer`](super::client::Writer).
+
+pub(crate) mod anthropic;
+pub(crate) mod gemini;
+pub(crate) mod openai;
+
+use sluice_sse::Event;
+
+use super::client::Writer;
+use super::Emitted;
+use crate::usage::Usage;
+
+/// Why an upstream event could not be read (for the error event's message).
+pub(crate) type Unreadable = &'static str;
+
+/// Reads one upstream family's stream.
+pub(crate) trait Reader: Send {
+    /// The provider's name, for error messages.
+    const PROVIDER: &'static str;
+
+    /// One upstream event.
+    ///
+    /// # Errors
+    /// The event is not the JSON its type promises.
+    fn event<W: Writer>(
+        &mut self,
+        event: &Event,
+        w: &mut W,
+        out: &mut Vec<Emitted>,
+    ) -> Result<(), Unreadable>;
+
+    /// The upstream's stream ended (no more events).
+    fn end<W: Writer>(&mut self, w: &mut W, out: &mut Vec<Emitted>);
+
+    /// The upstream's usage so far.
+    fn usage(&self) -> Option<Usage>;
+}
+
+/// Whether an event's data is blank (some servers send `data:` keep-alives).
+pub(crate) fn is_blank(data: &[u8]) -> bool {
+    data.trim_ascii().is_empty()
+}
