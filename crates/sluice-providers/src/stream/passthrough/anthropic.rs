@@ -77,11 +77,9 @@ impl StreamTranslator for AnthropicPassthrough {
         let data = event.data();
         let kind = with_type(event, |kind| {
             match kind {
-                b"content_block_delta" => {
-                    if self.track_text && TEXT_DELTA.find(data).is_some() {
-                        if let Some(text) = string_of(data, &TEXT) {
-                            self.text.push_str(&text.unescape());
-                        }
+                b"content_block_delta" if self.track_text && TEXT_DELTA.find(data).is_some() => {
+                    if let Some(text) = string_of(data, &TEXT) {
+                        self.text.push_str(&text.unescape());
                     }
                 }
                 b"message_start" => {
