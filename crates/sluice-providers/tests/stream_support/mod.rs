@@ -348,7 +348,8 @@ pub fn anthropic_continue(m: &mut AnthropicMessage, out: &[Emitted]) {
                     ..Block::default()
                 });
                 if cb["type"] == "tool_use" {
-                    assert!(!m.blocks[index].id.is_empty() && !m.blocks[index].name.is_empty());
+                    assert!(cb["id"].is_string() && cb["name"].is_string());
+                    assert_eq!(cb["input"], serde_json::json!({}));
                 }
                 open = Some(index);
             }
