@@ -97,3 +97,65 @@ pub(crate) fn sum(a: Usage, b: Option<Usage>) -> Usage {
     }
     total
 }
+
+/// A writer that ignores everything once its stream is closed (an error may close it in the
+/// middle of an upstream event that has more to say).
+pub(crate) struct Guard<W>(pub(crate) W);
+
+impl<W: Writer> Writer for Guard<W> {
+    fn start(&mut self, id: Option<JsonStr<'_>>, out: &mut Vec<Emitted>) {
+        if !self.0.closed() {
+            self.0.start(id, out);
+        }
+    }
+    fn text(&mut self, text: JsonStr<'_>, out: &mut Vec<Emitted>) {
+        if !self.0.closed() {
+            self.0.text(text, out);
+        }
+    }
+    fn reasoning(&mut self, text: JsonStr<'_>, out: &mut Vec<Emitted>) {
+        if !self.0.closed() {
+            self.0.reasoning(text, out);
+        }
+    }
+    fn tool(&mut self, key: u32, part: ToolPart<'_>, out: &mut Vec<Emitted>) {
+        if !self.0.closed() {
+            self.0.tool(key, part, out);
+        }
+    }
+    fn block_stop(&mut self, out: &mut Vec<Emitted>) {
+        if !self.0.closed() {
+            self.0.block_stop(out);
+        }
+    }
+    fn finish(&mut self, reason: Finish, out: &mut Vec<Emitted>) {
+        if !self.0.closed() {
+            self.0.finish(reason, out);
+        }
+    }
+    fn usage(&mut self, usage: Usage) {
+        self.0.usage(usage);
+    }
+    fn done(&mut self, out: &mut Vec<Emitted>) {
+        if !self.0.closed() {
+            self.0.done(out);
+        }
+    }
+    fn fail(&mut self, fault: &Fault, out: &mut Vec<Emitted>) {
+        if !self.0.closed() {
+            self.0.fail(fault, out);
+        }
+    }
+    fn closed(&self) -> bool {
+        self.0.closed()
+    }
+    fn text_so_far(&self) -> &str {
+        self.0.text_so_far()
+    }
+    fn held_bytes(&self) -> usize {
+        self.0.held_bytes()
+    }
+    fn splice_state(&self, own: Option<Usage>) -> Option<SpliceState> {
+        self.0.splice_state(own)
+    }
+}

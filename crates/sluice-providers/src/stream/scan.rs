@@ -100,6 +100,50 @@ pub(crate) fn is_empty_array(value: &[u8]) -> bool {
         .is_some_and(|rest| skip_ws(rest).first() == Some(&b']'))
 }
 
+/// Whether every `\uD800`-`\uDFFF` escape in `data` is half of a well-formed surrogate pair.
+/// serde_json's `RawValue` lets a lone surrogate escape through, and strict parsers (serde_json
+/// itself, on the client's side) reject the document it ends up in, so a translator must not
+/// copy one.
+pub(crate) fn surrogates_paired(data: &[u8]) -> bool {
+    let mut from = 0;
+    while let Some(i) = memchr::memmem::find(&data[from..], b"\\u") {
+        let at = from + i;
+        from = at + 2;
+        // An escape only if the backslash is not itself escaped.
+        let backslashes = data[..=at]
+            .iter()
+            .rev()
+            .take_while(|&&b| b == b'\\')
+            .count();
+        if backslashes % 2 == 0 {
+            continue;
+        }
+        let Some(unit) = hex4(&data[at + 2..]) else {
+            return false;
+        };
+        match unit {
+            0xD800..=0xDBFF => {
+                let low = data
+                    .get(at + 6..at + 8)
+                    .filter(|p| p == b"\\u")
+                    .and_then(|_| hex4(&data[at + 8..]));
+                if !matches!(low, Some(0xDC00..=0xDFFF)) {
+                    return false;
+                }
+                from = at + 12;
+            }
+            0xDC00..=0xDFFF => return false,
+            _ => {}
+        }
+    }
+    true
+}
+
+fn hex4(b: &[u8]) -> Option<u16> {
+    let digits = std::str::from_utf8(b.get(..4)?).ok()?;
+    u16::from_str_radix(digits, 16).ok()
+}
+
 /// `[DONE]`, OpenAI's end marker.
 pub(crate) fn is_done(data: &[u8]) -> bool {
     data.trim_ascii() == b"[DONE]"
@@ -143,6 +187,10 @@ mod tests {
         assert!(is_empty_array(b"[ ]"));
         assert!(!is_empty_array(b"[{}]"));
         assert!(is_done(b"[DONE]"));
+        assert!(surrogates_paired(br#"{"t":"\ud83d\ude00 \u003c \\ud83d"}"#));
+        assert!(!surrogates_paired(br#"{"t":"\ud83ds"}"#));
+        assert!(!surrogates_paired(br#"{"t":"\ude00"}"#));
+        assert!(!surrogates_paired(br#"{"t":"\ud83d"#));
         assert!(string_at(br#""unterminated\"#).is_none());
     }
 }

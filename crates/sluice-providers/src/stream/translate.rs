@@ -4,7 +4,7 @@ use sluice_sse::Event;
 
 use super::client::anthropic::AnthropicWriter;
 use super::client::openai::OpenAiWriter;
-use super::client::{Writer, WriterConfig};
+use super::client::{Guard, Writer, WriterConfig};
 use super::fault::Fault;
 use super::upstream::anthropic::AnthropicReader;
 use super::upstream::gemini::GeminiReader;
@@ -42,12 +42,15 @@ fn with_reader<W: Writer + 'static>(upstream: Family, w: W) -> Box<dyn StreamTra
 /// Upstream events through `R` into `W`.
 pub(crate) struct Translating<R, W> {
     reader: R,
-    writer: W,
+    writer: Guard<W>,
 }
 
 impl<R: Reader, W: Writer> Translating<R, W> {
     pub(crate) fn new(reader: R, writer: W) -> Self {
-        Translating { reader, writer }
+        Translating {
+            reader,
+            writer: Guard(writer),
+        }
     }
 }
 

@@ -37,6 +37,9 @@ pub(crate) trait Reader: Send {
     fn usage(&self) -> Option<Usage>;
 }
 
+/// See [`crate::stream::scan::surrogates_paired`].
+pub(crate) const LONE_SURROGATE: Unreadable = "an unpaired UTF-16 surrogate escape in a string";
+
 /// Whether an event's data is blank (some servers send `data:` keep-alives).
 pub(crate) fn is_blank(data: &[u8]) -> bool {
     data.trim_ascii().is_empty()

@@ -374,11 +374,10 @@ impl Writer for AnthropicWriter {
 
     fn done(&mut self, out: &mut Vec<Emitted>) {
         self.ensure_started(out);
-        if self.stop.is_none() {
-            self.finish(Finish::Stop, out);
-            if self.closed {
-                return;
-            }
+        // Also after a finish: content may follow it (Gemini chunks after the finishReason).
+        self.finish(self.stop.unwrap_or(Finish::Stop), out);
+        if self.closed {
+            return;
         }
         let stop = self.stop.unwrap_or(Finish::Stop);
         let total = sum(self.prior, self.usage);

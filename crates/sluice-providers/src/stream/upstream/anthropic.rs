@@ -4,11 +4,12 @@
 
 use sluice_sse::Event;
 
-use super::{is_blank, Reader, Unreadable};
+use super::{is_blank, Reader, Unreadable, LONE_SURROGATE};
 use crate::stream::client::{ToolPart, Writer};
 use crate::stream::fault::Fault;
 use crate::stream::finish::Finish;
 use crate::stream::json::JsonStr;
+use crate::stream::scan::surrogates_paired;
 use crate::stream::usage::{raw_bytes, AnthropicUsage};
 use crate::stream::wire::anthropic::{
     BlockDelta, BlockStart, MessageDelta, MessageStart, TypeOnly,
@@ -60,6 +61,9 @@ impl Reader for AnthropicReader {
         let data = event.data();
         if is_blank(data) {
             return Ok(());
+        }
+        if !surrogates_paired(data) {
+            return Err(LONE_SURROGATE);
         }
         let named;
         let kind: &[u8] = match event.event_type() {

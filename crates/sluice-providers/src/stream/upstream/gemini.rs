@@ -5,11 +5,12 @@
 
 use sluice_sse::Event;
 
-use super::{is_blank, Reader, Unreadable};
+use super::{is_blank, Reader, Unreadable, LONE_SURROGATE};
 use crate::stream::client::{ToolPart, Writer};
 use crate::stream::fault::Fault;
 use crate::stream::finish::Finish;
 use crate::stream::json::{push_escaped, JsonStr};
+use crate::stream::scan::surrogates_paired;
 use crate::stream::usage::{gemini as read_usage, raw_bytes};
 use crate::stream::wire::gemini::Response;
 use crate::stream::Emitted;
@@ -39,6 +40,9 @@ impl Reader for GeminiReader {
         let data = event.data();
         if is_blank(data) {
             return Ok(());
+        }
+        if !surrogates_paired(data) {
+            return Err(LONE_SURROGATE);
         }
         let r: Response<'_> = serde_json::from_slice(data)
             .map_err(|_| "a data chunk that is not a GenerateContentResponse")?;

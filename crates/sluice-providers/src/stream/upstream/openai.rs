@@ -4,12 +4,13 @@
 
 use sluice_sse::Event;
 
-use super::{is_blank, Reader, Unreadable};
+use super::{is_blank, Reader, Unreadable, LONE_SURROGATE};
 use crate::stream::client::{ToolPart, Writer};
 use crate::stream::fault::Fault;
 use crate::stream::finish::Finish;
 use crate::stream::json::JsonStr;
 use crate::stream::scan::is_done;
+use crate::stream::scan::surrogates_paired;
 use crate::stream::usage::{openai as read_usage, raw_bytes};
 use crate::stream::wire::openai::Chunk;
 use crate::stream::Emitted;
@@ -36,6 +37,9 @@ impl Reader for OpenAiReader {
         let data = event.data();
         if is_blank(data) {
             return Ok(());
+        }
+        if !surrogates_paired(data) {
+            return Err(LONE_SURROGATE);
         }
         if event.event_type() == b"error" {
             w.fail(&Fault::from_openai(data), out);
