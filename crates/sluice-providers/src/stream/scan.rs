@@ -41,6 +41,7 @@ key!(TOOL_CALLS = "\"tool_calls\"");
 key!(USAGE_METADATA = "\"usageMetadata\"");
 key!(FINISH_REASON_GEMINI = "\"finishReason\"");
 key!(TYPE = "\"type\"");
+key!(UNICODE_ESCAPE = "\\u");
 
 /// The value of the first occurrence of `key` in `data`, from its first byte to the end of
 /// `data`.
@@ -106,7 +107,7 @@ pub(crate) fn is_empty_array(value: &[u8]) -> bool {
 /// copy one.
 pub(crate) fn surrogates_paired(data: &[u8]) -> bool {
     let mut from = 0;
-    while let Some(i) = memchr::memmem::find(&data[from..], b"\\u") {
+    while let Some(i) = UNICODE_ESCAPE.0.find(&data[from..]) {
         let at = from + i;
         from = at + 2;
         // An escape only if the backslash is not itself escaped.

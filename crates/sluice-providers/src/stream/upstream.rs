@@ -8,6 +8,7 @@ pub(crate) mod openai;
 use sluice_sse::Event;
 
 use super::client::Writer;
+use super::scan::surrogates_paired;
 use super::Emitted;
 use crate::usage::Usage;
 
@@ -39,6 +40,17 @@ pub(crate) trait Reader: Send {
 
 /// See [`crate::stream::scan::surrogates_paired`].
 pub(crate) const LONE_SURROGATE: Unreadable = "an unpaired UTF-16 surrogate escape in a string";
+
+/// An event's data as text for the JSON parser: UTF-8 checked once here (cheaper than serde_json
+/// checking each string it borrows), and no lone surrogate escape (see
+/// [`crate::stream::scan::surrogates_paired`]).
+pub(crate) fn json_text(data: &[u8]) -> Result<&str, Unreadable> {
+    let text = std::str::from_utf8(data).map_err(|_| "an event that is not UTF-8")?;
+    if !surrogates_paired(data) {
+        return Err(LONE_SURROGATE);
+    }
+    Ok(text)
+}
 
 /// Whether an event's data is blank (some servers send `data:` keep-alives).
 pub(crate) fn is_blank(data: &[u8]) -> bool {

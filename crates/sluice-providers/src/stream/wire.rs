@@ -54,3 +54,62 @@ impl<'de, T: Deserialize<'de> + Indexed> Deserialize<'de> for First<T> {
         d.deserialize_seq(Elements(PhantomData))
     }
 }
+
+/// An array that usually has one element (a chunk's tool call fragments, a Gemini chunk's
+/// parts): the first is kept inline, so the common case allocates nothing.
+pub(crate) struct Few<T> {
+    first: Option<T>,
+    rest: Vec<T>,
+}
+
+impl<T> Few<T> {
+    /// Whether there are none.
+    pub(crate) fn is_empty(&self) -> bool {
+        self.first.is_none()
+    }
+}
+
+impl<T> IntoIterator for Few<T> {
+    type Item = T;
+    type IntoIter = std::iter::Chain<std::option::IntoIter<T>, std::vec::IntoIter<T>>;
+
+    fn into_iter(self) -> Self::IntoIter {
+        self.first.into_iter().chain(self.rest)
+    }
+}
+
+impl<'a, T> IntoIterator for &'a Few<T> {
+    type Item = &'a T;
+    type IntoIter = std::iter::Chain<std::option::Iter<'a, T>, std::slice::Iter<'a, T>>;
+
+    fn into_iter(self) -> Self::IntoIter {
+        self.first.iter().chain(self.rest.iter())
+    }
+}
+
+impl<'de, T: Deserialize<'de>> Deserialize<'de> for Few<T> {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct Elements<T>(PhantomData<T>);
+
+        impl<'de, T: Deserialize<'de>> Visitor<'de> for Elements<T> {
+            type Value = Few<T>;
+
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("an array")
+            }
+
+            fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Few<T>, A::Error> {
+                let first = seq.next_element::<T>()?;
+                let mut rest = Vec::new();
+                if first.is_some() {
+                    while let Some(item) = seq.next_element::<T>()? {
+                        rest.push(item);
+                    }
+                }
+                Ok(Few { first, rest })
+            }
+        }
+
+        d.deserialize_seq(Elements(PhantomData))
+    }
+}

@@ -9,7 +9,7 @@ use crate::stream::scan::{
     FINISH_REASON, TEXT, TOOL_CALLS, USAGE,
 };
 use crate::stream::usage::{openai as read_usage, raw_bytes};
-use crate::stream::wire::openai::{Choice, Chunk};
+use crate::stream::wire::openai::{self as wire, Choice, Chunk};
 use crate::stream::{Emitted, EventKind, SpliceState, StreamOptions, StreamTranslator};
 use crate::usage::Usage;
 
@@ -63,14 +63,12 @@ impl OpenAiPassthrough {
             return self.after_commit(data);
         };
         if self.head.is_none() {
-            if let Some(id) = JsonStr::opt(chunk.id) {
+            let head = serde_json::from_slice::<wire::Head<'_>>(data).ok();
+            if let Some((id, head)) = head.and_then(|h| Some((JsonStr::opt(h.id)?, h))) {
                 self.head = Some(Head {
                     id: id.unescape().into_owned(),
-                    created: chunk
-                        .created
-                        .and_then(|c| c.get().parse().ok())
-                        .unwrap_or(0),
-                    model: JsonStr::opt(chunk.model)
+                    created: head.created.and_then(|c| c.get().parse().ok()).unwrap_or(0),
+                    model: JsonStr::opt(head.model)
                         .map(|m| m.unescape().into_owned())
                         .unwrap_or_default(),
                 });

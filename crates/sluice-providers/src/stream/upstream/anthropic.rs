@@ -4,12 +4,11 @@
 
 use sluice_sse::Event;
 
-use super::{is_blank, Reader, Unreadable, LONE_SURROGATE};
+use super::{is_blank, json_text, Reader, Unreadable};
 use crate::stream::client::{ToolPart, Writer};
 use crate::stream::fault::Fault;
 use crate::stream::finish::Finish;
 use crate::stream::json::JsonStr;
-use crate::stream::scan::surrogates_paired;
 use crate::stream::usage::{raw_bytes, AnthropicUsage};
 use crate::stream::wire::anthropic::{
     BlockDelta, BlockStart, MessageDelta, MessageStart, TypeOnly,
@@ -36,8 +35,8 @@ pub(crate) struct AnthropicReader {
     stopped: bool,
 }
 
-fn parse<'a, T: serde::Deserialize<'a>>(data: &'a [u8]) -> Result<T, Unreadable> {
-    serde_json::from_slice(data).map_err(|_| "an event that is not the JSON its type names")
+fn parse<'a, T: serde::Deserialize<'a>>(text: &'a str) -> Result<T, Unreadable> {
+    serde_json::from_str(text).map_err(|_| "an event that is not the JSON its type names")
 }
 
 impl AnthropicReader {
@@ -62,20 +61,18 @@ impl Reader for AnthropicReader {
         if is_blank(data) {
             return Ok(());
         }
-        if !surrogates_paired(data) {
-            return Err(LONE_SURROGATE);
-        }
+        let text = json_text(data)?;
         let named;
         let kind: &[u8] = match event.event_type() {
             b"message" => {
-                named = parse::<TypeOnly<'_>>(data)?;
+                named = parse::<TypeOnly<'_>>(text)?;
                 named.kind.as_bytes()
             }
             other => other,
         };
         match kind {
             b"content_block_delta" => {
-                let d: BlockDelta<'_> = parse(data)?;
+                let d: BlockDelta<'_> = parse(text)?;
                 match (&*d.delta.kind, self.block) {
                     ("text_delta", _) => {
                         if let Some(t) = JsonStr::opt(d.delta.text) {
@@ -101,7 +98,7 @@ impl Reader for AnthropicReader {
                 }
             }
             b"content_block_start" => {
-                let b: BlockStart<'_> = parse(data)?;
+                let b: BlockStart<'_> = parse(text)?;
                 let block = match &*b.content_block.kind {
                     "text" => Block::Text,
                     "tool_use" => Block::Tool(b.index),
@@ -137,14 +134,14 @@ impl Reader for AnthropicReader {
                 }
             }
             b"message_start" => {
-                let m: MessageStart<'_> = parse(data)?;
+                let m: MessageStart<'_> = parse(text)?;
                 if let Some(u) = m.message.usage {
                     self.apply_usage(raw_bytes(u), w);
                 }
                 w.start(JsonStr::opt(m.message.id), out);
             }
             b"message_delta" => {
-                let m: MessageDelta<'_> = parse(data)?;
+                let m: MessageDelta<'_> = parse(text)?;
                 if let Some(u) = m.usage {
                     self.apply_usage(raw_bytes(u), w);
                 }

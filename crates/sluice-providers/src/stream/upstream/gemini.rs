@@ -5,13 +5,12 @@
 
 use sluice_sse::Event;
 
-use super::{is_blank, Reader, Unreadable, LONE_SURROGATE};
+use super::{is_blank, json_text, Reader, Unreadable};
 use crate::stream::client::{ToolPart, Writer};
 use crate::stream::fault::Fault;
 use crate::stream::finish::Finish;
 use crate::stream::json::{push_escaped, JsonStr};
-use crate::stream::scan::surrogates_paired;
-use crate::stream::usage::{gemini as read_usage, raw_bytes};
+use crate::stream::usage::gemini as read_usage;
 use crate::stream::wire::gemini::Response;
 use crate::stream::Emitted;
 use crate::usage::Usage;
@@ -19,7 +18,10 @@ use crate::usage::Usage;
 /// Reads a Gemini stream.
 #[derive(Debug, Default)]
 pub(crate) struct GeminiReader {
-    usage: Option<Usage>,
+    /// The last `usageMetadata` as the upstream wrote it. Cumulative, so only the last one
+    /// counts, and it rides in every chunk: parsed only when needed (at the start, at the end,
+    /// for [`Reader::usage`]), not per chunk.
+    usage: String,
     started: bool,
     finished: bool,
     /// Function calls so far: each gets its own key, so parallel calls get distinct indexes.
@@ -41,21 +43,22 @@ impl Reader for GeminiReader {
         if is_blank(data) {
             return Ok(());
         }
-        if !surrogates_paired(data) {
-            return Err(LONE_SURROGATE);
-        }
-        let r: Response<'_> = serde_json::from_slice(data)
+        let text = json_text(data)?;
+        let r: Response<'_> = serde_json::from_str(text)
             .map_err(|_| "a data chunk that is not a GenerateContentResponse")?;
         if r.error.is_some() {
             w.fail(&Fault::from_gemini(data), out);
             return Ok(());
         }
-        if let Some(u) = r.usage_metadata.and_then(|u| read_usage(raw_bytes(u))) {
-            self.usage = Some(u);
-            w.usage(u);
+        if let Some(u) = r.usage_metadata {
+            self.usage.clear();
+            self.usage.push_str(u.get());
         }
         if !self.started {
             self.started = true;
+            if let Some(u) = self.usage() {
+                w.usage(u);
+            }
             w.start(JsonStr::opt(r.response_id), out);
         }
         let Some(candidate) = r.candidates.and_then(|c| c.first) else {
@@ -107,6 +110,9 @@ impl Reader for GeminiReader {
     }
 
     fn end<W: Writer>(&mut self, w: &mut W, out: &mut Vec<Emitted>) {
+        if let Some(u) = self.usage() {
+            w.usage(u);
+        }
         if self.finished {
             w.done(out);
         } else {
@@ -115,6 +121,6 @@ impl Reader for GeminiReader {
     }
 
     fn usage(&self) -> Option<Usage> {
-        self.usage
+        read_usage(self.usage.as_bytes())
     }
 }

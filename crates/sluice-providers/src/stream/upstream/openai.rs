@@ -4,15 +4,14 @@
 
 use sluice_sse::Event;
 
-use super::{is_blank, Reader, Unreadable, LONE_SURROGATE};
+use super::{is_blank, json_text, Reader, Unreadable};
 use crate::stream::client::{ToolPart, Writer};
 use crate::stream::fault::Fault;
 use crate::stream::finish::Finish;
 use crate::stream::json::JsonStr;
 use crate::stream::scan::is_done;
-use crate::stream::scan::surrogates_paired;
 use crate::stream::usage::{openai as read_usage, raw_bytes};
-use crate::stream::wire::openai::Chunk;
+use crate::stream::wire::openai::{Chunk, Head};
 use crate::stream::Emitted;
 use crate::usage::Usage;
 
@@ -38,9 +37,7 @@ impl Reader for OpenAiReader {
         if is_blank(data) {
             return Ok(());
         }
-        if !surrogates_paired(data) {
-            return Err(LONE_SURROGATE);
-        }
+        let text = json_text(data)?;
         if event.event_type() == b"error" {
             w.fail(&Fault::from_openai(data), out);
             return Ok(());
@@ -51,7 +48,7 @@ impl Reader for OpenAiReader {
             return Ok(());
         }
         let chunk: Chunk<'_> =
-            serde_json::from_slice(data).map_err(|_| "a data chunk that is not a JSON chunk")?;
+            serde_json::from_str(text).map_err(|_| "a data chunk that is not a JSON chunk")?;
         if chunk.error.is_some() {
             w.fail(&Fault::from_openai(data), out);
             return Ok(());
@@ -62,7 +59,8 @@ impl Reader for OpenAiReader {
         }
         if !self.started {
             self.started = true;
-            w.start(JsonStr::opt(chunk.id), out);
+            let head: Option<Head<'_>> = serde_json::from_str(text).ok();
+            w.start(JsonStr::opt(head.and_then(|h| h.id)), out);
         }
         let Some(choice) = chunk.choices.and_then(|c| c.first) else {
             return Ok(());

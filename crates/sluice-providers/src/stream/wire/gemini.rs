@@ -5,7 +5,7 @@ use std::borrow::Cow;
 use serde::Deserialize;
 use serde_json::value::RawValue;
 
-use super::{First, Indexed};
+use super::{Few, First, Indexed};
 
 /// One chunk.
 #[derive(Deserialize)]
@@ -45,7 +45,7 @@ impl Indexed for Candidate<'_> {
 #[derive(Deserialize)]
 pub(crate) struct Content<'a> {
     #[serde(borrow, default)]
-    pub(crate) parts: Option<Vec<Part<'a>>>,
+    pub(crate) parts: Option<Few<Part<'a>>>,
 }
 
 /// One part: text (a thought when `thought` is true) or a whole function call.

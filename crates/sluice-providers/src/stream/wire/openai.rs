@@ -5,17 +5,22 @@ use std::borrow::Cow;
 use serde::Deserialize;
 use serde_json::value::RawValue;
 
-use super::{First, Indexed};
+use super::{Few, First, Indexed};
 
-/// One chunk.
+/// A chunk's identity, read from the first chunk only (every chunk repeats it).
 #[derive(Deserialize)]
-pub(crate) struct Chunk<'a> {
+pub(crate) struct Head<'a> {
     #[serde(borrow, default)]
     pub(crate) id: Option<&'a RawValue>,
     #[serde(borrow, default)]
     pub(crate) created: Option<&'a RawValue>,
     #[serde(borrow, default)]
     pub(crate) model: Option<&'a RawValue>,
+}
+
+/// One chunk, less its identity ([`Head`]).
+#[derive(Deserialize)]
+pub(crate) struct Chunk<'a> {
     #[serde(borrow, default)]
     pub(crate) choices: Option<First<Choice<'a>>>,
     #[serde(borrow, default)]
@@ -65,7 +70,7 @@ pub(crate) struct Delta<'a> {
     #[serde(borrow, default)]
     pub(crate) reasoning: Option<&'a RawValue>,
     #[serde(borrow, default)]
-    pub(crate) tool_calls: Option<Vec<ToolCall<'a>>>,
+    pub(crate) tool_calls: Option<Few<ToolCall<'a>>>,
 }
 
 /// One tool call fragment: `id`, `type` and `function.name` only in a call's first fragment.
