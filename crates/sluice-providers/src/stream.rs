@@ -27,10 +27,12 @@
 //!
 //! A translating translator parses each upstream event once into borrowed, typed shapes
 //! (strings stay in their escaped JSON form: text is copied from the upstream's JSON into the
-//! client's without unescaping) and writes the client's events with [`sluice_sse::Encoder`].
-//! Between events it holds ids, indexes, the stop reason and usage, and at most one tool call's
-//! arguments: only when an OpenAI-shaped upstream sends a tool call's arguments before its name,
-//! which an Anthropic client needs first ([`StreamTranslator::held_bytes`]).
+//! client's without unescaping) and writes complete client events, byte for byte what
+//! [`sluice_sse::Encoder`] writes. Between events it holds ids, indexes, the stop reason and
+//! usage, and at most one tool call's arguments: only when an OpenAI-shaped upstream sends a
+//! tool call's arguments before its name, which an Anthropic client needs first
+//! ([`StreamTranslator::held_bytes`]). It sees events only: upstream comments (`: ping`) are
+//! the relay's to forward or drop.
 //!
 //! # Upstream errors and cut streams
 //!
@@ -193,8 +195,10 @@ pub trait StreamTranslator: Send {
     /// The assistant text emitted so far (only with [`StreamOptions::track_text`]).
     fn text(&self) -> &str;
 
-    /// Bytes held between events beyond fixed-size state: a tool call's arguments waiting for
-    /// its name. Zero for a passthrough.
+    /// Bytes held between events beyond ids, indexes and counters: a tool call's arguments
+    /// waiting for its name (at most 1 MiB; past that the stream ends with an error). Zero for
+    /// a passthrough. (Not counted: a Gemini stream's latest `usageMetadata`, kept as text to
+    /// be parsed once at the end, a part of the last complete event.)
     fn held_bytes(&self) -> usize;
 
     /// What a continuation of this stream needs ([`StreamOptions::splice`]), once the client

@@ -738,3 +738,17 @@ fn azure_streams_pass_through_like_openai() {
     let got: Vec<Bytes> = r.out.iter().map(|e| e.bytes.clone()).collect();
     assert_eq!(got, events_of(&input));
 }
+
+#[test]
+fn passthrough_of_legacy_completions() {
+    let text = "data: {\"id\":\"cmpl-1\",\"object\":\"text_completion\",\"choices\":[{\"text\":\"Once\",\"index\":0,\"finish_reason\":null}]}\n\n\
+                data: {\"id\":\"cmpl-1\",\"object\":\"text_completion\",\"choices\":[{\"text\":\" upon\",\"index\":0,\"finish_reason\":\"length\"}]}\n\n\
+                data: [DONE]\n\n";
+    let provider = ProviderKind::OpenAi;
+    let mut o = StreamOptions::new(Operation::Completions, &provider, "m");
+    o.track_text = true;
+    let mut t = translator(&o);
+    let r = run_with(t.as_mut(), &Bytes::from_static(text.as_bytes()), &[]);
+    assert_eq!(kinds(&r.out), [Content, Trailer, Trailer]);
+    assert_eq!(r.text, "Once upon");
+}
