@@ -87,4 +87,12 @@ impl StreamTranslator for Passthrough {
     fn text(&self) -> &str {
         ""
     }
+
+    fn held_bytes(&self) -> usize {
+        0
+    }
+
+    fn splice_state(&self) -> Option<sluice_providers::stream::SpliceState> {
+        None
+    }
 }

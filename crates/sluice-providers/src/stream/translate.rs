@@ -1,0 +1,88 @@
+//! The factory, and the translating translator: an upstream reader feeding a client writer.
+
+use sluice_sse::Event;
+
+use super::client::anthropic::AnthropicWriter;
+use super::client::openai::OpenAiWriter;
+use super::client::{Guard, Writer, WriterConfig};
+use super::fault::Fault;
+use super::upstream::anthropic::AnthropicReader;
+use super::upstream::gemini::GeminiReader;
+use super::upstream::openai::OpenAiReader;
+use super::upstream::Reader;
+use super::{passthrough, Emitted, SpliceState, StreamOptions, StreamTranslator};
+use crate::api::{Family, Operation};
+use crate::usage::Usage;
+
+/// Builds the translator for `opts` (the table in the module docs).
+pub(crate) fn build(opts: &StreamOptions<'_>) -> Box<dyn StreamTranslator> {
+    let upstream = opts.provider.family();
+    let translate = upstream != opts.op.family() || opts.continuation;
+    match opts.op {
+        Operation::ChatCompletions if translate => {
+            let w = OpenAiWriter::new(WriterConfig::new(opts));
+            with_reader(upstream, w)
+        }
+        Operation::Messages if translate => {
+            let w = AnthropicWriter::new(WriterConfig::new(opts));
+            with_reader(upstream, w)
+        }
+        _ => passthrough::build(upstream, opts),
+    }
+}
+
+fn with_reader<W: Writer + 'static>(upstream: Family, w: W) -> Box<dyn StreamTranslator> {
+    match upstream {
+        Family::OpenAi => Box::new(Translating::new(OpenAiReader::default(), w)),
+        Family::Anthropic => Box::new(Translating::new(AnthropicReader::default(), w)),
+        Family::Gemini => Box::new(Translating::new(GeminiReader::default(), w)),
+    }
+}
+
+/// Upstream events through `R` into `W`.
+pub(crate) struct Translating<R, W> {
+    reader: R,
+    writer: Guard<W>,
+}
+
+impl<R: Reader, W: Writer> Translating<R, W> {
+    pub(crate) fn new(reader: R, writer: W) -> Self {
+        Translating {
+            reader,
+            writer: Guard(writer),
+        }
+    }
+}
+
+impl<R: Reader, W: Writer> StreamTranslator for Translating<R, W> {
+    fn event(&mut self, event: &Event, out: &mut Vec<Emitted>) {
+        if self.writer.closed() {
+            return;
+        }
+        if let Err(what) = self.reader.event(event, &mut self.writer, out) {
+            self.writer.fail(&Fault::malformed(R::PROVIDER, what), out);
+        }
+    }
+
+    fn end(&mut self, out: &mut Vec<Emitted>) {
+        if !self.writer.closed() {
+            self.reader.end(&mut self.writer, out);
+        }
+    }
+
+    fn usage(&self) -> Option<Usage> {
+        self.reader.usage()
+    }
+
+    fn text(&self) -> &str {
+        self.writer.text_so_far()
+    }
+
+    fn held_bytes(&self) -> usize {
+        self.writer.held_bytes()
+    }
+
+    fn splice_state(&self) -> Option<SpliceState> {
+        self.writer.splice_state(self.reader.usage())
+    }
+}

@@ -1,0 +1,171 @@
+//! Reads an Anthropic Messages stream (provider-formats.md §4.2): events by their SSE name,
+//! `ping` and unknown types skipped (new ones may be added), `error` after the 200 turned into
+//! the client's error event.
+
+use sluice_sse::Event;
+
+use super::{is_blank, json_text, Reader, Unreadable};
+use crate::stream::client::{ToolPart, Writer};
+use crate::stream::fault::Fault;
+use crate::stream::finish::Finish;
+use crate::stream::json::JsonStr;
+use crate::stream::usage::{raw_bytes, AnthropicUsage};
+use crate::stream::wire::anthropic::{
+    BlockDelta, BlockStart, MessageDelta, MessageStart, TypeOnly,
+};
+use crate::stream::Emitted;
+use crate::usage::Usage;
+
+/// What the current content block is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Block {
+    Text,
+    Tool(u32),
+    Thinking,
+    /// Server tools, redacted thinking, ...: not translated.
+    Other,
+}
+
+/// Reads an Anthropic stream.
+#[derive(Debug, Default)]
+pub(crate) struct AnthropicReader {
+    usage: AnthropicUsage,
+    has_usage: bool,
+    block: Option<Block>,
+    stopped: bool,
+}
+
+fn parse<'a, T: serde::Deserialize<'a>>(text: &'a str) -> Result<T, Unreadable> {
+    serde_json::from_str(text).map_err(|_| "an event that is not the JSON its type names")
+}
+
+impl AnthropicReader {
+    fn apply_usage<W: Writer>(&mut self, raw: &[u8], w: &mut W) {
+        if self.usage.apply(raw) {
+            self.has_usage = true;
+            w.usage(self.usage.usage());
+        }
+    }
+}
+
+impl Reader for AnthropicReader {
+    const PROVIDER: &'static str = "anthropic";
+
+    fn event<W: Writer>(
+        &mut self,
+        event: &Event,
+        w: &mut W,
+        out: &mut Vec<Emitted>,
+    ) -> Result<(), Unreadable> {
+        let data = event.data();
+        if is_blank(data) {
+            return Ok(());
+        }
+        let text = json_text(data)?;
+        let named;
+        let kind: &[u8] = match event.event_type() {
+            b"message" => {
+                named = parse::<TypeOnly<'_>>(text)?;
+                named.kind.as_bytes()
+            }
+            other => other,
+        };
+        match kind {
+            b"content_block_delta" => {
+                let d: BlockDelta<'_> = parse(text)?;
+                match (&*d.delta.kind, self.block) {
+                    ("text_delta", _) => {
+                        if let Some(t) = JsonStr::opt(d.delta.text) {
+                            w.text(t, out);
+                        }
+                    }
+                    ("input_json_delta", Some(Block::Tool(index))) if index == d.index => {
+                        w.tool(
+                            index,
+                            ToolPart {
+                                args: JsonStr::opt(d.delta.partial_json),
+                                ..ToolPart::default()
+                            },
+                            out,
+                        );
+                    }
+                    ("thinking_delta", _) => {
+                        if let Some(t) = JsonStr::opt(d.delta.thinking) {
+                            w.reasoning(t, out);
+                        }
+                    }
+                    _ => {}
+                }
+            }
+            b"content_block_start" => {
+                let b: BlockStart<'_> = parse(text)?;
+                let block = match &*b.content_block.kind {
+                    "text" => Block::Text,
+                    "tool_use" => Block::Tool(b.index),
+                    "thinking" => Block::Thinking,
+                    _ => Block::Other,
+                };
+                self.block = Some(block);
+                match block {
+                    Block::Text => {
+                        if let Some(t) = JsonStr::opt(b.content_block.text) {
+                            w.text(t, out);
+                        }
+                    }
+                    Block::Tool(index) => {
+                        let name = JsonStr::opt(b.content_block.name)
+                            .ok_or("a tool_use block without a name")?;
+                        w.tool(
+                            index,
+                            ToolPart {
+                                id: JsonStr::opt(b.content_block.id),
+                                name: Some(name),
+                                args: None,
+                            },
+                            out,
+                        );
+                    }
+                    Block::Thinking | Block::Other => {}
+                }
+            }
+            b"content_block_stop" => {
+                if matches!(self.block.take(), Some(Block::Text | Block::Tool(_))) {
+                    w.block_stop(out);
+                }
+            }
+            b"message_start" => {
+                let m: MessageStart<'_> = parse(text)?;
+                if let Some(u) = m.message.usage {
+                    self.apply_usage(raw_bytes(u), w);
+                }
+                w.start(JsonStr::opt(m.message.id), out);
+            }
+            b"message_delta" => {
+                let m: MessageDelta<'_> = parse(text)?;
+                if let Some(u) = m.usage {
+                    self.apply_usage(raw_bytes(u), w);
+                }
+                if let Some(reason) = m.delta.stop_reason {
+                    w.finish(Finish::from_anthropic(&reason), out);
+                }
+            }
+            b"message_stop" => {
+                self.stopped = true;
+                w.done(out);
+            }
+            b"error" => w.fail(&Fault::from_anthropic(data), out),
+            _ => {}
+        }
+        Ok(())
+    }
+
+    fn end<W: Writer>(&mut self, w: &mut W, out: &mut Vec<Emitted>) {
+        if !self.stopped {
+            w.fail(&Fault::truncated(Self::PROVIDER), out);
+        }
+    }
+
+    fn usage(&self) -> Option<Usage> {
+        self.has_usage.then(|| self.usage.usage())
+    }
+}
