@@ -115,6 +115,18 @@ pub enum GatewayError {
         /// Upstream name.
         upstream: String,
     },
+    /// The request cannot be sent to the target's provider (an unsupported parameter or
+    /// operation, a malformed body).
+    #[error("{0}")]
+    Translate(sluice_providers::request::RequestError),
+    /// A successful upstream response could not be read for translation.
+    #[error("upstream `{upstream}` answered with a response that cannot be translated: {source}")]
+    ResponseMalformed {
+        /// Upstream name.
+        upstream: String,
+        /// What was wrong.
+        source: sluice_providers::response::ResponseError,
+    },
     /// The gateway is shutting down.
     #[error("the gateway is shutting down")]
     ShuttingDown,
@@ -129,6 +141,8 @@ impl GatewayError {
             MethodNotAllowed { .. } => StatusCode::METHOD_NOT_ALLOWED,
             BodyTooLarge { .. } => StatusCode::PAYLOAD_TOO_LARGE,
             BodyRead(_) | BadJson(_) | MissingModel => StatusCode::BAD_REQUEST,
+            Translate(e) => e.status(),
+            ResponseMalformed { .. } => StatusCode::BAD_GATEWAY,
             Upstream { source, .. } => match source {
                 UpstreamError::ConnectTimeout(_) | UpstreamError::Deadline => {
                     StatusCode::GATEWAY_TIMEOUT
@@ -160,6 +174,8 @@ impl GatewayError {
             BodyRead(_) => "body_read_error",
             BadJson(_) => "invalid_json",
             MissingModel => "missing_model",
+            Translate(e) => e.code(),
+            ResponseMalformed { .. } => "upstream_malformed_response",
             UnknownModel(_) => "model_not_found",
             Upstream { source, .. } => match source {
                 UpstreamError::Deadline => "first_byte_timeout",

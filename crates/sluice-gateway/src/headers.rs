@@ -4,6 +4,8 @@
 use http::header::{self, HeaderMap, HeaderName, HeaderValue};
 use serde_json::Value;
 
+use sluice_providers::{Family, ProviderKind};
+
 use crate::config::{SessionHeaderToBody, UpstreamAuth};
 
 /// The request id header: taken from the client when present, else generated; sent upstream and
@@ -53,16 +55,45 @@ pub fn strip_hop_by_hop(h: &mut HeaderMap) {
     }
 }
 
-/// The headers sent upstream: the client's end-to-end headers, the upstream's credentials and
-/// the request id.
+/// Headers that carry an API key, in any provider's spelling.
+const KEY_HEADERS: &[&str] = &["authorization", "x-api-key", "api-key", "x-goog-api-key"];
+
+/// Who the upstream is, for its credentials and required headers.
+#[derive(Clone, Copy, Debug)]
+pub struct Target<'a> {
+    /// How to authenticate.
+    pub auth: &'a UpstreamAuth,
+    /// The upstream's wire format.
+    pub provider: &'a ProviderKind,
+    /// The body was translated from another family: the client's key (passthrough) moves to
+    /// the provider's header, and the client family's version headers are dropped.
+    pub translated: bool,
+}
+
+/// The headers sent upstream: the client's end-to-end headers, the upstream's credentials, the
+/// headers its provider requires, and the request id.
 pub fn upstream_request_headers(
     client: &HeaderMap,
-    auth: &UpstreamAuth,
+    target: Target<'_>,
     request_id: &HeaderValue,
 ) -> HeaderMap {
     let mut h = client.clone();
     strip_hop_by_hop(&mut h);
-    match auth {
+    let provider_key = |h: &mut HeaderMap, secret: &str| {
+        for n in KEY_HEADERS {
+            h.remove(*n);
+        }
+        // A key a header cannot carry is refused by config checking; nothing to send then.
+        for (name, value) in target.provider.auth_headers(secret).unwrap_or_default() {
+            h.insert(name, value);
+        }
+    };
+    match target.auth {
+        UpstreamAuth::Passthrough if target.translated => {
+            if let Some(key) = client_key(client) {
+                provider_key(&mut h, &key);
+            }
+        }
         UpstreamAuth::Passthrough => {}
         UpstreamAuth::Bearer { secret } => {
             h.remove("x-api-key");
@@ -77,9 +108,35 @@ pub fn upstream_request_headers(
                 h.insert(name.clone(), sensitive(v));
             }
         }
+        UpstreamAuth::ApiKey { secret } => provider_key(&mut h, secret),
+    }
+    if target.translated && target.provider.family() != Family::Anthropic {
+        h.remove("anthropic-version");
+        h.remove("anthropic-beta");
+    }
+    for (name, value) in target.provider.required_headers() {
+        if !h.contains_key(&name) {
+            h.insert(name, value);
+        }
     }
     h.insert(REQUEST_ID, request_id.clone());
     h
+}
+
+/// The API key a client sent, in whichever spelling its SDK uses.
+fn client_key(h: &HeaderMap) -> Option<String> {
+    if let Some(v) = h.get(header::AUTHORIZATION).and_then(|v| v.to_str().ok()) {
+        if let Some(k) = v
+            .strip_prefix("Bearer ")
+            .or_else(|| v.strip_prefix("bearer "))
+        {
+            return Some(k.trim().to_string());
+        }
+    }
+    KEY_HEADERS[1..]
+        .iter()
+        .find_map(|n| h.get(*n).and_then(|v| v.to_str().ok()))
+        .map(|k| k.trim().to_string())
 }
 
 fn sensitive(mut v: HeaderValue) -> HeaderValue {
@@ -158,6 +215,54 @@ mod tests {
             .collect()
     }
 
+    const OPENAI: ProviderKind = ProviderKind::OpenAi;
+
+    fn target(auth: &UpstreamAuth) -> Target<'_> {
+        Target {
+            auth,
+            provider: &OPENAI,
+            translated: false,
+        }
+    }
+
+    #[test]
+    fn a_translated_request_carries_the_clients_key_in_the_providers_header() {
+        let client = map(&[
+            ("x-api-key", "sk-client"),
+            ("anthropic-version", "2023-06-01"),
+        ]);
+        let rid = HeaderValue::from_static("r");
+        let gemini = ProviderKind::Gemini;
+        let h = upstream_request_headers(
+            &client,
+            Target {
+                auth: &UpstreamAuth::Passthrough,
+                provider: &gemini,
+                translated: true,
+            },
+            &rid,
+        );
+        assert_eq!(h["x-goog-api-key"], "sk-client");
+        assert!(h["x-goog-api-key"].is_sensitive());
+        assert!(!h.contains_key("x-api-key"));
+        assert!(!h.contains_key("anthropic-version"));
+        let anthropic = ProviderKind::anthropic();
+        let h = upstream_request_headers(
+            &map(&[("authorization", "Bearer sk-openai-client")]),
+            Target {
+                auth: &UpstreamAuth::ApiKey {
+                    secret: "sk-ant-gw".into(),
+                },
+                provider: &anthropic,
+                translated: true,
+            },
+            &rid,
+        );
+        assert_eq!(h["x-api-key"], "sk-ant-gw");
+        assert!(!h.contains_key("authorization"));
+        assert_eq!(h["anthropic-version"], "2023-06-01");
+    }
+
     #[test]
     fn hop_by_hop_and_connection_named_headers_go() {
         let client = map(&[
@@ -175,7 +280,7 @@ mod tests {
             ("openai-organization", "org"),
         ]);
         let rid = HeaderValue::from_static("r-1");
-        let h = upstream_request_headers(&client, &UpstreamAuth::Passthrough, &rid);
+        let h = upstream_request_headers(&client, target(&UpstreamAuth::Passthrough), &rid);
         for gone in [
             "connection",
             "x-hop",
@@ -205,9 +310,9 @@ mod tests {
         let rid = HeaderValue::from_static("r");
         let h = upstream_request_headers(
             &client,
-            &UpstreamAuth::Bearer {
+            target(&UpstreamAuth::Bearer {
                 secret: "sk-up".into(),
-            },
+            }),
             &rid,
         );
         assert_eq!(h["authorization"], "Bearer sk-up");
@@ -215,10 +320,10 @@ mod tests {
         assert!(h["authorization"].is_sensitive());
         let h = upstream_request_headers(
             &client,
-            &UpstreamAuth::Header {
+            target(&UpstreamAuth::Header {
                 name: HeaderName::from_static("x-api-key"),
                 secret: "sk-ant".into(),
-            },
+            }),
             &rid,
         );
         assert_eq!(h["x-api-key"], "sk-ant");

@@ -17,7 +17,7 @@ use http_body::{Body, Frame, SizeHint};
 use http_body_util::{BodyExt, Limited};
 use serde::Deserialize;
 use sluice_providers::Family;
-use sluice_upstream::{Lane, PhaseTimings, Upstream};
+use sluice_upstream::{PhaseTimings, Upstream};
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
@@ -44,6 +44,8 @@ pub(crate) struct State {
     pub(crate) streams_deadline: CancellationToken,
     /// Set when shutdown begins: new model requests get 503.
     pub(crate) draining: CancellationToken,
+    /// What an upstream without `provider` speaks: the client's own API.
+    pub(crate) passthrough: crate::outbound::PassthroughProviders,
     models_body: Bytes,
     request_ids: AtomicU64,
     id_prefix: String,
@@ -84,6 +86,7 @@ impl State {
             telemetry,
             streams_deadline: CancellationToken::new(),
             draining: CancellationToken::new(),
+            passthrough: Default::default(),
             models_body,
             request_ids: AtomicU64::new(0),
             id_prefix: format!("sl-{:x}{:x}", nanos as u64, std::process::id()),
@@ -307,48 +310,12 @@ where
     }
 }
 
-/// The request as one target's upstream gets it: path under its base URL, end-to-end headers,
-/// its credentials, the request id, the lane, the model renamed if the target says so, and the
-/// session header copied into the body if configured.
-pub(crate) fn upstream_request(
-    ctx: &RequestCtx,
-    ucfg: &crate::config::UpstreamConfig,
-    model: Option<&str>,
-    lane: Lane,
-) -> Result<Request<Bytes>, GatewayError> {
-    let parts = &ctx.parts;
-    let session = ucfg
-        .session_header_to_body
-        .as_ref()
-        .filter(|rule| parts.headers.contains_key(&rule.header));
-    let body = if session.is_some() || model.is_some() {
-        let bad = |e: String| GatewayError::BadJson(e);
-        let mut v: serde_json::Value =
-            serde_json::from_slice(&ctx.body).map_err(|e| bad(e.to_string()))?;
-        if let Some(rule) = session {
-            headers::session_header_to_body(rule, &parts.headers, &mut v)
-                .map_err(|e| bad(e.to_string()))?;
-        }
-        if let (Some(m), Some(obj)) = (model, v.as_object_mut()) {
-            obj.insert("model".into(), serde_json::Value::String(m.to_string()));
-        }
-        Bytes::from(v.to_string())
-    } else {
-        ctx.body.clone()
-    };
-    let mut up_req = Request::new(body);
-    *up_req.method_mut() = parts.method.clone();
-    let path = ctx.op.path();
-    *up_req.uri_mut() = match parts.uri.query() {
-        Some(q) => format!("{path}?{q}")
-            .parse()
-            .unwrap_or_else(|_| http::Uri::from_static(path)),
-        None => http::Uri::from_static(path),
-    };
-    *up_req.headers_mut() =
-        headers::upstream_request_headers(&parts.headers, &ucfg.auth, &ctx.request_id);
-    up_req.extensions_mut().insert(lane);
-    Ok(up_req)
+/// Seconds since the Unix epoch (for `created` fields and HTTP-date `Retry-After`).
+pub(crate) fn now_unix() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_secs())
+        .unwrap_or(0)
 }
 
 /// Whether a response is an SSE stream.
@@ -468,9 +435,15 @@ pub(crate) fn give_up_reply(policy: &Policy, g: GiveUp) -> Reply {
         }
         Err((_, answer)) => {
             let (code, message) = answer.code_and_message();
+            let client = policy.ctx.op.family();
+            let status = if answer.family == client {
+                answer.status
+            } else {
+                sluice_providers::error::client_error(client, &answer.error).0
+            };
             Reply {
                 reason: EndReason::UpstreamError,
-                status: answer.status,
+                status,
                 code,
                 message,
                 upstream,
@@ -540,7 +513,11 @@ fn session_diagnostic(state: &State, policy: &Policy, a: &Answer, log: &RequestL
     let Some(ucfg) = ucfg else { return };
     let sent = headers::upstream_request_headers(
         &policy.ctx.parts.headers,
-        &ucfg.auth,
+        headers::Target {
+            auth: &ucfg.auth,
+            provider: &a.provider,
+            translated: a.family != policy.ctx.op.family(),
+        },
         &policy.ctx.request_id,
     );
     let names = headers::session_header_names(&sent);
@@ -578,7 +555,20 @@ fn answer_failure(
             attempts_header(&mut r, log);
             r
         }
-        _ => {
+        // Another family's error, re-expressed in the client's (Anthropic 529 → OpenAI 503).
+        Some(a) => {
+            let (status, body) = sluice_providers::error::client_error(family, &a.error);
+            let mut r = full(status, "application/json", body);
+            r.headers_mut().insert(REQUEST_ID, request_id.clone());
+            if let Some(ra) = a.error.retry_after {
+                let secs = ra.as_secs() + u64::from(ra.subsec_nanos() > 0);
+                r.headers_mut()
+                    .insert(header::RETRY_AFTER, HeaderValue::from(secs));
+            }
+            attempts_header(&mut r, log);
+            r
+        }
+        None => {
             let body = sluice_providers::error::error_body(
                 family,
                 reply.status,
@@ -629,6 +619,12 @@ fn stream_response(
     );
     out_headers.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));
     out_headers.insert("x-accel-buffering", HeaderValue::from_static("no"));
+    if let Some(v) = crate::outbound::dropped_header(&attempt.built) {
+        out_headers.insert("x-sluice-dropped-params", v);
+    }
+    if attempt.built.translated {
+        out_headers.remove(header::CONTENT_ENCODING);
+    }
     let status = attempt.resp.status();
     let ucfg = &state.config.upstreams[attempt.upstream];
     let setup = RelaySetup {
@@ -713,7 +709,39 @@ async fn read_whole(
     };
     // The body has ended: its timings now include the last byte.
     log.timings = Some(rbody.timings());
+    let built = &attempt.built;
+    let translated = sluice_providers::response::translate_response(
+        &bytes,
+        &sluice_providers::response::ResponseOptions {
+            op: policy.ctx.op,
+            provider: &built.provider,
+            model: &built.model,
+            now_unix: now_unix(),
+        },
+    );
+    let bytes = match translated {
+        Ok(c) => {
+            log.usage = c.usage;
+            log.usage_label = policy.usage_label(attempt.target);
+            c.body
+        }
+        Err(source) => {
+            let error = GatewayError::ResponseMalformed { upstream, source };
+            return Err(Whole::Final(Failure::new(error, EndReason::UpstreamError)));
+        }
+    };
     let mut out_headers = headers::client_response_headers(&rparts.headers, &policy.ctx.request_id);
+    if built.translated {
+        // The body is ours now: the upstream's encoding and type no longer describe it.
+        out_headers.remove(header::CONTENT_ENCODING);
+        out_headers.insert(
+            header::CONTENT_TYPE,
+            HeaderValue::from_static("application/json"),
+        );
+    }
+    if let Some(v) = crate::outbound::dropped_header(built) {
+        out_headers.insert("x-sluice-dropped-params", v);
+    }
     if wants_timing(state, &policy.ctx.parts.headers) {
         if let Some(v) = server_timing(rbody.timings()) {
             out_headers.insert("server-timing", v);

@@ -54,7 +54,8 @@ impl EndReason {
             | E::BodyRead(_)
             | E::BadJson(_)
             | E::MissingModel
-            | E::UnknownModel(_) => EndReason::BadRequest,
+            | E::UnknownModel(_)
+            | E::Translate(_) => EndReason::BadRequest,
             E::BodyTooLarge { .. } => EndReason::BodyTooLarge,
             E::FirstByteTimeout { .. } => EndReason::FirstByteTimeout,
             E::FirstTokenTimeout { .. } => EndReason::FirstTokenTimeout,
@@ -63,9 +64,10 @@ impl EndReason {
             E::ResponseTooLarge { .. } => EndReason::ResponseTooLarge,
             E::UpstreamBody { .. } => EndReason::UpstreamReset,
             E::ShuttingDown => EndReason::Shutdown,
-            E::Upstream { .. } | E::StreamFailed { .. } | E::RetryBudgetExhausted { .. } => {
-                EndReason::UpstreamError
-            }
+            E::Upstream { .. }
+            | E::StreamFailed { .. }
+            | E::RetryBudgetExhausted { .. }
+            | E::ResponseMalformed { .. } => EndReason::UpstreamError,
         }
     }
 
@@ -115,6 +117,13 @@ struct AttemptLabels {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct TokenLabels {
+    route: String,
+    model: String,
+    kind: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct UpstreamLabel {
     upstream: String,
 }
@@ -144,6 +153,7 @@ pub struct Telemetry {
     retries: Family<UpstreamLabel, Counter>,
     fallbacks: Family<RouteLabel, Counter>,
     retry_budget_exhausted: Family<UpstreamLabel, Counter>,
+    tokens: Family<TokenLabels, Counter>,
 }
 
 impl Default for Telemetry {
@@ -254,8 +264,15 @@ impl Telemetry {
             "Retries refused because the upstream's retry budget was spent",
             retry_budget_exhausted.clone(),
         );
+        let tokens = Family::<TokenLabels, Counter>::default();
+        registry.register(
+            "tokens",
+            "Tokens the upstreams reported, by route, model and kind (input, output, cached, reasoning)",
+            tokens.clone(),
+        );
         Telemetry {
             registry,
+            tokens,
             attempts,
             retries,
             fallbacks,
@@ -316,6 +333,25 @@ impl Telemetry {
                 outcome,
             })
             .inc();
+    }
+
+    pub(crate) fn tokens(&self, route: &str, model: &str, u: &sluice_providers::Usage) {
+        for (kind, n) in [
+            ("input", u.input),
+            ("output", u.output),
+            ("cached", u.cached_input),
+            ("reasoning", u.reasoning),
+        ] {
+            if n > 0 {
+                self.tokens
+                    .get_or_create(&TokenLabels {
+                        route: route.to_string(),
+                        model: model.to_string(),
+                        kind,
+                    })
+                    .inc_by(n);
+            }
+        }
     }
 
     pub(crate) fn retry(&self, upstream: &str) {
@@ -399,6 +435,12 @@ pub(crate) struct RequestLog {
     pub(crate) timings: Option<sluice_upstream::PhaseTimings>,
     /// Every attempt, in order.
     pub(crate) attempts: Vec<AttemptLog>,
+    /// The tokens the upstream reported.
+    pub(crate) usage: Option<sluice_providers::Usage>,
+    /// The usage is what was seen before the stream ended early (client gone, cut).
+    pub(crate) usage_partial: bool,
+    /// The `model` label of the token metrics (see `Policy::usage_label`).
+    pub(crate) usage_label: String,
     finished: bool,
 }
 
@@ -417,6 +459,9 @@ impl RequestLog {
             events: 0,
             timings: None,
             attempts: Vec::new(),
+            usage: None,
+            usage_partial: false,
+            usage_label: String::new(),
             finished: false,
         }
     }
@@ -469,6 +514,11 @@ impl RequestLog {
         }
         let duration = self.started.elapsed();
         t.duration.observe(duration.as_secs_f64());
+        if let Some(u) = &self.usage {
+            t.tokens(&self.route, &self.usage_label, u);
+        }
+        let u = self.usage.unwrap_or_default();
+        let has_usage = self.usage.is_some();
         let ms = |d: Duration| d.as_secs_f64() * 1000.0;
         let p = self.timings;
         let attempts = AttemptList(&self.attempts);
@@ -492,6 +542,11 @@ impl RequestLog {
             upstream_first_byte_ms = p.map(|p| ms(p.first_byte)),
             upstream_last_byte_ms = p.and_then(|p| p.last_byte).map(ms),
             attempts = %attempts,
+            input_tokens = has_usage.then_some(u.input),
+            output_tokens = has_usage.then_some(u.output),
+            cached_tokens = has_usage.then_some(u.cached_input),
+            reasoning_tokens = has_usage.then_some(u.reasoning),
+            usage_partial = self.usage_partial,
             "request"
         );
     }

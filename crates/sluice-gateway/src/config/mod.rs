@@ -101,6 +101,13 @@ pub enum UpstreamAuth {
         /// The key, read from the environment at load time.
         secret: String,
     },
+    /// Replace them with the key in the header the upstream's provider takes
+    /// (`Authorization: Bearer` for OpenAI, `api-key` for Azure, `x-api-key` for Anthropic,
+    /// `x-goog-api-key` for Gemini).
+    ApiKey {
+        /// The key, read from the environment at load time.
+        secret: String,
+    },
 }
 
 impl std::fmt::Debug for UpstreamAuth {
@@ -110,6 +117,7 @@ impl std::fmt::Debug for UpstreamAuth {
             UpstreamAuth::Passthrough => f.write_str("Passthrough"),
             UpstreamAuth::Bearer { .. } => f.write_str("Bearer(<redacted>)"),
             UpstreamAuth::Header { name, .. } => write!(f, "Header({name}: <redacted>)"),
+            UpstreamAuth::ApiKey { .. } => f.write_str("ApiKey(<redacted>)"),
         }
     }
 }
@@ -168,6 +176,12 @@ pub struct UpstreamConfig {
     /// How many retries requests to this upstream may add (ratio of recent requests plus a
     /// floor per second): past it, requests fail fast instead of feeding a retry storm.
     pub retry_budget: crate::policy::BudgetConfig,
+    /// The wire format the upstream speaks. `None`: whatever API the client calls (requests
+    /// and responses pass through untranslated). Default `None`.
+    pub provider: Option<sluice_providers::ProviderKind>,
+    /// The upstream continues a trailing assistant message (assistant prefill), so a cut
+    /// stream may be continued there. Default: true for `anthropic`, false otherwise.
+    pub prefill: bool,
 }
 
 impl UpstreamConfig {
@@ -243,6 +257,13 @@ pub struct RouteConfig {
     /// The whole request's deadline across every attempt, backoff and fallback. Default: the
     /// `timeouts.total` of the first target's upstream.
     pub timeout: Option<Duration>,
+    /// Parameters a target's provider cannot honour are dropped (and listed in the
+    /// `x-sluice-dropped-params` response header) instead of refused with a 400. Default
+    /// false.
+    pub drop_unsupported_params: bool,
+    /// A stream cut after its first content is continued on a target that takes an assistant
+    /// prefill (`upstream[].prefill`), spliced into the same client stream. Default false.
+    pub continuation: bool,
 }
 
 impl RouteConfig {

@@ -53,6 +53,20 @@ pub(super) struct RawUpstream {
     pub(super) timeouts: Option<RawTimeouts>,
     pub(super) pool: Option<RawPool>,
     pub(super) retry_budget: Option<RawBudget>,
+    pub(super) provider: Option<ProviderName>,
+    pub(super) api_version: Option<String>,
+    pub(super) anthropic_version: Option<String>,
+    pub(super) prefill: Option<bool>,
+}
+
+/// `upstream[].provider`, as spelled in the file.
+#[derive(Deserialize, Clone, Copy, Debug, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+pub(super) enum ProviderName {
+    Openai,
+    Azure,
+    Anthropic,
+    Gemini,
 }
 
 /// `upstream[].retry_budget`.
@@ -95,8 +109,17 @@ pub(super) struct RawLane {
 pub(super) enum RawAuth {
     // A struct variant, not a unit one, so that stray fields are refused here too.
     Passthrough {},
-    Bearer { env: String },
-    Header { header: String, env: String },
+    Bearer {
+        env: String,
+    },
+    Header {
+        header: String,
+        env: String,
+    },
+    #[serde(rename = "api_key")]
+    ApiKey {
+        env: String,
+    },
 }
 
 #[derive(Deserialize)]
@@ -129,6 +152,8 @@ pub(super) struct RawRoute {
     pub(super) retry: Option<RawRetry>,
     pub(super) idempotent: Option<bool>,
     pub(super) timeout: Option<DurationValue>,
+    pub(super) drop_unsupported_params: Option<bool>,
+    pub(super) continuation: Option<bool>,
 }
 
 /// One of `route[].targets` / `route[].fallbacks`.

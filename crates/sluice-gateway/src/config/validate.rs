@@ -12,7 +12,7 @@ use toml::de::DeTable;
 use super::diagnostics::{deserialize_error, line_of, locate, syntax_error};
 use super::interpolate::{self, Unresolved};
 use super::raw::{
-    RawAuth, RawBudget, RawConfig, RawLane, RawPool, RawRetry, RawRoute, RawServer,
+    ProviderName, RawAuth, RawBudget, RawConfig, RawLane, RawPool, RawRetry, RawRoute, RawServer,
     RawSessionHeader, RawTarget, RawTimeouts, RawTls, RawUpstream,
 };
 use super::units::{DurationValue, SizeValue};
@@ -184,6 +184,8 @@ fn route_config(
         retry,
         idempotent,
         timeout,
+        drop_unsupported_params,
+        continuation,
     } = raw;
     if models.is_empty() || models.iter().any(|m| m.is_empty()) {
         return Err(ConfigError::new(
@@ -240,6 +242,8 @@ fn route_config(
         retry,
         idempotent: idempotent.unwrap_or(false),
         timeout,
+        drop_unsupported_params: drop_unsupported_params.unwrap_or(false),
+        continuation: continuation.unwrap_or(false),
     })
 }
 
@@ -447,6 +451,10 @@ fn upstream_config(
         timeouts,
         pool,
         retry_budget,
+        provider,
+        api_version,
+        anthropic_version,
+        prefill,
     } = raw;
     if name.is_empty()
         || !name
@@ -475,7 +483,20 @@ fn upstream_config(
             name: header_name(&format!("{path}.auth.header"), &header)?,
             secret: secret(&format!("{path}.auth.env"), &env, ctx)?,
         },
+        Some(RawAuth::ApiKey { env }) => UpstreamAuth::ApiKey {
+            secret: secret(&format!("{path}.auth.env"), &env, ctx)?,
+        },
     };
+    let provider = provider_kind(path, provider, api_version, anthropic_version)?;
+    if let (Some(p), UpstreamAuth::ApiKey { secret }) = (&provider, &auth) {
+        if p.auth_headers(secret).is_err() {
+            return Err(ConfigError::new(
+                format!("{path}.auth.env"),
+                "the key holds a character a header cannot carry (a newline or control \
+                 character)",
+            ));
+        }
+    }
     let session_header_to_body = match session_header_to_body {
         None => None,
         Some(RawSessionHeader {
@@ -512,6 +533,11 @@ fn upstream_config(
         pool,
         long_max_tokens,
         retry_budget,
+        prefill: prefill.unwrap_or(matches!(
+            provider,
+            Some(sluice_providers::ProviderKind::Anthropic { .. })
+        )),
+        provider,
     };
     // The connection layer checks its own settings (scheme and protocol, pool sizes, windows,
     // ca_file); building it opens nothing, so check-config and startup reject exactly the same
@@ -564,6 +590,54 @@ fn upstream_error(path: &str, e: sluice_upstream::UpstreamConfigError) -> Config
             path: file, reason, ..
         } => ConfigError::new(at("ca_file"), format!("{file}: {reason}")),
     }
+}
+
+/// `provider` with its per-provider settings: `api_version` for Azure (required),
+/// `anthropic_version` for Anthropic (default `2023-06-01`).
+fn provider_kind(
+    path: &str,
+    provider: Option<ProviderName>,
+    api_version: Option<String>,
+    anthropic_version: Option<String>,
+) -> Result<Option<sluice_providers::ProviderKind>, ConfigError> {
+    use sluice_providers::ProviderKind as K;
+    let stray = |field: &str, for_: &str| {
+        ConfigError::new(
+            format!("{path}.{field}"),
+            format!("only applies to `provider = \"{for_}\"`; remove it"),
+        )
+    };
+    if api_version.is_some() && provider != Some(ProviderName::Azure) {
+        return Err(stray("api_version", "azure"));
+    }
+    if anthropic_version.is_some() && provider != Some(ProviderName::Anthropic) {
+        return Err(stray("anthropic_version", "anthropic"));
+    }
+    Ok(match provider {
+        None => None,
+        Some(ProviderName::Openai) => Some(K::OpenAi),
+        Some(ProviderName::Gemini) => Some(K::Gemini),
+        Some(ProviderName::Azure) => {
+            let api_version = api_version.filter(|v| !v.is_empty()).ok_or_else(|| {
+                ConfigError::new(
+                    format!("{path}.api_version"),
+                    "Azure OpenAI needs the api-version query, e.g. api_version = \"2024-10-21\"",
+                )
+            })?;
+            Some(K::Azure { api_version })
+        }
+        Some(ProviderName::Anthropic) => {
+            let version = anthropic_version
+                .unwrap_or_else(|| sluice_providers::provider::DEFAULT_ANTHROPIC_VERSION.into());
+            if http::HeaderValue::from_str(&version).is_err() {
+                return Err(ConfigError::new(
+                    format!("{path}.anthropic_version"),
+                    "is not a valid header value",
+                ));
+            }
+            Some(K::Anthropic { version })
+        }
+    })
 }
 
 fn header_name(path: &str, h: &str) -> Result<http::HeaderName, ConfigError> {

@@ -4,7 +4,7 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use http::{HeaderMap, StatusCode};
-use sluice_providers::{ErrorClass, Family};
+use sluice_providers::{ErrorClass, Family, ProviderError};
 use sluice_upstream::{BodyError, UpstreamError};
 
 use crate::error::GatewayError;
@@ -52,30 +52,21 @@ pub(crate) struct Answer {
     pub(crate) body: Bytes,
     /// The family the body is written in (the upstream's).
     pub(crate) family: Family,
-    pub(crate) error: ErrorClass,
+    /// The upstream's provider (for the session diagnostic's headers).
+    pub(crate) provider: sluice_providers::ProviderKind,
+    /// What it means.
+    pub(crate) error: ProviderError,
 }
 
 impl Answer {
-    /// The provider's error code and message, read from the body (OpenAI `error.code` /
-    /// `error.type`, Anthropic `error.type`, Gemini `error.status`), bounded.
+    /// The provider's error code and message (the message capped at 1 KiB by the classifier).
     pub(crate) fn code_and_message(&self) -> (String, String) {
-        let v: serde_json::Value = serde_json::from_slice(&self.body).unwrap_or_default();
-        let err = v.get("error").unwrap_or(&serde_json::Value::Null);
-        let text = |k: &str| err.get(k).and_then(|x| x.as_str()).map(str::to_string);
-        let code = text("code")
-            .or_else(|| text("type"))
-            .or_else(|| text("status"))
-            .unwrap_or_else(|| self.error.metric_label().to_string());
-        let mut message = text("message")
-            .unwrap_or_else(|| format!("the upstream answered {}", self.status.as_u16()));
-        if message.len() > 1024 {
-            let mut cut = 1024;
-            while !message.is_char_boundary(cut) {
-                cut -= 1;
-            }
-            message.truncate(cut);
-        }
-        (code, message)
+        let code = self
+            .error
+            .code
+            .clone()
+            .unwrap_or_else(|| self.error.class.metric_label().to_string());
+        (code, self.error.message.clone())
     }
 }
 
@@ -144,7 +135,7 @@ impl AttemptFailure {
 
     /// An error response, read whole.
     pub(crate) fn answered(answer: Answer, retry_after: Option<Duration>) -> Self {
-        let class = match answer.error {
+        let class = match answer.error.class {
             ErrorClass::RateLimited | ErrorClass::Overloaded | ErrorClass::ServerError => {
                 FailureClass::Retryable
             }
@@ -171,6 +162,29 @@ impl AttemptFailure {
             retry_after: None,
             avoid_target: false,
         }
+    }
+
+    /// An error event inside a stream, before its first content: classified like an error
+    /// answer (it is one, sent after a 200).
+    pub(crate) fn stream_error(error: ProviderError) -> Self {
+        let retry_after = error.retry_after;
+        let family = Family::OpenAi;
+        let (code, message) = (
+            error.code.clone().unwrap_or_default(),
+            error.message.clone(),
+        );
+        let body = sluice_providers::error::error_body(family, error.status, &code, &message);
+        AttemptFailure::answered(
+            Answer {
+                status: error.status,
+                headers: HeaderMap::new(),
+                body,
+                family,
+                provider: sluice_providers::ProviderKind::OpenAi,
+                error,
+            },
+            retry_after,
+        )
     }
 
     /// No first content within `first_token`: fall back, never wait on this target twice.
@@ -240,7 +254,7 @@ impl AttemptFailure {
         match &self.cause {
             Cause::Upstream(e) => e.metric_label(),
             Cause::FirstByteTimeout(_) => "first_byte_timeout",
-            Cause::Answered(a) => a.error.metric_label(),
+            Cause::Answered(a) => a.error.class.metric_label(),
             Cause::StreamBeforeContent(_) => "stream_before_content",
             Cause::FirstTokenTimeout(_) => "first_token_timeout",
             Cause::IdleBeforeContent(_) => "idle_timeout",
@@ -277,44 +291,4 @@ impl AttemptFailure {
             Cause::Invalid(e) => e,
         })
     }
-}
-
-/// Reads an upstream's error answer into its class and the wait it asked for.
-///
-/// NOTE: interim, status-based classification until `sluice_providers::error::classify`
-/// lands; it reads the documented codes for context length and content filtering.
-pub(crate) fn classify_answer(
-    family: Family,
-    status: StatusCode,
-    headers: &HeaderMap,
-    body: &[u8],
-) -> (ErrorClass, Option<Duration>) {
-    let _ = family;
-    let has = |needle: &[u8]| body.windows(needle.len()).any(|w| w == needle);
-    let class = match status.as_u16() {
-        429 if has(b"insufficient_quota") => ErrorClass::QuotaExhausted,
-        429 => ErrorClass::RateLimited,
-        503 | 529 => ErrorClass::Overloaded,
-        500..=599 => ErrorClass::ServerError,
-        401 | 403 => ErrorClass::Auth,
-        _ if has(b"context_length_exceeded")
-            || has(b"prompt is too long")
-            || has(b"maximum number of tokens") =>
-        {
-            ErrorClass::ContextLength
-        }
-        _ if has(b"content_policy_violation")
-            || has(b"content_filter")
-            || has(b"content filtering") =>
-        {
-            ErrorClass::ContentFiltered
-        }
-        _ => ErrorClass::InvalidRequest,
-    };
-    let retry_after = headers
-        .get(http::header::RETRY_AFTER)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.trim().parse::<u64>().ok())
-        .map(Duration::from_secs);
-    (class, retry_after)
 }

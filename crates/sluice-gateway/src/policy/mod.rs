@@ -80,6 +80,8 @@ pub(crate) struct Attempt {
     pub(crate) started: Instant,
     /// Streams: no first content by then and the target is abandoned.
     pub(crate) first_token_by: Instant,
+    /// What was sent: provider, model, translation.
+    pub(crate) built: crate::outbound::Built,
 }
 
 /// One attempt, for the request's log line.
@@ -124,6 +126,8 @@ pub(crate) struct Policy {
     failed: Vec<TargetRef>,
     pub(crate) attempts: Vec<AttemptRecord>,
     last: Option<(TargetRef, AttemptFailure)>,
+    /// Continuation: the assistant text the client already has, sent as a prefill.
+    prefill: Option<String>,
 }
 
 impl Policy {
@@ -140,6 +144,7 @@ impl Policy {
             failed: Vec::new(),
             attempts: Vec::new(),
             last: None,
+            prefill: None,
         }
     }
 
@@ -259,6 +264,15 @@ impl Policy {
                 duration: a.duration,
             })
             .collect()
+    }
+
+    /// The `model` label of token metrics for `t`: the target's model name when it sets one,
+    /// else the route's name (bounded by the config, never a client-chosen string).
+    pub(crate) fn usage_label(&self, t: TargetRef) -> String {
+        self.target(t)
+            .model
+            .clone()
+            .unwrap_or_else(|| self.route().name.clone())
     }
 
     /// The name of `t`'s upstream.
@@ -391,7 +405,14 @@ impl Policy {
                 Lane::Short
             },
         );
-        let req = crate::proxy::upstream_request(&self.ctx, ucfg, tc.model.as_deref(), lane)
+        let route = self.route();
+        let opts = crate::outbound::BuildOptions {
+            model: tc.model.as_deref(),
+            lane,
+            drop_unsupported: route.drop_unsupported_params,
+            prefill: self.prefill.as_deref(),
+        };
+        let (req, built) = crate::outbound::upstream_request(&state, &self.ctx, tc.upstream, opts)
             .map_err(AttemptFailure::invalid)?;
         let first_by = (started + ucfg.timeouts.first_byte).min(self.deadline);
         let resp = match state.upstreams[tc.upstream].send(req, first_by).await {
@@ -413,22 +434,29 @@ impl Policy {
                 upstream: tc.upstream,
                 started,
                 first_token_by: (started + ucfg.timeouts.first_token).min(self.deadline),
+                built,
             });
         }
         let (parts, body) = resp.into_parts();
         let body = timeout_at(self.deadline, read_capped(body, MAX_ERROR_BODY))
             .await
             .unwrap_or_default();
-        // The upstream speaks the client's family until translation lands.
-        let family = self.ctx.op.family();
-        let (error, retry_after) =
-            class::classify_answer(family, parts.status, &parts.headers, &body);
+        let family = built.provider.family();
+        let error = sluice_providers::error::classify(
+            family,
+            parts.status,
+            &parts.headers,
+            &body,
+            crate::proxy::now_unix(),
+        );
+        let retry_after = error.retry_after;
         Err(AttemptFailure::answered(
             Answer {
                 status: parts.status,
                 headers: parts.headers,
                 body,
                 family,
+                provider: built.provider,
                 error,
             },
             retry_after,

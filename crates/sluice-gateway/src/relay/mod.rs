@@ -19,7 +19,6 @@
 //! failure ends the stream with an error event in the client's format.
 
 mod drain;
-mod interim;
 
 use std::collections::VecDeque;
 use std::future::Future;
@@ -31,8 +30,8 @@ use std::time::Duration;
 use bytes::Bytes;
 use http::StatusCode;
 use http_body::{Body, Frame};
-use sluice_providers::stream::{Emitted, EventKind, StreamTranslator};
-use sluice_providers::Family;
+use sluice_providers::stream::{Emitted, EventKind, StreamOptions, StreamTranslator};
+use sluice_providers::{Family, Usage};
 use sluice_sse::{DecodeError, Decoder, Item};
 use sluice_upstream::ResponseBody;
 use tokio::time::{sleep_until, Instant, Sleep};
@@ -81,7 +80,12 @@ pub(crate) struct SseRelay {
     decoder: Decoder,
     max_event_bytes: usize,
     translator: Box<dyn StreamTranslator>,
+    /// The client's family (its error events).
     family: Family,
+    /// The current attempt's upstream family (to read its error events).
+    upstream_family: Family,
+    /// Usage of attempts before a continuation (the current translator reports its own).
+    usage_before: Option<Usage>,
     /// `Some` until the commit.
     uncommitted: Option<Uncommitted>,
     /// The next attempt being made (backoff, connect, response headers).
@@ -136,13 +140,17 @@ impl SseRelay {
             telemetry,
         } = setup;
         telemetry.stream_started();
+        let translator = new_translator(&policy, &attempt);
+        let upstream_family = attempt.built.provider.family();
         let (_, body) = attempt.resp.into_parts();
         SseRelay {
             upstream: Some(body),
             decoder: new_decoder(max_event_bytes),
             max_event_bytes,
-            translator: interim::passthrough(family),
+            translator,
             family,
+            upstream_family,
+            usage_before: None,
             uncommitted: Some(Uncommitted {
                 policy,
                 target: attempt.target,
@@ -201,6 +209,7 @@ impl SseRelay {
         self.take_upstream();
         self.next = None;
         self.finish_attempts();
+        self.record_usage(true);
         self.ended = true;
         let event = sluice_providers::error::sse_error_event(self.family, status, code, message);
         self.log.sent(event.len(), 0);
@@ -228,8 +237,21 @@ impl SseRelay {
         self.ended = true;
         self.take_upstream();
         self.finish_attempts();
+        self.record_usage(false);
         self.log.finish(EndReason::Completed);
         Poll::Ready(None)
+    }
+
+    /// The usage seen so far into the log (partial: the stream did not end normally).
+    fn record_usage(&mut self, partial: bool) {
+        let mut total = self.usage_before;
+        if let Some(u) = self.translator.usage() {
+            total.get_or_insert_with(Usage::default).add(&u);
+        }
+        if total.is_some() {
+            self.log.usage = total;
+            self.log.usage_partial = partial;
+        }
     }
 
     /// Moves the policy's attempt records into the log (once the stream's fate is sealed).
@@ -286,6 +308,7 @@ impl SseRelay {
                 .succeeded(u.target, u.started, StatusCode::OK.as_u16());
             self.log.attempts = u.policy.records();
             self.log.upstream = u.policy.upstream_of(u.target).to_string();
+            self.log.usage_label = u.policy.usage_label(u.target);
         }
         self.out.extend(self.held.drain(..));
         self.held_bytes = 0;
@@ -318,10 +341,11 @@ impl SseRelay {
     /// A new attempt answered: relay its stream instead.
     fn install(&mut self, policy: Box<Policy>, attempt: Attempt) {
         let is_sse = crate::proxy::is_event_stream(attempt.resp.headers());
+        self.translator = new_translator(&policy, &attempt);
+        self.upstream_family = attempt.built.provider.family();
         let (_, body) = attempt.resp.into_parts();
         self.upstream = Some(body);
         self.idle.as_mut().reset(attempt.first_token_by);
-        self.translator = interim::passthrough(self.family);
         self.uncommitted = Some(Uncommitted {
             policy,
             target: attempt.target,
@@ -345,6 +369,17 @@ impl SseRelay {
         let reply = crate::proxy::give_up_reply(&policy, g);
         self.fail(reply.reason, reply.status, &reply.code, &reply.message)
     }
+}
+
+/// The translator for an attempt's stream: a passthrough when the client speaks the
+/// upstream's format, a translating one otherwise.
+fn new_translator(policy: &Policy, attempt: &Attempt) -> Box<dyn StreamTranslator> {
+    let built = &attempt.built;
+    let mut opts = StreamOptions::new(policy.ctx.op, &built.provider, &built.model);
+    opts.client_wants_usage = built.client_wants_usage;
+    opts.track_text = policy.route().continuation;
+    opts.created = crate::proxy::now_unix();
+    sluice_providers::stream::translator(&opts)
 }
 
 fn new_decoder(max_event_bytes: usize) -> Decoder {
@@ -396,7 +431,16 @@ impl Body for SseRelay {
                         this.translator.event(&ev, &mut scratch);
                         for e in scratch.drain(..) {
                             if let Err(f) = this.accept(e) {
-                                failure = Some(f);
+                                // An error event before the first content: what it means
+                                // decides the retry (overloaded: retry; filtered: final).
+                                failure = Some(
+                                    sluice_providers::error::classify_stream_error(
+                                        this.upstream_family,
+                                        &ev,
+                                    )
+                                    .map(AttemptFailure::stream_error)
+                                    .unwrap_or(f),
+                                );
                                 break;
                             }
                         }
@@ -572,6 +616,7 @@ impl Drop for SseRelay {
         // The client went away mid-stream.
         let upstream = self.take_upstream();
         self.finish_attempts();
+        self.record_usage(true);
         self.log.finish(EndReason::ClientGone);
         if self.on_disconnect == OnClientDisconnect::Drain {
             if let Some(upstream) = upstream {

@@ -15,6 +15,7 @@ mod relay;
 mod shutdown;
 mod timeouts;
 mod tls;
+mod translate;
 
 use sluice_gateway::config::Config;
 use sluice_gateway::Gateway;

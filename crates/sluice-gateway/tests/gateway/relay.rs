@@ -9,6 +9,12 @@ use tokio::time::{sleep, Instant};
 use crate::support::*;
 use crate::{gateway, Setup, CHAT, STREAM};
 
+/// A stream request that asks for usage itself: the gateway forwards it unchanged. (Without
+/// it the gateway asks the upstream for usage and removes the usage chunk again, so the
+/// chunks then carry the `"usage": null` that OpenAI-shaped upstreams add.)
+const STREAM_U: &str =
+    r#"{"model":"gpt-4o","stream":true,"stream_options":{"include_usage":true}}"#;
+
 /// The same request directly and through the gateway gives the same bytes, on every
 /// combination of client and upstream protocol.
 #[tokio::test]
@@ -34,18 +40,18 @@ async fn byte_exact_passthrough() {
         .await;
         let direct = h1(
             mock.addr(),
-            request("POST", "/v1/chat/completions", knobs, STREAM),
+            request("POST", "/v1/chat/completions", knobs, STREAM_U),
         )
         .await;
         let via_h1 = h1(
             gw.addr(),
-            request("POST", "/v1/chat/completions", knobs, STREAM),
+            request("POST", "/v1/chat/completions", knobs, STREAM_U),
         )
         .await;
         let send = h2_connect(gw.addr()).await;
         let via_h2 = h2(
             &send,
-            request("POST", "/v1/chat/completions", knobs, STREAM),
+            request("POST", "/v1/chat/completions", knobs, STREAM_U),
         )
         .await;
         assert_eq!(via_h1.status, 200);
@@ -94,7 +100,7 @@ async fn anthropic_and_responses_streams_pass_through() {
         ),
         (
             "/v1/completions",
-            r#"{"model":"gpt-4o","prompt":"hi","stream":true}"#,
+            r#"{"model":"gpt-4o","prompt":"hi","stream":true,"stream_options":{"include_usage":true}}"#,
         ),
     ] {
         let direct = h1(mock.addr(), request("POST", path, "", body)).await;

@@ -1,0 +1,167 @@
+//! The request as one target's upstream gets it: translated by `sluice-providers` into the
+//! upstream's wire format (the client's own bytes when nothing changes), under its base URL,
+//! with its credentials and required headers, the lane, and the session header copied into
+//! the body if configured.
+
+use std::borrow::Cow;
+
+use bytes::Bytes;
+use http::header::HeaderValue;
+use http::Request;
+use sluice_providers::request::{translate_request, RequestOptions};
+use sluice_providers::{Family, Operation, ProviderKind};
+use sluice_upstream::Lane;
+
+use crate::error::GatewayError;
+use crate::headers;
+use crate::policy::RequestCtx;
+use crate::proxy::State;
+
+/// How to build one attempt's request.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct BuildOptions<'a> {
+    /// The target's model name, replacing the client's.
+    pub(crate) model: Option<&'a str>,
+    pub(crate) lane: Lane,
+    /// Drop parameters the provider cannot honour instead of refusing the request.
+    pub(crate) drop_unsupported: bool,
+    /// Continuation: the assistant text the client already has.
+    pub(crate) prefill: Option<&'a str>,
+}
+
+/// What was sent, for reading the answer.
+#[derive(Clone, Debug)]
+pub(crate) struct Built {
+    /// The upstream's wire format.
+    pub(crate) provider: ProviderKind,
+    /// The model name sent upstream (what answered).
+    pub(crate) model: String,
+    /// The body was translated from the client's family.
+    pub(crate) translated: bool,
+    /// The client asked for usage in its stream (else the usage chunk the gateway asked for
+    /// is removed).
+    pub(crate) client_wants_usage: bool,
+    /// Parameters dropped under `drop_unsupported_params`.
+    pub(crate) dropped: Vec<String>,
+}
+
+/// The providers an upstream without `provider` speaks: whatever the client speaks.
+pub(crate) struct PassthroughProviders {
+    openai: ProviderKind,
+    anthropic: ProviderKind,
+    gemini: ProviderKind,
+}
+
+impl Default for PassthroughProviders {
+    fn default() -> Self {
+        PassthroughProviders {
+            openai: ProviderKind::OpenAi,
+            anthropic: ProviderKind::anthropic(),
+            gemini: ProviderKind::Gemini,
+        }
+    }
+}
+
+impl PassthroughProviders {
+    fn for_family(&self, f: Family) -> &ProviderKind {
+        match f {
+            Family::OpenAi => &self.openai,
+            Family::Anthropic => &self.anthropic,
+            Family::Gemini => &self.gemini,
+        }
+    }
+}
+
+/// The provider of upstream `i` for a client calling `op`.
+pub(crate) fn provider_of(state: &State, i: usize, op: Operation) -> &ProviderKind {
+    match &state.config.upstreams[i].provider {
+        Some(p) => p,
+        None => state.passthrough.for_family(op.family()),
+    }
+}
+
+/// Builds the request for upstream `upstream`.
+///
+/// # Errors
+/// [`GatewayError::Translate`] when the provider cannot take the request (an unsupported
+/// parameter or operation, a malformed body); [`GatewayError::BadJson`] when the session
+/// header cannot be put into the body.
+pub(crate) fn upstream_request(
+    state: &State,
+    ctx: &RequestCtx,
+    upstream: usize,
+    opts: BuildOptions<'_>,
+) -> Result<(Request<Bytes>, Built), GatewayError> {
+    let ucfg = &state.config.upstreams[upstream];
+    let provider = provider_of(state, upstream, ctx.op);
+    let up = translate_request(
+        &ctx.body,
+        &RequestOptions {
+            op: ctx.op,
+            provider,
+            model: opts.model,
+            drop_unsupported: opts.drop_unsupported,
+            // Usage for every stream: OpenAI-shaped upstreams report it only when asked.
+            stream_usage: ctx.stream && provider.family() == Family::OpenAi,
+            prefill: opts.prefill,
+        },
+    )
+    .map_err(GatewayError::Translate)?;
+    let parts = &ctx.parts;
+    let mut body = up.body;
+    if let Some(rule) = ucfg
+        .session_header_to_body
+        .as_ref()
+        .filter(|rule| parts.headers.contains_key(&rule.header))
+    {
+        let bad = |e: String| GatewayError::BadJson(e);
+        let mut v: serde_json::Value =
+            serde_json::from_slice(&body).map_err(|e| bad(e.to_string()))?;
+        headers::session_header_to_body(rule, &parts.headers, &mut v)
+            .map_err(|e| bad(e.to_string()))?;
+        body = Bytes::from(v.to_string());
+    }
+    let mut req = Request::new(body);
+    *req.method_mut() = parts.method.clone();
+    let path: Cow<'_, str> = match parts.uri.query() {
+        // The client's own query goes along only when nothing was translated.
+        Some(q) if !up.translated => {
+            let sep = if up.path.contains('?') { '&' } else { '?' };
+            Cow::Owned(format!("{}{sep}{q}", up.path))
+        }
+        _ => Cow::Borrowed(up.path.as_str()),
+    };
+    *req.uri_mut() = path.parse().map_err(|_| {
+        GatewayError::BadJson(format!("the model name makes an invalid path: {path}"))
+    })?;
+    *req.headers_mut() = headers::upstream_request_headers(
+        &parts.headers,
+        headers::Target {
+            auth: &ucfg.auth,
+            provider,
+            translated: up.translated,
+        },
+        &ctx.request_id,
+    );
+    if up.stream {
+        // The relay parses the stream: it must arrive as sent, not compressed.
+        req.headers_mut().remove(http::header::ACCEPT_ENCODING);
+    }
+    req.extensions_mut().insert(opts.lane);
+    let built = Built {
+        provider: provider.clone(),
+        model: up.model,
+        translated: up.translated,
+        client_wants_usage: up.client_wants_usage,
+        dropped: up.dropped,
+    };
+    Ok((req, built))
+}
+
+/// `x-sluice-dropped-params: n, logprobs` when parameters were dropped.
+pub(crate) fn dropped_header(built: &Built) -> Option<HeaderValue> {
+    if built.dropped.is_empty() {
+        return None;
+    }
+    HeaderValue::from_str(&built.dropped.join(", ")).ok()
+}
