@@ -36,6 +36,9 @@ pub enum StartError {
     /// An upstream's settings were rejected.
     #[error("{0}")]
     Upstream(#[from] sluice_upstream::UpstreamConfigError),
+    /// A route's balancer settings were rejected.
+    #[error("{0}")]
+    Balance(#[from] sluice_upstream::BalanceConfigError),
 }
 
 /// A running gateway.
@@ -82,7 +85,8 @@ impl Gateway {
         ));
         let telemetry = Arc::new(telemetry);
         let grace = config.server.shutdown_grace;
-        let state = Arc::new(State::new(config, upstreams, telemetry.clone()));
+        let targets = crate::targets::build(&config, &upstreams)?;
+        let state = Arc::new(State::new(config, upstreams, targets, telemetry.clone()));
         let stop = CancellationToken::new();
         let task = tokio::spawn(serve(listener, tls, state, stop.clone(), grace));
         Ok(Gateway {

@@ -20,6 +20,7 @@ mod pools;
 mod proxy;
 mod relay;
 pub mod route;
+mod targets;
 pub mod telemetry;
 
 pub use ingress::{Gateway, StartError};

@@ -27,6 +27,8 @@ pub(crate) struct BuildOptions<'a> {
     pub(crate) drop_unsupported: bool,
     /// Continuation: the assistant text the client already has.
     pub(crate) prefill: Option<&'a str>,
+    /// The target's own credential, replacing the upstream's `auth`.
+    pub(crate) auth: Option<&'a crate::config::UpstreamAuth>,
 }
 
 /// What was sent, for reading the answer.
@@ -137,7 +139,7 @@ pub(crate) fn upstream_request(
     *req.headers_mut() = headers::upstream_request_headers(
         &parts.headers,
         headers::Target {
-            auth: &ucfg.auth,
+            auth: opts.auth.unwrap_or(&ucfg.auth),
             provider,
             translated: up.translated,
         },

@@ -5,7 +5,7 @@
 use std::borrow::Cow;
 use std::convert::Infallible;
 use std::pin::Pin;
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::time::Duration;
@@ -34,10 +34,10 @@ pub(crate) struct State {
     pub(crate) config: Config,
     /// Parallel to `config.upstreams`.
     pub(crate) upstreams: Vec<Upstream>,
+    /// Parallel to `config.routes`: each route's tier-0 balancer.
+    pub(crate) targets: Vec<crate::targets::RouteTargets>,
     /// Parallel to `config.upstreams`.
     pub(crate) budgets: Vec<RetryBudget>,
-    /// Parallel to `config.routes`: where the next request starts in tier 0.
-    rotation: Vec<AtomicUsize>,
     pub(crate) telemetry: Arc<Telemetry>,
     /// Cancelled when the shutdown grace period is over: streams still running end with an
     /// error event.
@@ -52,7 +52,12 @@ pub(crate) struct State {
 }
 
 impl State {
-    pub(crate) fn new(config: Config, upstreams: Vec<Upstream>, telemetry: Arc<Telemetry>) -> Self {
+    pub(crate) fn new(
+        config: Config,
+        upstreams: Vec<Upstream>,
+        targets: Vec<crate::targets::RouteTargets>,
+        telemetry: Arc<Telemetry>,
+    ) -> Self {
         let mut ids: Vec<&str> = config
             .routes
             .iter()
@@ -77,12 +82,11 @@ impl State {
             .iter()
             .map(|u| RetryBudget::new(u.retry_budget))
             .collect();
-        let rotation = config.routes.iter().map(|_| AtomicUsize::new(0)).collect();
         State {
             config,
             upstreams,
+            targets,
             budgets,
-            rotation,
             telemetry,
             streams_deadline: CancellationToken::new(),
             draining: CancellationToken::new(),
@@ -102,11 +106,6 @@ impl State {
         let n = self.request_ids.fetch_add(1, Ordering::Relaxed);
         HeaderValue::from_str(&format!("{}-{n}", self.id_prefix))
             .unwrap_or_else(|_| HeaderValue::from_static("sl-unknown"))
-    }
-
-    /// Where route `i`'s next request starts in its first tier (round robin).
-    pub(crate) fn route_rotation(&self, i: usize) -> usize {
-        self.rotation[i].fetch_add(1, Ordering::Relaxed)
     }
 }
 
@@ -266,6 +265,11 @@ fn local_endpoint(state: &State, ep: Endpoint, request_id: &HeaderValue) -> Resp
             let body = crate::pools::snapshot_json(&pairs).to_string();
             full(StatusCode::OK, "application/json", Bytes::from(body))
         }
+        Endpoint::AdminTargets => full(
+            StatusCode::OK,
+            "application/json",
+            Bytes::from(crate::targets::snapshot_json(state).to_string()),
+        ),
         // Model calls are proxied and never get here.
         Endpoint::Models | Endpoint::Model(_) => {
             let mut r = full(

@@ -19,6 +19,8 @@ pub enum Endpoint {
     Metrics,
     /// `GET /admin/pools`.
     AdminPools,
+    /// `GET /admin/targets`.
+    AdminTargets,
 }
 
 /// The API family whose error format fits a path (unknown paths get OpenAI's format).
@@ -39,6 +41,7 @@ pub fn endpoint(method: &Method, path: &str) -> Result<Endpoint, GatewayError> {
             "/healthz" => (Endpoint::Health, Method::GET),
             "/metrics" => (Endpoint::Metrics, Method::GET),
             "/admin/pools" => (Endpoint::AdminPools, Method::GET),
+            "/admin/targets" => (Endpoint::AdminTargets, Method::GET),
             _ => return Err(GatewayError::NotFound(path.to_string())),
         }
     };

@@ -62,8 +62,9 @@ use tokio::time::Instant;
 
 pub use balance::{
     retry_after, BalanceConfigError, BalancePolicy, Balancer, BalancerConfig, BalancerCounters,
-    BalancerSnapshot, Failure, Health, HealthCheckConfig, HealthChecker, LaneLoad, Outcome,
-    OutlierConfig, Pick, SuccessRateConfig, TargetConfig, TargetSnapshot,
+    BalancerSnapshot, Failure as BalanceFailure, Health, HealthCheckConfig, HealthChecker,
+    LaneLoad, Outcome, OutlierConfig, Pick, SuccessRateConfig, TargetConfig as BalanceTarget,
+    TargetSnapshot,
 };
 pub use body::ResponseBody;
 pub use error::{BodyError, LaneLimit, UpstreamConfigError, UpstreamError};

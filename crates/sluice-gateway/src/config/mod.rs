@@ -182,6 +182,9 @@ pub struct UpstreamConfig {
     /// The upstream continues a trailing assistant message (assistant prefill), so a cut
     /// stream may be continued there. Default: true for `anthropic`, false otherwise.
     pub prefill: bool,
+    /// Active health check of this upstream (opt-in): a cheap request every interval; an
+    /// unhealthy upstream gets no traffic while another target of its route is usable.
+    pub health_check: Option<sluice_upstream::HealthCheckConfig>,
 }
 
 impl UpstreamConfig {
@@ -229,6 +232,10 @@ pub struct TargetConfig {
     /// The model's context window in tokens: a request that exceeded one target's window is
     /// only sent to targets with a larger one. Default unknown (never "larger").
     pub context_window: Option<u64>,
+    /// This target's own credential (`key_env`), replacing the upstream's: several API keys
+    /// of one provider become several targets, and a key that hits its rate limit rests
+    /// while the others serve. Default: the upstream's `auth`.
+    pub auth: Option<UpstreamAuth>,
 }
 
 /// `[[route]]`.
@@ -264,6 +271,10 @@ pub struct RouteConfig {
     /// A stream cut after its first content is continued on a target that takes an assistant
     /// prefill (`upstream[].prefill`), spliced into the same client stream. Default false.
     pub continuation: bool,
+    /// How tier 0's targets share requests. Default `p2c_ewma`.
+    pub balance: sluice_upstream::BalancePolicy,
+    /// Passive outlier ejection of tier 0's targets.
+    pub outlier: sluice_upstream::OutlierConfig,
 }
 
 impl RouteConfig {

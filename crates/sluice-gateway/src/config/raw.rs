@@ -57,6 +57,7 @@ pub(super) struct RawUpstream {
     pub(super) api_version: Option<String>,
     pub(super) anthropic_version: Option<String>,
     pub(super) prefill: Option<bool>,
+    pub(super) health_check: Option<RawHealthCheck>,
 }
 
 /// `upstream[].provider`, as spelled in the file.
@@ -154,6 +155,40 @@ pub(super) struct RawRoute {
     pub(super) timeout: Option<DurationValue>,
     pub(super) drop_unsupported_params: Option<bool>,
     pub(super) continuation: Option<bool>,
+    pub(super) balance: Option<BalanceName>,
+    pub(super) outlier: Option<RawOutlier>,
+}
+
+/// `route[].balance`, as spelled in the file.
+#[derive(Deserialize, Clone, Copy, Debug)]
+#[serde(rename_all = "snake_case")]
+pub(super) enum BalanceName {
+    P2cEwma,
+    LeastInFlight,
+    WeightedRoundRobin,
+    Priority,
+}
+
+/// `route[].outlier`.
+#[derive(Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawOutlier {
+    pub(super) consecutive_failures: Option<u32>,
+    pub(super) base_ejection_time: Option<DurationValue>,
+    pub(super) max_ejection_time: Option<DurationValue>,
+    pub(super) max_ejection_percent: Option<u8>,
+    pub(super) success_rate: Option<bool>,
+}
+
+/// `upstream[].health_check`.
+#[derive(Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawHealthCheck {
+    pub(super) path: Option<String>,
+    pub(super) interval: Option<DurationValue>,
+    pub(super) timeout: Option<DurationValue>,
+    pub(super) healthy_threshold: Option<u32>,
+    pub(super) unhealthy_threshold: Option<u32>,
 }
 
 /// One of `route[].targets` / `route[].fallbacks`.
@@ -164,6 +199,7 @@ pub(super) struct RawTarget {
     pub(super) model: Option<String>,
     pub(super) weight: Option<u32>,
     pub(super) context_window: Option<u64>,
+    pub(super) key_env: Option<String>,
 }
 
 /// `route[].retry`.

@@ -12,8 +12,9 @@ use toml::de::DeTable;
 use super::diagnostics::{deserialize_error, line_of, locate, syntax_error};
 use super::interpolate::{self, Unresolved};
 use super::raw::{
-    ProviderName, RawAuth, RawBudget, RawConfig, RawLane, RawPool, RawRetry, RawRoute, RawServer,
-    RawSessionHeader, RawTarget, RawTimeouts, RawTls, RawUpstream,
+    BalanceName, ProviderName, RawAuth, RawBudget, RawConfig, RawHealthCheck, RawLane, RawOutlier,
+    RawPool, RawRetry, RawRoute, RawServer, RawSessionHeader, RawTarget, RawTimeouts, RawTls,
+    RawUpstream,
 };
 use super::units::{DurationValue, SizeValue};
 use super::{
@@ -149,7 +150,7 @@ fn validate(raw: RawConfig, ctx: &mut Ctx<'_>) -> Result<Config, ConfigError> {
     let mut out_routes = Vec::with_capacity(routes.len());
     for (i, r) in routes.into_iter().enumerate() {
         let path = format!("route[{i}]");
-        let r = route_config(&path, r, &ups)?;
+        let r = route_config(&path, r, &ups, ctx)?;
         if out_routes.iter().any(|o: &RouteConfig| o.name == r.name) {
             return Err(ConfigError::new(
                 format!("{path}.name"),
@@ -172,6 +173,7 @@ fn route_config(
     path: &str,
     raw: RawRoute,
     ups: &[UpstreamConfig],
+    ctx: &mut Ctx<'_>,
 ) -> Result<RouteConfig, ConfigError> {
     let RawRoute {
         name,
@@ -186,6 +188,8 @@ fn route_config(
         timeout,
         drop_unsupported_params,
         continuation,
+        balance,
+        outlier,
     } = raw;
     if models.is_empty() || models.iter().any(|m| m.is_empty()) {
         return Err(ConfigError::new(
@@ -203,12 +207,14 @@ fn route_config(
                     model: None,
                     weight: None,
                     context_window: None,
+                    key_env: None,
                 },
+                ctx,
             )?],
             (None, Some(ts)) if !ts.is_empty() => ts
                 .into_iter()
                 .enumerate()
-                .map(|(j, t)| target(&format!("{path}.targets[{j}]"), ups, t))
+                .map(|(j, t)| target(&format!("{path}.targets[{j}]"), ups, t, ctx))
                 .collect::<Result<_, _>>()?,
             (Some(_), Some(_)) => {
                 return Err(ConfigError::new(
@@ -225,7 +231,7 @@ fn route_config(
         .unwrap_or_default()
         .into_iter()
         .enumerate()
-        .map(|(j, t)| target(&format!("{path}.fallbacks[{j}]"), ups, t))
+        .map(|(j, t)| target(&format!("{path}.fallbacks[{j}]"), ups, t, ctx))
         .collect::<Result<Vec<_>, _>>()?;
     let retry = retry_config(&format!("{path}.retry"), retry.unwrap_or_default())?;
     let timeout = match timeout {
@@ -244,16 +250,31 @@ fn route_config(
         timeout,
         drop_unsupported_params: drop_unsupported_params.unwrap_or(false),
         continuation: continuation.unwrap_or(false),
+        balance: match balance {
+            None | Some(BalanceName::P2cEwma) => sluice_upstream::BalancePolicy::P2cEwma,
+            Some(BalanceName::LeastInFlight) => sluice_upstream::BalancePolicy::LeastInFlight,
+            Some(BalanceName::WeightedRoundRobin) => {
+                sluice_upstream::BalancePolicy::WeightedRoundRobin
+            }
+            Some(BalanceName::Priority) => sluice_upstream::BalancePolicy::Priority,
+        },
+        outlier: outlier_config(&format!("{path}.outlier"), outlier.unwrap_or_default())?,
     })
 }
 
 /// One target of a route: an upstream that exists, a model name, a weight.
-fn target(path: &str, ups: &[UpstreamConfig], raw: RawTarget) -> Result<TargetConfig, ConfigError> {
+fn target(
+    path: &str,
+    ups: &[UpstreamConfig],
+    raw: RawTarget,
+    ctx: &mut Ctx<'_>,
+) -> Result<TargetConfig, ConfigError> {
     let RawTarget {
         upstream,
         model,
         weight,
         context_window,
+        key_env,
     } = raw;
     let idx = ups.iter().position(|u| u.name == upstream).ok_or_else(|| {
         let known: Vec<&str> = ups.iter().map(|u| u.name.as_str()).collect();
@@ -282,11 +303,111 @@ fn target(path: &str, ups: &[UpstreamConfig], raw: RawTarget) -> Result<TargetCo
             "must be at least 1 (remove the target to send it nothing)",
         ));
     }
+    let auth = match key_env {
+        None => None,
+        Some(var) => Some(UpstreamAuth::ApiKey {
+            secret: secret(&format!("{path}.key_env"), &var, ctx)?,
+        }),
+    };
     Ok(TargetConfig {
         upstream: idx,
         model,
         weight: weight.unwrap_or(1),
         context_window,
+        auth,
+    })
+}
+
+fn outlier_config(
+    path: &str,
+    raw: RawOutlier,
+) -> Result<sluice_upstream::OutlierConfig, ConfigError> {
+    let RawOutlier {
+        consecutive_failures,
+        base_ejection_time,
+        max_ejection_time,
+        max_ejection_percent,
+        success_rate,
+    } = raw;
+    let d = sluice_upstream::OutlierConfig::default();
+    if consecutive_failures == Some(0) {
+        return Err(ConfigError::new(
+            format!("{path}.consecutive_failures"),
+            "must be at least 1",
+        ));
+    }
+    let base = duration(
+        &format!("{path}.base_ejection_time"),
+        base_ejection_time,
+        d.base_ejection_time,
+    )?;
+    let max = duration(
+        &format!("{path}.max_ejection_time"),
+        max_ejection_time,
+        d.max_ejection_time.max(base),
+    )?;
+    if max < base {
+        return Err(ConfigError::new(
+            format!("{path}.max_ejection_time"),
+            "must be at least base_ejection_time",
+        ));
+    }
+    let pct = max_ejection_percent.unwrap_or(d.max_ejection_percent);
+    if pct > 100 {
+        return Err(ConfigError::new(
+            format!("{path}.max_ejection_percent"),
+            "must be 0 to 100",
+        ));
+    }
+    Ok(sluice_upstream::OutlierConfig {
+        consecutive_failures: consecutive_failures.or(d.consecutive_failures),
+        success_rate: match success_rate {
+            Some(false) => None,
+            _ => d.success_rate,
+        },
+        base_ejection_time: base,
+        max_ejection_time: max,
+        max_ejection_percent: pct,
+    })
+}
+
+fn health_check_config(
+    path: &str,
+    raw: RawHealthCheck,
+) -> Result<sluice_upstream::HealthCheckConfig, ConfigError> {
+    let RawHealthCheck {
+        path: check_path,
+        interval,
+        timeout,
+        healthy_threshold,
+        unhealthy_threshold,
+    } = raw;
+    let d = sluice_upstream::HealthCheckConfig::default();
+    let check_path = check_path.unwrap_or(d.path.clone());
+    if !check_path.starts_with('/') {
+        return Err(ConfigError::new(
+            format!("{path}.path"),
+            "must start with `/` (it is below the base_url, e.g. \"/models\")",
+        ));
+    }
+    for (field, v) in [
+        ("healthy_threshold", healthy_threshold),
+        ("unhealthy_threshold", unhealthy_threshold),
+    ] {
+        if v == Some(0) {
+            return Err(ConfigError::new(
+                format!("{path}.{field}"),
+                "must be at least 1",
+            ));
+        }
+    }
+    Ok(sluice_upstream::HealthCheckConfig {
+        interval: duration(&format!("{path}.interval"), interval, d.interval)?,
+        timeout: duration(&format!("{path}.timeout"), timeout, d.timeout)?,
+        path: check_path,
+        healthy_threshold: healthy_threshold.unwrap_or(d.healthy_threshold),
+        unhealthy_threshold: unhealthy_threshold.unwrap_or(d.unhealthy_threshold),
+        ..d
     })
 }
 
@@ -455,6 +576,7 @@ fn upstream_config(
         api_version,
         anthropic_version,
         prefill,
+        health_check,
     } = raw;
     if name.is_empty()
         || !name
@@ -538,6 +660,9 @@ fn upstream_config(
             Some(sluice_providers::ProviderKind::Anthropic { .. })
         )),
         provider,
+        health_check: health_check
+            .map(|h| health_check_config(&format!("{path}.health_check"), h))
+            .transpose()?,
     };
     // The connection layer checks its own settings (scheme and protocol, pool sizes, windows,
     // ca_file); building it opens nothing, so check-config and startup reject exactly the same

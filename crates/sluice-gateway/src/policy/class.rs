@@ -237,6 +237,39 @@ impl AttemptFailure {
         }
     }
 
+    /// What the failure says about the target, for its balancer: rate limits rest it,
+    /// target failures count toward its ejection, the request's own faults do not.
+    pub(crate) fn balancer_outcome(&self) -> sluice_upstream::Outcome {
+        use sluice_upstream::{BalanceFailure as F, Outcome};
+        let failure = match &self.cause {
+            Cause::Upstream(e) => F::from_upstream_error(e),
+            Cause::FirstByteTimeout(_) | Cause::TotalTimeout(_) => F::Timeout,
+            Cause::FirstTokenTimeout(_) | Cause::IdleBeforeContent(_) => F::FirstTokenTimeout,
+            Cause::StreamBeforeContent(_) | Cause::Body(_) => F::Retryable,
+            Cause::Invalid(_) => F::Final,
+            Cause::Answered(a) => match a.error.class {
+                ErrorClass::RateLimited => {
+                    return Outcome::RateLimited {
+                        retry_after: self.retry_after,
+                    }
+                }
+                ErrorClass::QuotaExhausted => {
+                    // A key out of quota: rest it as long as the balancer allows.
+                    return Outcome::RateLimited {
+                        retry_after: Some(Duration::from_secs(3600)),
+                    };
+                }
+                // A refused credential is the target's (key's) fault.
+                ErrorClass::Auth => F::Retryable,
+                ErrorClass::Overloaded | ErrorClass::ServerError => F::Retryable,
+                ErrorClass::ContextLength
+                | ErrorClass::ContentFiltered
+                | ErrorClass::InvalidRequest => F::Final,
+            },
+        };
+        Outcome::Failure(failure)
+    }
+
     /// The HTTP status of the attempt, for the log (`None`: no response).
     pub(crate) fn status(&self) -> Option<u16> {
         match &self.cause {

@@ -128,6 +128,8 @@ pub(crate) struct Policy {
     last: Option<(TargetRef, AttemptFailure)>,
     /// Continuation: the assistant text the client already has, sent as a prefill.
     prefill: Option<String>,
+    /// The balancer's pick for the attempt in flight (tier 0 only): in flight until completed.
+    pick: Option<sluice_upstream::Pick>,
 }
 
 impl Policy {
@@ -145,6 +147,7 @@ impl Policy {
             attempts: Vec::new(),
             last: None,
             prefill: None,
+            pick: None,
         }
     }
 
@@ -212,6 +215,9 @@ impl Policy {
     /// Records a failed attempt (also one the caller saw fail after `next` returned it: a
     /// stream that broke before its first content, a body that broke off).
     pub(crate) fn failed(&mut self, t: TargetRef, started: Instant, f: AttemptFailure) {
+        if let Some(pick) = self.pick.take() {
+            pick.complete(f.balancer_outcome());
+        }
         let upstream = self.target(t).upstream;
         let record = AttemptRecord {
             upstream,
@@ -239,6 +245,12 @@ impl Policy {
 
     /// Records the attempt that served the request.
     pub(crate) fn succeeded(&mut self, t: TargetRef, started: Instant, status: u16) {
+        // Streams keep their pick until they end (see `take_pick`).
+        if !self.ctx.stream {
+            if let Some(pick) = self.pick.take() {
+                pick.complete(sluice_upstream::Outcome::Success);
+            }
+        }
         let upstream = self.target(t).upstream;
         self.attempts.push(AttemptRecord {
             upstream,
@@ -303,7 +315,16 @@ impl Policy {
     /// The next target, or `None` when no allowed target is left.
     fn choose(&mut self) -> Option<TargetRef> {
         let Some((failed_t, f)) = &self.last else {
-            return self.pick_in_tier(0);
+            // The first attempt: tier 0 unless every target there is out (ejected or
+            // unhealthy) and a fallback exists; with nothing usable anywhere, tier 0 anyway.
+            for tier in 0..self.route().tiers() {
+                if let Some(t) = self.pick_in_tier(tier) {
+                    self.tier = tier;
+                    return Some(t);
+                }
+            }
+            self.tier = 0;
+            return self.pick_fail_open();
         };
         let (failed_t, avoid, retry_after, class) =
             (*failed_t, f.avoid_target, f.retry_after, f.class);
@@ -320,6 +341,16 @@ impl Policy {
             }
             if !avoid && failed_t.tier == self.tier {
                 // The only target left in the tier.
+                if failed_t.tier == 0 {
+                    // Track it like any pick (in flight, outcome) when the balancer agrees.
+                    let others: Vec<usize> = (0..self.route().targets.len())
+                        .filter(|i| *i != failed_t.index)
+                        .collect();
+                    let pick = self.balancer().pick(self.lane(), &others);
+                    if pick.index() == failed_t.index {
+                        self.pick = Some(pick);
+                    }
+                }
                 return Some(failed_t);
             }
         }
@@ -333,24 +364,64 @@ impl Policy {
         None
     }
 
-    /// A target of `tier` that has not failed this request: the first in order, starting at
-    /// a rotating position so that requests spread over the tier.
-    fn pick_in_tier(&self, tier: usize) -> Option<TargetRef> {
-        let n = self.route().tier(tier).len();
-        if n == 0 {
+    /// A target of `tier` that has not failed this request. Tier 0 asks its balancer (by
+    /// latency and load, skipping ejected and unhealthy targets; `None` when only those or
+    /// failed ones are left); a fallback tier is its one target.
+    fn pick_in_tier(&mut self, tier: usize) -> Option<TargetRef> {
+        if tier == 0 {
+            let exclude: Vec<usize> = self
+                .failed
+                .iter()
+                .filter(|t| t.tier == 0)
+                .map(|t| t.index)
+                .collect();
+            let pick = self.balancer().pick(self.lane(), &exclude);
+            if exclude.contains(&pick.index()) || pick.is_fail_open() {
+                return None;
+            }
+            let t = TargetRef {
+                tier: 0,
+                index: pick.index(),
+            };
+            self.pick = Some(pick);
+            return Some(t);
+        }
+        let t = TargetRef { tier, index: 0 };
+        (!self.route().tier(tier).is_empty() && !self.failed.contains(&t)).then_some(t)
+    }
+
+    /// Tier 0's best target even though none is usable: a route with nothing healthy still
+    /// tries (the balancer's fail-open choice).
+    fn pick_fail_open(&mut self) -> Option<TargetRef> {
+        if self.route().targets.is_empty() {
             return None;
         }
-        let start = if tier == 0 {
-            self.state.route_rotation(self.route)
-        } else {
-            0
+        let pick = self.balancer().pick(self.lane(), &[]);
+        let t = TargetRef {
+            tier: 0,
+            index: pick.index(),
         };
-        (0..n)
-            .map(|k| TargetRef {
-                tier,
-                index: (start + k) % n,
-            })
-            .find(|t| !self.failed.contains(t))
+        self.pick = Some(pick);
+        Some(t)
+    }
+
+    fn balancer(&self) -> &sluice_upstream::Balancer {
+        &self.state.targets[self.route].balancer
+    }
+
+    /// The lane this request's attempts weigh latency on.
+    fn lane(&self) -> Lane {
+        self.route().lane.unwrap_or(if self.ctx.stream {
+            Lane::Stream
+        } else {
+            Lane::Short
+        })
+    }
+
+    /// Gives the relay the pick of a stream that committed: it is completed when the stream
+    /// ends, so the target counts the stream in flight until then.
+    pub(crate) fn take_pick(&mut self) -> Option<sluice_upstream::Pick> {
+        self.pick.take()
     }
 
     /// For a context-length failure: the first target, in tier order, whose window is larger
@@ -411,6 +482,7 @@ impl Policy {
             lane,
             drop_unsupported: route.drop_unsupported_params,
             prefill: self.prefill.as_deref(),
+            auth: tc.auth.as_ref(),
         };
         let (req, built) = crate::outbound::upstream_request(&state, &self.ctx, tc.upstream, opts)
             .map_err(AttemptFailure::invalid)?;
@@ -426,6 +498,12 @@ impl Policy {
             state
                 .telemetry
                 .acquire_wait(&ucfg.name, lane.as_str(), p.acquire);
+        }
+        if self.ctx.stream {
+            if let Some(p) = self.pick.as_mut() {
+                // A stream is weighed by its first byte, not its minutes-long duration.
+                p.record_latency(started.elapsed());
+            }
         }
         if resp.status().is_success() {
             return Ok(Attempt {

@@ -86,6 +86,8 @@ pub(crate) struct SseRelay {
     upstream_family: Family,
     /// Usage of attempts before a continuation (the current translator reports its own).
     usage_before: Option<Usage>,
+    /// After the commit: the balancer's pick of the target streaming, completed at the end.
+    pick: Option<sluice_upstream::Pick>,
     /// `Some` until the commit.
     uncommitted: Option<Uncommitted>,
     /// The next attempt being made (backoff, connect, response headers).
@@ -151,6 +153,7 @@ impl SseRelay {
             family,
             upstream_family,
             usage_before: None,
+            pick: None,
             uncommitted: Some(Uncommitted {
                 policy,
                 target: attempt.target,
@@ -210,6 +213,20 @@ impl SseRelay {
         self.next = None;
         self.finish_attempts();
         self.record_usage(true);
+        // The target's fault (a cut, a stall) counts against it; the gateway's own ends
+        // (shutdown, total timeout, an event over our limit) say nothing about it.
+        if let Some(p) = self.pick.take() {
+            let failure = match reason {
+                EndReason::UpstreamReset | EndReason::UpstreamEofMidEvent => {
+                    Some(sluice_upstream::BalanceFailure::Retryable)
+                }
+                EndReason::IdleTimeout => Some(sluice_upstream::BalanceFailure::Timeout),
+                _ => None,
+            };
+            if let Some(f) = failure {
+                p.complete(sluice_upstream::Outcome::Failure(f));
+            }
+        }
         self.ended = true;
         let event = sluice_providers::error::sse_error_event(self.family, status, code, message);
         self.log.sent(event.len(), 0);
@@ -234,6 +251,9 @@ impl SseRelay {
     }
 
     fn complete(&mut self) -> Poll<Option<Result<Frame<Bytes>, Never>>> {
+        if let Some(p) = self.pick.take() {
+            p.complete(sluice_upstream::Outcome::Success);
+        }
         self.ended = true;
         self.take_upstream();
         self.finish_attempts();
@@ -309,6 +329,7 @@ impl SseRelay {
             self.log.attempts = u.policy.records();
             self.log.upstream = u.policy.upstream_of(u.target).to_string();
             self.log.usage_label = u.policy.usage_label(u.target);
+            self.pick = u.policy.take_pick();
         }
         self.out.extend(self.held.drain(..));
         self.held_bytes = 0;

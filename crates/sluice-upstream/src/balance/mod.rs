@@ -52,7 +52,10 @@ use state::{Attempt, State};
 /// attempt through that target's `Upstream`, and reports how it went:
 ///
 /// ```
-/// use sluice_upstream::{Balancer, BalancerConfig, Failure, Lane, Outcome, TargetConfig};
+/// use sluice_upstream::{
+///     BalanceFailure as Failure, BalanceTarget as TargetConfig, Balancer, BalancerConfig, Lane,
+///     Outcome,
+/// };
 ///
 /// let balancer = Balancer::new(BalancerConfig {
 ///     name: "gpt-4o".into(),

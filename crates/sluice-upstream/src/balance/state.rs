@@ -461,11 +461,28 @@ impl State {
 
     /// p2c cost: latency × (1 + in-flight relative to weight). With equal weights this is
     /// linkerd's latency × (in-flight + 1).
+    ///
+    /// A target not yet measured on the lane (new, or back from an outage) is assumed as fast
+    /// as the fastest measured one, so it is tried and measured at once; with a fixed guess
+    /// above the measured latencies, sequential traffic would never choose it until the guess
+    /// decayed (tens of seconds with the default time constant).
     fn cost(&self, i: usize, lane: Lane, now: Instant) -> f64 {
         let t = &self.targets[i];
-        let l = &t.lanes[lane_index(lane)];
+        let li = lane_index(lane);
+        let l = &t.lanes[li];
         let load = f64::from(l.in_flight) * self.mean_weight / f64::from(t.weight);
-        l.ewma.read(now, self.cfg.ewma_decay) * (1.0 + load)
+        let latency = if l.ewma.samples() == 0 {
+            self.targets
+                .iter()
+                .map(|o| &o.lanes[li].ewma)
+                .filter(|e| e.samples() > 0)
+                .map(|e| e.read(now, self.cfg.ewma_decay))
+                .fold(None, |m: Option<f64>, x| Some(m.map_or(x, |m| m.min(x))))
+                .unwrap_or_else(|| l.ewma.read(now, self.cfg.ewma_decay))
+        } else {
+            l.ewma.read(now, self.cfg.ewma_decay)
+        };
+        latency * (1.0 + load)
     }
 
     /// Feeds one latency sample of target `i` on `lane`.
@@ -592,6 +609,13 @@ impl State {
         if next != t.health {
             let was = t.health;
             t.health = next;
+            if next == Health::Healthy && was == Health::Unhealthy {
+                // Its old latencies describe the outage, not the recovered target.
+                let now = Instant::now();
+                for l in &mut t.lanes {
+                    l.ewma = PeakEwma::new(self.cfg.initial_latency, now);
+                }
+            }
             self.counters.health_flips += 1;
             let target = &self.cfg.targets[i].name;
             if next == Health::Unhealthy {

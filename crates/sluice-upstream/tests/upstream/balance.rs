@@ -8,8 +8,8 @@ use std::time::Duration;
 use http_body_util::BodyExt;
 use sluice_mock::{Behavior, MockConfig, MockServer};
 use sluice_upstream::{
-    BalancePolicy, Balancer, BalancerConfig, Failure, Lane, Outcome, OutlierConfig, Pick, Protocol,
-    TargetConfig, Upstream,
+    BalanceFailure as Failure, BalancePolicy, BalanceTarget as TargetConfig, Balancer,
+    BalancerConfig, Lane, Outcome, OutlierConfig, Pick, Protocol, Upstream,
 };
 use tokio::time::Instant;
 

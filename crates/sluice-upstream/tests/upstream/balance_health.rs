@@ -5,7 +5,8 @@
 use std::time::Duration;
 
 use sluice_upstream::{
-    Balancer, BalancerConfig, Health, HealthCheckConfig, HealthChecker, Lane, TargetConfig,
+    BalanceTarget as TargetConfig, Balancer, BalancerConfig, Health, HealthCheckConfig,
+    HealthChecker, Lane,
 };
 use tokio::time::Instant;
 

@@ -1,0 +1,176 @@
+//! The targets of each route's first tier, as balancers: load by latency and in-flight,
+//! outlier ejection, and the active health checks that feed them.
+
+use sluice_upstream::{
+    BalanceConfigError, BalanceTarget, Balancer, BalancerConfig, HealthChecker, Upstream,
+};
+
+use crate::config::{Config, TargetConfig, UpstreamAuth};
+
+/// One route's balancer and the health checks that run for it (stopped when dropped).
+pub(crate) struct RouteTargets {
+    pub(crate) balancer: Balancer,
+    _health: Option<HealthChecker>,
+}
+
+/// A balancer per route over its tier-0 targets, with the health checks of the targets
+/// whose upstream has `health_check`.
+///
+/// # Errors
+/// A balancer setting out of range (the config validator checks them first).
+///
+/// # Panics
+/// Outside a Tokio runtime (health checks are tasks).
+pub(crate) fn build(
+    config: &Config,
+    upstreams: &[Upstream],
+) -> Result<Vec<RouteTargets>, BalanceConfigError> {
+    config
+        .routes
+        .iter()
+        .map(|route| {
+            let targets: Vec<BalanceTarget> = route
+                .targets
+                .iter()
+                .enumerate()
+                .map(|(i, t)| balance_target(config, route.targets.as_slice(), i, t))
+                .collect();
+            let balancer = Balancer::new(BalancerConfig {
+                name: route.name.clone(),
+                targets,
+                policy: route.balance,
+                outlier: route.outlier.clone(),
+                ..BalancerConfig::default()
+            })?;
+            let checked: Vec<Upstream> = route
+                .targets
+                .iter()
+                .map(|t| upstreams[t.upstream].clone())
+                .collect();
+            let health = if route
+                .targets
+                .iter()
+                .any(|t| config.upstreams[t.upstream].health_check.is_some())
+            {
+                Some(HealthChecker::spawn(&balancer, &checked)?)
+            } else {
+                None
+            };
+            Ok(RouteTargets {
+                balancer,
+                _health: health,
+            })
+        })
+        .collect()
+}
+
+/// A target as its balancer sees it: its upstream's name (with `#n` when the route names
+/// the same upstream twice, e.g. with two keys), its weight, and its upstream's health check
+/// carrying its credential.
+fn balance_target(
+    config: &Config,
+    tier: &[TargetConfig],
+    i: usize,
+    t: &TargetConfig,
+) -> BalanceTarget {
+    let ucfg = &config.upstreams[t.upstream];
+    let mut name = ucfg.name.clone();
+    if tier.iter().filter(|o| o.upstream == t.upstream).count() > 1 {
+        name = format!("{name}#{i}");
+    }
+    let mut target = BalanceTarget::new(name).weight(t.weight);
+    if let Some(check) = &ucfg.health_check {
+        let mut check = check.clone();
+        let auth = t.auth.as_ref().unwrap_or(&ucfg.auth);
+        let provider = ucfg
+            .provider
+            .clone()
+            .unwrap_or(sluice_providers::ProviderKind::OpenAi);
+        let secret = match auth {
+            UpstreamAuth::Passthrough => None,
+            UpstreamAuth::Bearer { secret } | UpstreamAuth::ApiKey { secret } => {
+                Some((None, secret))
+            }
+            UpstreamAuth::Header { name, secret } => Some((Some(name.clone()), secret)),
+        };
+        match secret {
+            Some((Some(name), secret)) => {
+                if let Ok(mut v) = http::HeaderValue::from_str(secret) {
+                    v.set_sensitive(true);
+                    check.headers.insert(name, v);
+                }
+            }
+            Some((None, secret)) => {
+                let headers = match auth {
+                    UpstreamAuth::Bearer { .. } => sluice_providers::ProviderKind::OpenAi
+                        .auth_headers(secret)
+                        .unwrap_or_default(),
+                    _ => provider.auth_headers(secret).unwrap_or_default(),
+                };
+                for (k, v) in headers {
+                    check.headers.insert(k, v);
+                }
+            }
+            None => {}
+        }
+        for (k, v) in provider.required_headers() {
+            check.headers.entry(k).or_insert(v);
+        }
+        target = target.health_check(check);
+    }
+    target
+}
+
+/// `GET /admin/targets`: every route's balancer — per target its health, ejection, rest,
+/// latency per lane, in-flight and outcome counts — and the balancer's counters.
+pub(crate) fn snapshot_json(state: &crate::proxy::State) -> serde_json::Value {
+    use serde_json::json;
+    let ms = |d: std::time::Duration| d.as_secs_f64() * 1000.0;
+    let routes: Vec<serde_json::Value> = state
+        .config
+        .routes
+        .iter()
+        .zip(&state.targets)
+        .map(|(route, t)| {
+            let snap = t.balancer.snapshot();
+            let targets: Vec<serde_json::Value> = snap
+                .targets
+                .iter()
+                .map(|t| {
+                    json!({
+                        "name": t.name,
+                        "weight": t.weight,
+                        "health": t.health.as_str(),
+                        "usable": t.usable,
+                        "ejected_for_ms": t.ejected_for.map(ms),
+                        "half_open": t.half_open,
+                        "ejections": t.ejections,
+                        "resting_for_ms": t.resting_for.map(ms),
+                        "consecutive_failures": t.consecutive_failures,
+                        "in_flight": t.in_flight,
+                        "latency_ms": { "stream": ms(t.stream.latency), "short": ms(t.short.latency) },
+                        "requests": t.requests,
+                        "successes": t.successes,
+                        "failures": t.failures,
+                        "rate_limited": t.rate_limited,
+                        "success_rate": t.success_rate,
+                    })
+                })
+                .collect();
+            let c = &snap.counters;
+            json!({
+                "route": route.name,
+                "policy": route.balance.as_str(),
+                "targets": targets,
+                "counters": {
+                    "picks": c.picks,
+                    "fail_open_picks": c.fail_open_picks,
+                    "ejections": c.ejections,
+                    "probes": c.probes,
+                    "probe_successes": c.probe_successes,
+                },
+            })
+        })
+        .collect();
+    json!({ "routes": routes })
+}
