@@ -85,6 +85,8 @@ impl Gateway {
         ));
         let telemetry = Arc::new(telemetry);
         let grace = config.server.shutdown_grace;
+        // The descriptor limit caps the connections of every HTTP/1.1 lane: say what it is.
+        tracing::info!("{}", sluice_upstream::fd_limit());
         let targets = crate::targets::build(&config, &upstreams)?;
         let state = Arc::new(State::new(config, upstreams, targets, telemetry.clone()));
         let stop = CancellationToken::new();

@@ -185,6 +185,11 @@ impl Collector for PoolCollector {
                 "Unprocessed streams retried on another connection",
                 |c| c.transparent_retries,
             ),
+            (
+                "pool_stale_retries",
+                "HTTP/1.1 requests re-sent after a reused connection closed before answering",
+                |c| c.stale_retries,
+            ),
             ("pool_degradations", "Connections marked degraded", |c| {
                 c.degradations
             }),
@@ -292,6 +297,7 @@ pub(crate) fn snapshot_json(upstreams: &[(String, Upstream)]) -> Value {
                     "goaways": c.goaways,
                     "refused_streams": c.refused_streams,
                     "transparent_retries": c.transparent_retries,
+                    "stale_retries": c.stale_retries,
                     "drains_goaway": c.drains_goaway,
                     "drains_max_age": c.drains_max_age,
                     "drains_max_requests": c.drains_max_requests,

@@ -154,6 +154,7 @@ pub struct Telemetry {
     fallbacks: Family<RouteLabel, Counter>,
     retry_budget_exhausted: Family<UpstreamLabel, Counter>,
     tokens: Family<TokenLabels, Counter>,
+    continuations: Family<Reason, Counter>,
 }
 
 impl Default for Telemetry {
@@ -270,9 +271,16 @@ impl Telemetry {
             "Tokens the upstreams reported, by route, model and kind (input, output, cached, reasoning)",
             tokens.clone(),
         );
+        let continuations = Family::<Reason, Counter>::default();
+        registry.register(
+            "continuations",
+            "Cut streams continued on a prefill target, by result (ok, failed, unavailable)",
+            continuations.clone(),
+        );
         Telemetry {
             registry,
             tokens,
+            continuations,
             attempts,
             retries,
             fallbacks,
@@ -352,6 +360,12 @@ impl Telemetry {
                     .inc_by(n);
             }
         }
+    }
+
+    pub(crate) fn continuation(&self, result: &'static str) {
+        self.continuations
+            .get_or_create(&Reason { reason: result })
+            .inc();
     }
 
     pub(crate) fn retry(&self, upstream: &str) {

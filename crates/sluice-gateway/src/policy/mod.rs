@@ -130,6 +130,8 @@ pub(crate) struct Policy {
     prefill: Option<String>,
     /// The balancer's pick for the attempt in flight (tier 0 only): in flight until completed.
     pick: Option<sluice_upstream::Pick>,
+    /// The target whose answer the client is getting.
+    served: Option<TargetRef>,
 }
 
 impl Policy {
@@ -148,6 +150,7 @@ impl Policy {
             last: None,
             prefill: None,
             pick: None,
+            served: None,
         }
     }
 
@@ -212,6 +215,44 @@ impl Policy {
         }
     }
 
+    /// Continuation after a committed stream was cut: one attempt, on a target that takes an
+    /// assistant prefill (the one that was streaming if it does, else the first in tier
+    /// order), asking it to go on from `prefill`, the text the client already has. No retry:
+    /// if it fails, the client gets the original cut's error.
+    ///
+    /// # Cancel safety
+    /// As [`Policy::next`].
+    pub(crate) async fn continuation(&mut self, prefill: String) -> Result<Attempt, GiveUp> {
+        let takes_prefill =
+            |p: &Policy, t: TargetRef| p.state.config.upstreams[p.target(t).upstream].prefill;
+        let route = self.route();
+        let all = (0..route.tiers()).flat_map(|tier| {
+            (0..route.tier(tier).len()).map(move |index| TargetRef { tier, index })
+        });
+        let t = self
+            .served
+            .filter(|t| takes_prefill(self, *t))
+            .or_else(|| all.clone().find(|t| takes_prefill(self, *t)));
+        let Some(t) = t else {
+            return Err(self.give_up(GiveUpReason::NotRetryable));
+        };
+        let upstream = self.target(t).upstream;
+        if Instant::now() + MIN_ATTEMPT >= self.deadline
+            || !self.state.budgets[upstream].try_retry()
+        {
+            return Err(self.give_up(GiveUpReason::Deadline));
+        }
+        self.prefill = Some(prefill);
+        let started = Instant::now();
+        match self.attempt(t).await {
+            Ok(a) => Ok(a),
+            Err(f) => {
+                self.failed(t, started, f);
+                Err(self.give_up(GiveUpReason::NotRetryable))
+            }
+        }
+    }
+
     /// Records a failed attempt (also one the caller saw fail after `next` returned it: a
     /// stream that broke before its first content, a body that broke off).
     pub(crate) fn failed(&mut self, t: TargetRef, started: Instant, f: AttemptFailure) {
@@ -245,6 +286,7 @@ impl Policy {
 
     /// Records the attempt that served the request.
     pub(crate) fn succeeded(&mut self, t: TargetRef, started: Instant, status: u16) {
+        self.served = Some(t);
         // Streams keep their pick until they end (see `take_pick`).
         if !self.ctx.stream {
             if let Some(pick) = self.pick.take() {

@@ -30,7 +30,7 @@ use std::time::Duration;
 use bytes::Bytes;
 use http::StatusCode;
 use http_body::{Body, Frame};
-use sluice_providers::stream::{Emitted, EventKind, StreamOptions, StreamTranslator};
+use sluice_providers::stream::{Emitted, EventKind, SpliceState, StreamOptions, StreamTranslator};
 use sluice_providers::{Family, Usage};
 use sluice_sse::{DecodeError, Decoder, Item};
 use sluice_upstream::ResponseBody;
@@ -51,6 +51,10 @@ const MAX_HELD_EVENTS: usize = 64;
 const MAX_HELD_BYTES: usize = 256 * 1024;
 
 const HEARTBEAT: &[u8] = b": ping\n\n";
+
+/// Continuations one stream may have: each is another paid request, so a target that cuts
+/// every stream cannot make a request chain forever.
+const MAX_CONTINUATIONS: u8 = 2;
 
 /// Timing settings of one stream.
 #[derive(Clone, Copy, Debug)]
@@ -88,6 +92,13 @@ pub(crate) struct SseRelay {
     usage_before: Option<Usage>,
     /// After the commit: the balancer's pick of the target streaming, completed at the end.
     pick: Option<sluice_upstream::Pick>,
+    /// After the commit, with `continuation` on: the policy, to continue a cut stream.
+    continuable: Option<Box<Policy>>,
+    /// A cut being continued: what the client gets if the continuation fails before its
+    /// first content (the original error, never the continuation's).
+    pending_cut: Option<Cut>,
+    /// Continuations started so far.
+    continuations: u8,
     /// `Some` until the commit.
     uncommitted: Option<Uncommitted>,
     /// The next attempt being made (backoff, connect, response headers).
@@ -112,6 +123,13 @@ pub(crate) struct SseRelay {
     /// Most upstream bytes held at once (decoder input not yet forwarded), for the metric
     /// that proves the per-stream bound.
     peak_buffered: usize,
+}
+
+/// A committed stream's cut, while a continuation is tried.
+struct Cut {
+    reason: EndReason,
+    message: String,
+    splice: SpliceState,
 }
 
 /// What a stream needs besides its first attempt.
@@ -154,6 +172,9 @@ impl SseRelay {
             upstream_family,
             usage_before: None,
             pick: None,
+            continuable: None,
+            pending_cut: None,
+            continuations: 0,
             uncommitted: Some(Uncommitted {
                 policy,
                 target: attempt.target,
@@ -209,6 +230,11 @@ impl SseRelay {
         code: &str,
         message: &str,
     ) -> Poll<Option<Result<Frame<Bytes>, Never>>> {
+        if let Some(cut) = self.pending_cut.take() {
+            // The continuation failed: the client gets the original cut, not its error.
+            self.telemetry.continuation("failed");
+            return self.fail_reason(cut.reason, &cut.message);
+        }
         self.take_upstream();
         self.next = None;
         self.finish_attempts();
@@ -251,6 +277,10 @@ impl SseRelay {
     }
 
     fn complete(&mut self) -> Poll<Option<Result<Frame<Bytes>, Never>>> {
+        if let Some(cut) = self.pending_cut.take() {
+            self.telemetry.continuation("failed");
+            return self.fail_reason(cut.reason, &cut.message);
+        }
         if let Some(p) = self.pick.take() {
             p.complete(sluice_upstream::Outcome::Success);
         }
@@ -279,6 +309,9 @@ impl SseRelay {
         if let Some(u) = self.uncommitted.take() {
             self.log.attempts = u.policy.records();
         }
+        if let Some(p) = self.continuable.take() {
+            self.log.attempts = p.records();
+        }
     }
 
     /// The upstream sent something: restart the idle clock (before the commit, the
@@ -294,6 +327,21 @@ impl SseRelay {
     /// Takes one client event from the translator: held before the commit, queued after.
     fn accept(&mut self, e: Emitted) -> Result<(), AttemptFailure> {
         if self.uncommitted.is_none() {
+            if self.pending_cut.is_some() {
+                match e.kind {
+                    EventKind::Error => {
+                        return Err(AttemptFailure::before_content(
+                            "the continuation failed".into(),
+                        ))
+                    }
+                    EventKind::Content | EventKind::Trailer => {
+                        // The continuation is spliced in: the cut is healed.
+                        self.pending_cut = None;
+                        self.telemetry.continuation("ok");
+                    }
+                    EventKind::Preamble => {}
+                }
+            }
             self.out.push_back(e.bytes);
             return Ok(());
         }
@@ -330,6 +378,9 @@ impl SseRelay {
             self.log.upstream = u.policy.upstream_of(u.target).to_string();
             self.log.usage_label = u.policy.usage_label(u.target);
             self.pick = u.policy.take_pick();
+            if u.policy.route().continuation {
+                self.continuable = Some(u.policy);
+            }
         }
         self.out.extend(self.held.drain(..));
         self.held_bytes = 0;
@@ -377,6 +428,75 @@ impl SseRelay {
             self.retry(AttemptFailure::before_content(
                 "the upstream answered a stream request without an event stream".into(),
             ));
+        }
+    }
+
+    /// After the commit, a cut (reset, EOF mid-event, stall) with `continuation` on: ask the
+    /// policy for a continuation from the text already sent. `false` when there is nothing
+    /// to continue with (then the cut ends the stream as usual).
+    fn try_continue(&mut self, reason: EndReason, message: &str) -> bool {
+        if self.pending_cut.is_some()
+            || self.continuations >= MAX_CONTINUATIONS
+            || !matches!(
+                reason,
+                EndReason::UpstreamReset | EndReason::UpstreamEofMidEvent | EndReason::IdleTimeout
+            )
+        {
+            return false;
+        }
+        let Some(mut policy) = self.continuable.take() else {
+            return false;
+        };
+        let Some(splice) = self.translator.splice_state() else {
+            self.telemetry.continuation("unavailable");
+            self.continuable = Some(policy);
+            return false;
+        };
+        self.continuations += 1;
+        let text = self.translator.text().to_string();
+        if let Some(u) = self.translator.usage() {
+            self.usage_before.get_or_insert_with(Usage::default).add(&u);
+        }
+        if let Some(p) = self.pick.take() {
+            p.complete(sluice_upstream::Outcome::Failure(
+                sluice_upstream::BalanceFailure::Retryable,
+            ));
+        }
+        self.take_upstream();
+        self.decoder = new_decoder(self.max_event_bytes);
+        self.upstream_done = false;
+        self.pending_cut = Some(Cut {
+            reason,
+            message: message.to_string(),
+            splice,
+        });
+        self.next = Some(Box::pin(async move {
+            let r = policy.continuation(text).await;
+            (policy, r)
+        }));
+        true
+    }
+
+    /// The continuation answered: relay its stream, spliced after what the client has.
+    fn install_continuation(&mut self, policy: Box<Policy>, attempt: Attempt) {
+        let is_sse = crate::proxy::is_event_stream(attempt.resp.headers());
+        if let Some(cut) = &self.pending_cut {
+            let built = &attempt.built;
+            let mut opts = StreamOptions::new(policy.ctx.op, &built.provider, &built.model);
+            opts.client_wants_usage = built.client_wants_usage;
+            opts.created = crate::proxy::now_unix();
+            opts.continuation = true;
+            opts.splice = Some(&cut.splice);
+            self.translator = sluice_providers::stream::translator(&opts);
+        }
+        self.upstream_family = attempt.built.provider.family();
+        let (_, body) = attempt.resp.into_parts();
+        self.upstream = Some(body);
+        self.idle.as_mut().reset(attempt.first_token_by);
+        self.continuable = Some(policy);
+        if !is_sse {
+            self.take_upstream();
+            self.upstream_done = true;
         }
     }
 
@@ -435,16 +555,27 @@ impl Body for SseRelay {
                     Poll::Pending => break,
                     Poll::Ready((policy, Ok(attempt))) => {
                         this.next = None;
-                        this.install(policy, attempt);
+                        if this.pending_cut.is_some() {
+                            this.install_continuation(policy, attempt);
+                        } else {
+                            this.install(policy, attempt);
+                        }
                         continue;
                     }
                     Poll::Ready((policy, Err(g))) => {
                         this.next = None;
+                        if this.pending_cut.is_some() {
+                            this.log.attempts = policy.records();
+                            let _ = g;
+                            return this.fail_reason(EndReason::UpstreamReset, "");
+                        }
                         return this.give_up(policy, g);
                     }
                 }
             }
             let mut failure = None;
+            // A continuation was started: go back to the top to poll it.
+            let mut restart = false;
             while let Some(item) = this.decoder.next_item() {
                 match item {
                     Ok(Item::Event(ev)) => {
@@ -511,14 +642,22 @@ impl Body for SseRelay {
                             ));
                             break;
                         }
-                        return this.fail_reason(
-                            EndReason::UpstreamEofMidEvent,
-                            "the upstream closed the stream in the middle of an event",
-                        );
+                        let msg = "the upstream closed the stream in the middle of an event";
+                        if this.try_continue(EndReason::UpstreamEofMidEvent, msg) {
+                            restart = true;
+                            break;
+                        }
+                        return this.fail_reason(EndReason::UpstreamEofMidEvent, msg);
                     }
                 }
             }
+            if restart {
+                continue;
+            }
             if let Some(f) = failure {
+                if this.pending_cut.is_some() {
+                    return this.fail_reason(EndReason::UpstreamReset, "");
+                }
                 this.retry(f);
                 continue;
             }
@@ -570,6 +709,9 @@ impl Body for SseRelay {
                         this.retry(AttemptFailure::before_content(msg));
                         continue;
                     }
+                    if this.try_continue(EndReason::UpstreamReset, &msg) {
+                        continue;
+                    }
                     return this.fail_reason(EndReason::UpstreamReset, &msg);
                 }
                 Poll::Ready(None) => {
@@ -602,6 +744,10 @@ impl Body for SseRelay {
                 "no event from the upstream for {:?} (idle timeout)",
                 this.timers.idle
             );
+            if this.try_continue(EndReason::IdleTimeout, &msg) {
+                cx.waker().wake_by_ref();
+                return Poll::Pending;
+            }
             return this.fail_reason(EndReason::IdleTimeout, &msg);
         }
         if this.heartbeat.as_mut().poll(cx).is_ready() {

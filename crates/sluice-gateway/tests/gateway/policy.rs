@@ -282,3 +282,139 @@ async fn never_sent_failures_go_to_another_target() {
         assert_eq!(header(&r, "x-sluice-upstream"), "b");
     }
 }
+
+/// The text of an OpenAI stream's content deltas.
+fn openai_text(body: &[u8]) -> String {
+    sse(body)
+        .iter()
+        .filter_map(|(_, d)| serde_json::from_str::<serde_json::Value>(d).ok())
+        .filter_map(|v| {
+            v["choices"][0]["delta"]["content"]
+                .as_str()
+                .map(str::to_string)
+        })
+        .collect()
+}
+
+const CONTINUED: &str =
+    r#"{"model":"gpt-4o","stream":true,"messages":[{"role":"user","content":"tell me"}]}"#;
+
+#[tokio::test]
+async fn a_cut_stream_is_continued_byte_exact_on_a_prefill_target() {
+    // `a` cuts every stream after 5 events; `b` takes an assistant prefill and goes on.
+    let a = mock("tokens=12, abort_after=5, interval_ms=10").await;
+    let b = mock("tokens=12").await;
+    // `b` is OpenAI-compatible and says it continues a trailing assistant message.
+    let text = format!(
+        "[server]\nlisten = \"127.0.0.1:0\"\n[[upstream]]\nname = \"a\"\nbase_url = \"{}/v1\"\nprotocol = \"h2c\"\n[[upstream]]\nname = \"b\"\nbase_url = \"{}/v1\"\nprotocol = \"h2c\"\nprefill = true\n[[route]]\nmodels = [\"*\"]\ntargets = [{{ upstream = \"a\" }}]\nfallbacks = [{{ upstream = \"b\" }}]\ncontinuation = true\n",
+        a.url(),
+        b.url()
+    );
+    let gw = Gateway::start(Config::from_toml(&text, &|_| None).unwrap())
+        .await
+        .unwrap();
+    let direct = h1(
+        b.addr(),
+        request("POST", "/v1/chat/completions", "", CONTINUED),
+    )
+    .await;
+    let full = openai_text(&direct.body);
+    let r = h1(
+        gw.addr(),
+        request("POST", "/v1/chat/completions", "", CONTINUED),
+    )
+    .await;
+    let events = sse(&r.body);
+    assert!(
+        events.iter().all(|(_, d)| !d.contains("\"error\"")),
+        "{events:?}"
+    );
+    assert_eq!(events.last().unwrap().1, "[DONE]");
+    assert_eq!(
+        openai_text(&r.body),
+        full,
+        "no duplicated and no missing text"
+    );
+    let roles = events
+        .iter()
+        .filter(|(_, d)| d.contains("\"role\""))
+        .count();
+    assert_eq!(roles, 1, "the continuation's preamble is dropped");
+    // The continuation carried the text already sent as a prefill.
+    let snap = b.stats().snapshot();
+    let cont = snap.requests.last().unwrap();
+    assert!(cont.prefill.is_some(), "{:?}", cont.prefill);
+    let metrics = gw.telemetry().encode();
+    assert!(
+        metrics.contains("sluice_continuations_total{reason=\"ok\"} 1"),
+        "{metrics}"
+    );
+}
+
+#[tokio::test]
+async fn a_refused_prefill_gives_the_client_the_original_error() {
+    let a = mock("tokens=12, abort_after=5, interval_ms=10").await;
+    let b = mock("prefill=reject").await;
+    let text = format!(
+        "[server]\nlisten = \"127.0.0.1:0\"\n[[upstream]]\nname = \"a\"\nbase_url = \"{}/v1\"\nprotocol = \"h2c\"\n[[upstream]]\nname = \"b\"\nbase_url = \"{}/v1\"\nprotocol = \"h2c\"\nprefill = true\n[[route]]\nmodels = [\"*\"]\ntargets = [{{ upstream = \"a\" }}]\nfallbacks = [{{ upstream = \"b\" }}]\ncontinuation = true\n",
+        a.url(),
+        b.url()
+    );
+    let gw = Gateway::start(Config::from_toml(&text, &|_| None).unwrap())
+        .await
+        .unwrap();
+    let r = h1(
+        gw.addr(),
+        request("POST", "/v1/chat/completions", "", CONTINUED),
+    )
+    .await;
+    let events = sse(&r.body);
+    let last: serde_json::Value = serde_json::from_str(&events.last().unwrap().1).unwrap();
+    assert_eq!(last["error"]["code"], "upstream_reset", "{events:?}");
+    assert_eq!(requests(&b), 1, "the prefill was asked for, and refused");
+    let metrics = gw.telemetry().encode();
+    assert!(
+        metrics.contains("sluice_continuations_total{reason=\"failed\"} 1"),
+        "{metrics}"
+    );
+}
+
+#[tokio::test]
+async fn an_anthropic_stream_is_continued_in_its_open_text_block() {
+    let a = mock("tokens=12, abort_after=6, interval_ms=10").await;
+    let b = mock("tokens=12").await;
+    let text = format!(
+        "[server]\nlisten = \"127.0.0.1:0\"\n[[upstream]]\nname = \"a\"\nbase_url = \"{}/v1\"\nprotocol = \"h2c\"\n[[upstream]]\nname = \"b\"\nbase_url = \"{}/v1\"\nprotocol = \"h2c\"\nprovider = \"anthropic\"\n[[route]]\nmodels = [\"*\"]\ntargets = [{{ upstream = \"a\" }}]\nfallbacks = [{{ upstream = \"b\" }}]\ncontinuation = true\n",
+        a.url(),
+        b.url()
+    );
+    let gw = Gateway::start(Config::from_toml(&text, &|_| None).unwrap())
+        .await
+        .unwrap();
+    let body = r#"{"model":"c","max_tokens":100,"stream":true,"messages":[{"role":"user","content":"tell me"}]}"#;
+    let text_of = |b: &[u8]| -> String {
+        sse(b)
+            .iter()
+            .filter(|(e, _)| e.as_deref() == Some("content_block_delta"))
+            .filter_map(|(_, d)| serde_json::from_str::<serde_json::Value>(d).ok())
+            .filter_map(|v| v["delta"]["text"].as_str().map(str::to_string))
+            .collect()
+    };
+    let full = text_of(
+        &h1(b.addr(), request("POST", "/v1/messages", "", body))
+            .await
+            .body,
+    );
+    let r = h1(gw.addr(), request("POST", "/v1/messages", "", body)).await;
+    let events = sse(&r.body);
+    assert_eq!(text_of(&r.body), full, "{events:?}");
+    let count = |name: &str| {
+        events
+            .iter()
+            .filter(|(e, _)| e.as_deref() == Some(name))
+            .count()
+    };
+    assert_eq!(count("message_start"), 1);
+    assert_eq!(count("message_stop"), 1);
+    assert_eq!(count("error"), 0);
+}
