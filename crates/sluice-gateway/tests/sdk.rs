@@ -51,3 +51,42 @@ async fn official_sdks_through_the_gateway() {
         assert!(stdout.contains(" passed, 0 failed"), "{stdout}");
     }
 }
+
+/// The SDKs through a translating gateway: an OpenAI client reaches Anthropic- and
+/// Gemini-speaking upstreams, an Anthropic client OpenAI- and Gemini-speaking ones (the mock
+/// speaks each format), with tools, a tool-result round trip, usage and error classes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn official_sdks_through_translation() {
+    let Some(py) = python_or_skip() else {
+        return;
+    };
+    let mock = MockServer::start(MockConfig::default()).await.unwrap();
+    let url = mock.url();
+    let text = format!(
+        "[server]\nlisten = \"127.0.0.1:0\"\n\
+         [[upstream]]\nname = \"oa\"\nbase_url = \"{url}/v1\"\nprotocol = \"h2c\"\nprovider = \"openai\"\n\
+         [[upstream]]\nname = \"an\"\nbase_url = \"{url}/v1\"\nprotocol = \"h2c\"\nprovider = \"anthropic\"\n\
+         [[upstream]]\nname = \"ge\"\nbase_url = \"{url}/v1beta\"\nprotocol = \"h2c\"\nprovider = \"gemini\"\n\
+         [[route]]\nmodels = [\"via-openai\"]\nupstream = \"oa\"\nretry = {{ attempts = 1 }}\n\
+         [[route]]\nmodels = [\"via-anthropic\"]\nupstream = \"an\"\nretry = {{ attempts = 1 }}\n\
+         [[route]]\nmodels = [\"via-gemini\"]\nupstream = \"ge\"\nretry = {{ attempts = 1 }}\n"
+    );
+    let gw = Gateway::start(Config::from_toml(&text, &|_| None).unwrap())
+        .await
+        .unwrap();
+    let script = workspace_root().join("tests/python/translate_sdk.py");
+    let base = format!("http://{}", gw.addr());
+    let out = tokio::task::spawn_blocking(move || {
+        Command::new(py)
+            .arg(script)
+            .arg(base)
+            .output()
+            .expect("cannot run python")
+    })
+    .await
+    .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    println!("{stdout}\n{}", String::from_utf8_lossy(&out.stderr));
+    assert!(out.status.success(), "SDK failures:\n{stdout}");
+    assert!(stdout.contains(" passed, 0 failed"), "{stdout}");
+}
