@@ -1,0 +1,43 @@
+//! Every TOML example in the README's gateway section is a config Sluice accepts: loaded as
+//! `serve` loads it (with its `env` variables set to stand-in keys), and the routes it shows
+//! resolve to the upstreams it names.
+
+use sluice_gateway::config::{Config, EnvMode};
+
+fn readme_gateway_section() -> String {
+    let readme = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../../README.md"))
+        .expect("README.md");
+    let start = readme
+        .find("## `sluice serve`")
+        .expect("the gateway section");
+    let end = readme[start..]
+        .find("\n## `sluice mock`")
+        .map_or(readme.len(), |e| start + e);
+    readme[start..end].to_string()
+}
+
+fn toml_blocks(text: &str) -> Vec<String> {
+    text.split("```toml\n")
+        .skip(1)
+        .map(|b| b.split("```").next().unwrap_or("").to_string())
+        .collect()
+}
+
+#[test]
+fn every_readme_config_example_loads() {
+    let blocks = toml_blocks(&readme_gateway_section());
+    assert!(blocks.len() >= 7, "found {} examples", blocks.len());
+    for block in blocks {
+        // A key for every variable the example reads: the config must load as `serve` would.
+        let env = |_: &str| Some("sk-readme-example".to_string());
+        let checked = Config::check_toml(&block, &env, EnvMode::Required)
+            .unwrap_or_else(|e| panic!("{e}\n--- in ---\n{block}"));
+        let c = checked.config;
+        assert!(!c.routes.is_empty() && !c.upstreams.is_empty(), "{block}");
+        for r in &c.routes {
+            for t in r.targets.iter().chain(&r.fallbacks) {
+                assert!(t.upstream < c.upstreams.len());
+            }
+        }
+    }
+}
