@@ -35,6 +35,16 @@ pub enum GatewayError {
     /// The body is not JSON (or not an object).
     #[error("the request body is not valid JSON: {0}")]
     BadJson(String),
+    /// A field the gateway reads has the wrong type.
+    #[error("`{field}` must be {expected}, not {found}")]
+    BadField {
+        /// The field.
+        field: &'static str,
+        /// What it must be.
+        expected: &'static str,
+        /// What it was.
+        found: &'static str,
+    },
     /// The body has no `model`.
     #[error("the request body has no string `model`")]
     MissingModel,
@@ -140,7 +150,7 @@ impl GatewayError {
             NotFound(_) | UnknownModel(_) => StatusCode::NOT_FOUND,
             MethodNotAllowed { .. } => StatusCode::METHOD_NOT_ALLOWED,
             BodyTooLarge { .. } => StatusCode::PAYLOAD_TOO_LARGE,
-            BodyRead(_) | BadJson(_) | MissingModel => StatusCode::BAD_REQUEST,
+            BodyRead(_) | BadJson(_) | BadField { .. } | MissingModel => StatusCode::BAD_REQUEST,
             Translate(e) => e.status(),
             ResponseMalformed { .. } => StatusCode::BAD_GATEWAY,
             Upstream { source, .. } => match source {
@@ -174,6 +184,7 @@ impl GatewayError {
             BodyRead(_) => "body_read_error",
             BadJson(_) => "invalid_json",
             MissingModel => "missing_model",
+            BadField { .. } => "invalid_field",
             Translate(e) => e.code(),
             ResponseMalformed { .. } => "upstream_malformed_response",
             UnknownModel(_) => "model_not_found",

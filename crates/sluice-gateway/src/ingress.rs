@@ -23,7 +23,7 @@ use crate::telemetry::Telemetry;
 #[derive(Debug, thiserror::Error)]
 pub enum StartError {
     /// The listen address could not be bound.
-    #[error("cannot listen on {addr}: {source}")]
+    #[error("cannot listen on {addr}")]
     Bind {
         /// The address.
         addr: SocketAddr,

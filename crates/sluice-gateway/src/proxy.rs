@@ -46,7 +46,8 @@ pub(crate) struct State {
     pub(crate) draining: CancellationToken,
     /// What an upstream without `provider` speaks: the client's own API.
     pub(crate) passthrough: crate::outbound::PassthroughProviders,
-    models_body: Bytes,
+    /// The upstreams' own model lists, for `GET /v1/models`.
+    pub(crate) models: crate::models::ModelCache,
     request_ids: AtomicU64,
     id_prefix: String,
 }
@@ -58,20 +59,6 @@ impl State {
         targets: Vec<crate::targets::RouteTargets>,
         telemetry: Arc<Telemetry>,
     ) -> Self {
-        let mut ids: Vec<&str> = config
-            .routes
-            .iter()
-            .flat_map(|r| r.models.iter())
-            .map(String::as_str)
-            .filter(|m| !m.contains(['*', '?']))
-            .collect();
-        ids.dedup();
-        let data: Vec<_> = ids
-            .iter()
-            .map(|id| serde_json::json!({ "id": id, "object": "model", "created": 0, "owned_by": "sluice" }))
-            .collect();
-        let models_body =
-            Bytes::from(serde_json::json!({ "object": "list", "data": data }).to_string());
         // A per-process prefix keeps generated ids unique across restarts without a RNG crate.
         let nanos = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
@@ -91,7 +78,7 @@ impl State {
             streams_deadline: CancellationToken::new(),
             draining: CancellationToken::new(),
             passthrough: Default::default(),
-            models_body,
+            models: Default::default(),
             request_ids: AtomicU64::new(0),
             id_prefix: format!("sl-{:x}{:x}", nanos as u64, std::process::id()),
         }
@@ -174,6 +161,53 @@ struct Probe<'a> {
     max_output_tokens: Option<u64>,
 }
 
+/// Why the body did not fit [`Probe`]: not JSON, not an object, or a routing field of the
+/// wrong type (`{"model": 5}` is "`model` must be a string", not "not valid JSON"). Runs only on
+/// the error path.
+fn diagnose_body(bytes: &[u8], e: serde_json::Error) -> GatewayError {
+    let v = match serde_json::from_slice::<serde_json::Value>(bytes) {
+        Ok(v) => v,
+        Err(_) => return GatewayError::BadJson(e.to_string()),
+    };
+    let Some(obj) = v.as_object() else {
+        return GatewayError::BadJson("the body must be a JSON object".into());
+    };
+    let kind = |v: &serde_json::Value| match v {
+        serde_json::Value::Null => "null",
+        serde_json::Value::Bool(_) => "a boolean",
+        serde_json::Value::Number(_) => "a number",
+        serde_json::Value::String(_) => "a string",
+        serde_json::Value::Array(_) => "an array",
+        serde_json::Value::Object(_) => "an object",
+    };
+    type Check = (&'static str, &'static str, fn(&serde_json::Value) -> bool);
+    let checks: [Check; 5] = [
+        ("model", "a string", serde_json::Value::is_string),
+        ("stream", "a boolean", serde_json::Value::is_boolean),
+        ("max_tokens", "a whole number", serde_json::Value::is_u64),
+        (
+            "max_completion_tokens",
+            "a whole number",
+            serde_json::Value::is_u64,
+        ),
+        (
+            "max_output_tokens",
+            "a whole number",
+            serde_json::Value::is_u64,
+        ),
+    ];
+    for (field, expected, ok) in checks {
+        if let Some(v) = obj.get(field).filter(|v| !v.is_null() && !ok(v)) {
+            return GatewayError::BadField {
+                field,
+                expected,
+                found: kind(v),
+            };
+        }
+    }
+    GatewayError::BadJson(e.to_string())
+}
+
 /// Why a request ended before its response started: what the client gets, and the end reason
 /// that is logged.
 pub(crate) struct Failure {
@@ -222,6 +256,12 @@ where
     let op = match route::endpoint(&parts.method, parts.uri.path()) {
         Err(e) => return fail(family, &mut log, Failure::bad_request(e), &request_id),
         Ok(Endpoint::Model(op)) => op,
+        Ok(ep @ (Endpoint::Models | Endpoint::ModelInfo)) => {
+            let r = models_endpoint(&state, ep, parts.uri.path(), &request_id).await;
+            log.status = r.status().as_u16();
+            log.finish(EndReason::Completed);
+            return r;
+        }
         Ok(local) => {
             let r = local_endpoint(&state, local, &request_id);
             log.status = r.status().as_u16();
@@ -270,17 +310,38 @@ fn local_endpoint(state: &State, ep: Endpoint, request_id: &HeaderValue) -> Resp
             "application/json",
             Bytes::from(crate::targets::snapshot_json(state).to_string()),
         ),
-        // Model calls are proxied and never get here.
-        Endpoint::Models | Endpoint::Model(_) => {
-            let mut r = full(
-                StatusCode::OK,
-                "application/json",
-                state.models_body.clone(),
-            );
-            r.headers_mut().insert(REQUEST_ID, request_id.clone());
-            r
-        }
+        // Model calls are proxied, and model lists answered by `models_endpoint`.
+        Endpoint::Models | Endpoint::ModelInfo | Endpoint::Model(_) => error_response(
+            Family::OpenAi,
+            &GatewayError::NotFound("/".into()),
+            request_id,
+        ),
     }
+}
+
+/// `GET /v1/models` and `GET /v1/models/{id}`, in OpenAI's shape.
+async fn models_endpoint(
+    state: &State,
+    ep: Endpoint,
+    path: &str,
+    request_id: &HeaderValue,
+) -> Response<GatewayBody> {
+    let body = match ep {
+        Endpoint::ModelInfo => {
+            let id = route::model_id(path).unwrap_or_default();
+            match crate::models::one(state, id).await {
+                Some(b) => b,
+                None => {
+                    let e = GatewayError::UnknownModel(id.to_string());
+                    return error_response(Family::OpenAi, &e, request_id);
+                }
+            }
+        }
+        _ => crate::models::list(state).await,
+    };
+    let mut r = full(StatusCode::OK, "application/json", body);
+    r.headers_mut().insert(REQUEST_ID, request_id.clone());
+    r
 }
 
 /// Reads the whole body (bounded, so every request can be replayed and routed by model).
@@ -368,7 +429,7 @@ where
 {
     let bytes = read_request_body(&parts, body, state.config.server.max_request_body).await?;
     let probe: Probe<'_> = serde_json::from_slice(&bytes)
-        .map_err(|e| Failure::bad_request(GatewayError::BadJson(e.to_string())))?;
+        .map_err(|e| Failure::bad_request(diagnose_body(&bytes, e)))?;
     let model = probe
         .model
         .as_deref()

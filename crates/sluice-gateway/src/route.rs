@@ -11,8 +11,10 @@ use crate::error::GatewayError;
 pub enum Endpoint {
     /// A model call, routed by the body's `model` and proxied upstream.
     Model(Operation),
-    /// `GET /v1/models`, answered from the config.
+    /// `GET /v1/models`, answered from the config and the upstreams' own lists.
     Models,
+    /// `GET /v1/models/{id}`.
+    ModelInfo,
     /// `GET /healthz`.
     Health,
     /// `GET /metrics`.
@@ -28,6 +30,14 @@ pub fn family_of(path: &str) -> Family {
     sluice_providers::api::family_for_path(path)
 }
 
+/// The `{id}` of `/v1/models/{id}` (or `/models/{id}`).
+pub fn model_id(path: &str) -> Option<&str> {
+    let id = path
+        .strip_prefix("/v1/models/")
+        .or_else(|| path.strip_prefix("/models/"))?;
+    (!id.is_empty()).then_some(id)
+}
+
 /// Classifies a request.
 ///
 /// # Errors
@@ -38,6 +48,7 @@ pub fn endpoint(method: &Method, path: &str) -> Result<Endpoint, GatewayError> {
     } else {
         match path {
             "/v1/models" | "/models" => (Endpoint::Models, Method::GET),
+            p if model_id(p).is_some() => (Endpoint::ModelInfo, Method::GET),
             "/healthz" => (Endpoint::Health, Method::GET),
             "/metrics" => (Endpoint::Metrics, Method::GET),
             "/admin/pools" => (Endpoint::AdminPools, Method::GET),

@@ -53,6 +53,7 @@ impl EndReason {
             | E::MethodNotAllowed { .. }
             | E::BodyRead(_)
             | E::BadJson(_)
+            | E::BadField { .. }
             | E::MissingModel
             | E::UnknownModel(_)
             | E::Translate(_) => EndReason::BadRequest,

@@ -57,7 +57,7 @@ use throttle::{Rate, Throttled};
 #[derive(Debug, thiserror::Error)]
 pub enum MockError {
     /// The listen address could not be bound.
-    #[error("cannot listen on {addr}: {source}")]
+    #[error("cannot listen on {addr}")]
     Bind {
         /// The address asked for.
         addr: SocketAddr,

@@ -150,8 +150,14 @@ fn validate(raw: RawConfig, ctx: &mut Ctx<'_>) -> Result<Config, ConfigError> {
     let mut out_routes = Vec::with_capacity(routes.len());
     for (i, r) in routes.into_iter().enumerate() {
         let path = format!("route[{i}]");
-        let r = route_config(&path, r, &ups, ctx)?;
-        if out_routes.iter().any(|o: &RouteConfig| o.name == r.name) {
+        let named = r.name.is_some();
+        let mut r = route_config(&path, r, &ups, ctx)?;
+        let taken = |name: &str| out_routes.iter().any(|o: &RouteConfig| o.name == name);
+        if !named && taken(&r.name) {
+            // A default name (the first glob) that another route already has: number it.
+            r.name = format!("{}#{i}", r.name);
+        }
+        if taken(&r.name) {
             return Err(ConfigError::new(
                 format!("{path}.name"),
                 format!(

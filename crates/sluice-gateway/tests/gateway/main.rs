@@ -8,6 +8,7 @@ mod support;
 
 mod balance;
 mod cancel;
+mod endpoints;
 mod errors;
 mod http1_upstream;
 mod lanes;
