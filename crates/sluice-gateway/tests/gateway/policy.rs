@@ -418,3 +418,139 @@ async fn an_anthropic_stream_is_continued_in_its_open_text_block() {
     assert_eq!(count("message_stop"), 1);
     assert_eq!(count("error"), 0);
 }
+
+#[tokio::test]
+async fn a_malformed_chunk_passes_through_without_killing_the_stream() {
+    // Event 3 (after the first content) is not JSON: relayed as the upstream sent it.
+    let a = mock("tokens=5, malformed=3").await;
+    let gw = gateway_over(&[&a], "", "upstream = \"a\"").await;
+    let r = h1(
+        gw.addr(),
+        request("POST", "/v1/chat/completions", "", STREAM),
+    )
+    .await;
+    let events = sse(&r.body);
+    assert_eq!(events.last().unwrap().1, "[DONE]", "{events:?}");
+    assert!(
+        events
+            .iter()
+            .any(|(_, d)| serde_json::from_str::<serde_json::Value>(d).is_err() && d != "[DONE]"),
+        "the malformed event reached the client: {events:?}"
+    );
+    assert!(events.iter().all(|(_, d)| !d.contains("\"error\"")));
+}
+
+#[tokio::test]
+async fn an_upstream_without_done_ends_cleanly_at_its_eof() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(async move {
+        while let Ok((mut s, _)) = listener.accept().await {
+            tokio::spawn(async move {
+                let mut buf = vec![0u8; 65536];
+                let _ = s.read(&mut buf).await;
+                let chunk = |t: &str| {
+                    format!(
+                        "data: {{\"choices\":[{{\"index\":0,\"delta\":{{\"content\":\"{t}\"}}}}]}}\n\n"
+                    )
+                };
+                let body = format!(
+                    "{}{}data: {{\"choices\":[{{\"index\":0,\"delta\":{{}},\"finish_reason\":\"stop\"}}]}}\n\n",
+                    chunk("hello"),
+                    chunk(" world")
+                );
+                let _ = s
+                    .write_all(
+                        format!(
+                            "HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\nconnection: close\r\n\r\n{body}"
+                        )
+                        .as_bytes(),
+                    )
+                    .await;
+                let _ = s.shutdown().await;
+            });
+        }
+    });
+    let text = format!(
+        "[server]\nlisten = \"127.0.0.1:0\"\n[[upstream]]\nname = \"raw\"\nbase_url = \"http://{addr}/v1\"\nprotocol = \"http1\"\n[[route]]\nmodels = [\"*\"]\nupstream = \"raw\"\n"
+    );
+    let gw = Gateway::start(Config::from_toml(&text, &|_| None).unwrap())
+        .await
+        .unwrap();
+    let r = h1(
+        gw.addr(),
+        request("POST", "/v1/chat/completions", "", STREAM),
+    )
+    .await;
+    let events = sse(&r.body);
+    assert_eq!(events.len(), 3, "{events:?}");
+    assert!(
+        events.iter().all(|(_, d)| !d.contains("error")),
+        "{events:?}"
+    );
+    assert!(
+        events.iter().all(|(_, d)| d != "[DONE]"),
+        "never a synthetic [DONE]"
+    );
+}
+
+#[tokio::test]
+async fn a_500_once_is_retried_on_the_same_target() {
+    let a = mock("fail_first=1, fail_with=500").await;
+    let gw = gateway_over(&[&a], "", "upstream = \"a\"").await;
+    let r = h1(gw.addr(), request("POST", "/v1/chat/completions", "", CHAT)).await;
+    assert_eq!(r.status, 200);
+    assert_eq!(header(&r, "x-sluice-attempts"), "2");
+    assert_eq!(requests(&a), 2);
+}
+
+#[tokio::test]
+async fn a_maybe_processed_failure_is_retried_only_with_an_idempotency_key() {
+    // The upstream read the request, then reset: it may have processed it.
+    let a = mock("fail_first=1, fail_with=reset").await;
+    let gw = gateway_over(&[&a], "", "upstream = \"a\"").await;
+    let r = h1(gw.addr(), request("POST", "/v1/chat/completions", "", CHAT)).await;
+    assert_eq!(r.status, 502, "not retried without a key");
+    assert_eq!(requests(&a), 1);
+    let a = mock("fail_first=1, fail_with=reset").await;
+    let gw = gateway_over(&[&a], "", "upstream = \"a\"").await;
+    let mut req = request("POST", "/v1/chat/completions", "", CHAT);
+    req.headers_mut()
+        .insert("idempotency-key", "k-123".parse().unwrap());
+    let r = h1(gw.addr(), req).await;
+    assert_eq!(r.status, 200, "retried with one");
+    assert_eq!(header(&r, "x-sluice-attempts"), "2");
+}
+
+#[tokio::test]
+async fn context_length_goes_only_to_a_target_with_a_larger_window() {
+    let a = mock("error=context_length").await;
+    let small = mock("").await;
+    let large = mock("").await;
+    let gw = gateway_over(
+        &[&a, &small, &large],
+        "",
+        "targets = [{ upstream = \"a\", context_window = 8000 }]\nfallbacks = [{ upstream = \"b\", context_window = 4000 }, { upstream = \"c\", context_window = 128000 }]",
+    )
+    .await;
+    let r = h1(gw.addr(), request("POST", "/v1/chat/completions", "", CHAT)).await;
+    assert_eq!(r.status, 200);
+    assert_eq!(header(&r, "x-sluice-upstream"), "c");
+    assert_eq!(
+        (requests(&a), requests(&small), requests(&large)),
+        (1, 0, 1),
+        "never resent to the same target, never to a smaller window"
+    );
+}
+
+#[tokio::test]
+async fn a_content_filter_refusal_is_returned_after_exactly_one_attempt() {
+    let a = mock("error=content_filter").await;
+    let b = mock("").await;
+    let gw = gateway_over(&[&a, &b], "", PRIMARY_THEN_B).await;
+    let r = h1(gw.addr(), request("POST", "/v1/chat/completions", "", CHAT)).await;
+    assert_eq!(r.status, 400);
+    assert_eq!(header(&r, "x-sluice-attempts"), "1");
+    assert_eq!((requests(&a), requests(&b)), (1, 0), "never routed around");
+}
