@@ -296,6 +296,23 @@ fn openai_text(body: &[u8]) -> String {
         .collect()
 }
 
+/// `a` serves, `b` (with `b_extra`, e.g. its prefill capability) is the fallback, and the
+/// route continues cut streams.
+async fn continuing(a: &MockServer, b: &MockServer, b_extra: &str) -> Gateway {
+    let text = format!(
+        "[server]\nlisten = \"127.0.0.1:0\"\n\
+         [[upstream]]\nname = \"a\"\nbase_url = \"{}/v1\"\nprotocol = \"h2c\"\n\
+         [[upstream]]\nname = \"b\"\nbase_url = \"{}/v1\"\nprotocol = \"h2c\"\n{b_extra}\n\
+         [[route]]\nmodels = [\"*\"]\ntargets = [{{ upstream = \"a\" }}]\n\
+         fallbacks = [{{ upstream = \"b\" }}]\ncontinuation = true\n",
+        a.url(),
+        b.url()
+    );
+    Gateway::start(Config::from_toml(&text, &|_| None).unwrap())
+        .await
+        .unwrap()
+}
+
 const CONTINUED: &str =
     r#"{"model":"gpt-4o","stream":true,"messages":[{"role":"user","content":"tell me"}]}"#;
 
@@ -305,14 +322,7 @@ async fn a_cut_stream_is_continued_byte_exact_on_a_prefill_target() {
     let a = mock("tokens=12, abort_after=5, interval_ms=10").await;
     let b = mock("tokens=12").await;
     // `b` is OpenAI-compatible and says it continues a trailing assistant message.
-    let text = format!(
-        "[server]\nlisten = \"127.0.0.1:0\"\n[[upstream]]\nname = \"a\"\nbase_url = \"{}/v1\"\nprotocol = \"h2c\"\n[[upstream]]\nname = \"b\"\nbase_url = \"{}/v1\"\nprotocol = \"h2c\"\nprefill = true\n[[route]]\nmodels = [\"*\"]\ntargets = [{{ upstream = \"a\" }}]\nfallbacks = [{{ upstream = \"b\" }}]\ncontinuation = true\n",
-        a.url(),
-        b.url()
-    );
-    let gw = Gateway::start(Config::from_toml(&text, &|_| None).unwrap())
-        .await
-        .unwrap();
+    let gw = continuing(&a, &b, "prefill = true").await;
     let direct = h1(
         b.addr(),
         request("POST", "/v1/chat/completions", "", CONTINUED),
@@ -355,14 +365,7 @@ async fn a_cut_stream_is_continued_byte_exact_on_a_prefill_target() {
 async fn a_refused_prefill_gives_the_client_the_original_error() {
     let a = mock("tokens=12, abort_after=5, interval_ms=10").await;
     let b = mock("prefill=reject").await;
-    let text = format!(
-        "[server]\nlisten = \"127.0.0.1:0\"\n[[upstream]]\nname = \"a\"\nbase_url = \"{}/v1\"\nprotocol = \"h2c\"\n[[upstream]]\nname = \"b\"\nbase_url = \"{}/v1\"\nprotocol = \"h2c\"\nprefill = true\n[[route]]\nmodels = [\"*\"]\ntargets = [{{ upstream = \"a\" }}]\nfallbacks = [{{ upstream = \"b\" }}]\ncontinuation = true\n",
-        a.url(),
-        b.url()
-    );
-    let gw = Gateway::start(Config::from_toml(&text, &|_| None).unwrap())
-        .await
-        .unwrap();
+    let gw = continuing(&a, &b, "prefill = true").await;
     let r = h1(
         gw.addr(),
         request("POST", "/v1/chat/completions", "", CONTINUED),
@@ -383,14 +386,7 @@ async fn a_refused_prefill_gives_the_client_the_original_error() {
 async fn an_anthropic_stream_is_continued_in_its_open_text_block() {
     let a = mock("tokens=12, abort_after=6, interval_ms=10").await;
     let b = mock("tokens=12").await;
-    let text = format!(
-        "[server]\nlisten = \"127.0.0.1:0\"\n[[upstream]]\nname = \"a\"\nbase_url = \"{}/v1\"\nprotocol = \"h2c\"\n[[upstream]]\nname = \"b\"\nbase_url = \"{}/v1\"\nprotocol = \"h2c\"\nprovider = \"anthropic\"\n[[route]]\nmodels = [\"*\"]\ntargets = [{{ upstream = \"a\" }}]\nfallbacks = [{{ upstream = \"b\" }}]\ncontinuation = true\n",
-        a.url(),
-        b.url()
-    );
-    let gw = Gateway::start(Config::from_toml(&text, &|_| None).unwrap())
-        .await
-        .unwrap();
+    let gw = continuing(&a, &b, "provider = \"anthropic\"").await;
     let body = r#"{"model":"c","max_tokens":100,"stream":true,"messages":[{"role":"user","content":"tell me"}]}"#;
     let text_of = |b: &[u8]| -> String {
         sse(b)
