@@ -36,12 +36,17 @@ pub enum StartError {
     /// An upstream's settings were rejected.
     #[error("{0}")]
     Upstream(#[from] sluice_upstream::UpstreamConfigError),
+    /// The admin address is reachable from other hosts and no `server.admin_token` is set.
+    #[error("server.admin_listen: {0} is not loopback: set server.admin_token")]
+    AdminUnprotected(SocketAddr),
 }
 
 /// A running gateway.
 #[derive(Debug)]
 pub struct Gateway {
     addr: SocketAddr,
+    /// The admin plane; it stops when the gateway is dropped or has shut down.
+    admin: crate::admin::AdminHandle,
     telemetry: Arc<Telemetry>,
     stop: CancellationToken,
     task: JoinHandle<()>,
@@ -71,7 +76,12 @@ impl Gateway {
             addr: listen,
             source,
         })?;
+        let admin_addr = config.server.admin_addr();
+        if !admin_addr.ip().is_loopback() && config.server.admin_token.is_none() {
+            return Err(StartError::AdminUnprotected(admin_addr));
+        }
         let mut telemetry = Telemetry::new();
+        telemetry.start_tracer(&config.telemetry);
         telemetry.register_pools(crate::pools::PoolCollector::new(
             config
                 .upstreams
@@ -83,10 +93,17 @@ impl Gateway {
         let telemetry = Arc::new(telemetry);
         let grace = config.server.shutdown_grace;
         let state = Arc::new(State::new(config, upstreams, telemetry.clone()));
+        let admin = crate::admin::start(state.clone(), admin_addr)
+            .await
+            .map_err(|source| StartError::Bind {
+                addr: admin_addr,
+                source,
+            })?;
         let stop = CancellationToken::new();
         let task = tokio::spawn(serve(listener, tls, state, stop.clone(), grace));
         Ok(Gateway {
             addr,
+            admin,
             telemetry,
             stop,
             task,
@@ -96,6 +113,11 @@ impl Gateway {
     /// The bound address.
     pub fn addr(&self) -> SocketAddr {
         self.addr
+    }
+
+    /// The admin plane's bound address (`/metrics`, `/admin/*`, `/readyz`).
+    pub fn admin_addr(&self) -> SocketAddr {
+        self.admin.addr()
     }
 
     /// The metrics registry.

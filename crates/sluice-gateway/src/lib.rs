@@ -10,15 +10,18 @@
 //! ```
 #![forbid(unsafe_code)]
 
+mod admin;
 pub mod config;
 pub mod error;
 mod headers;
 mod ingress;
+mod live;
 mod policy;
 mod pools;
 mod proxy;
 mod relay;
 pub mod route;
 pub mod telemetry;
+pub mod trace;
 
 pub use ingress::{Gateway, StartError};

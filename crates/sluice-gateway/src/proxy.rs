@@ -209,7 +209,7 @@ where
     B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
 {
     let started = Instant::now();
-    let (parts, body) = req.into_parts();
+    let (mut parts, body) = req.into_parts();
     let request_id = state.request_id(&parts);
     let mut log = RequestLog::new(
         state.telemetry.clone(),
@@ -228,6 +228,7 @@ where
         }
     };
     let family = op.family();
+    log.start_trace(&mut parts.headers, op);
     if state.draining.is_cancelled() {
         let f = Failure::new(GatewayError::ShuttingDown, EndReason::Shutdown);
         return fail(family, &mut log, f, &request_id);
@@ -247,22 +248,6 @@ fn local_endpoint(state: &State, ep: Endpoint, request_id: &HeaderValue) -> Resp
             "application/json",
             Bytes::from_static(b"{\"status\":\"ok\"}"),
         ),
-        Endpoint::Metrics => full(
-            StatusCode::OK,
-            "application/openmetrics-text; version=1.0.0; charset=utf-8",
-            Bytes::from(state.telemetry.encode()),
-        ),
-        Endpoint::AdminPools => {
-            let pairs: Vec<(String, Upstream)> = state
-                .config
-                .upstreams
-                .iter()
-                .map(|u| u.name.clone())
-                .zip(state.upstreams.iter().cloned())
-                .collect();
-            let body = crate::pools::snapshot_json(&pairs).to_string();
-            full(StatusCode::OK, "application/json", Bytes::from(body))
-        }
         // Model calls are proxied and never get here.
         Endpoint::Models | Endpoint::Model(_) => {
             let mut r = full(
@@ -645,6 +630,7 @@ fn stream_response(
     };
     let mut log = log;
     log.status = status.as_u16();
+    log.stream_started();
     let relay = SseRelay::new(setup, policy, attempt, log);
     let mut r = Response::new(GatewayBody::Relay(Box::new(relay)));
     *r.status_mut() = status;
@@ -721,6 +707,7 @@ async fn read_whole(
     }
     log.first_byte();
     log.sent(bytes.len(), 0);
+    log.observe_body(&bytes);
     log.status = rparts.status.as_u16();
     policy.succeeded(attempt.target, attempt.started, log.status);
     let mut r = Response::new(GatewayBody::Full(Some(bytes)));

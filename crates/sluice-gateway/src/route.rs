@@ -13,12 +13,8 @@ pub enum Endpoint {
     Model(Operation),
     /// `GET /v1/models`, answered from the config.
     Models,
-    /// `GET /healthz`.
+    /// `GET /healthz`. (`/metrics` and `/admin/*` are on the admin listener.)
     Health,
-    /// `GET /metrics`.
-    Metrics,
-    /// `GET /admin/pools`.
-    AdminPools,
 }
 
 /// The API family whose error format fits a path (unknown paths get OpenAI's format).
@@ -37,8 +33,6 @@ pub fn endpoint(method: &Method, path: &str) -> Result<Endpoint, GatewayError> {
         match path {
             "/v1/models" | "/models" => (Endpoint::Models, Method::GET),
             "/healthz" => (Endpoint::Health, Method::GET),
-            "/metrics" => (Endpoint::Metrics, Method::GET),
-            "/admin/pools" => (Endpoint::AdminPools, Method::GET),
             _ => return Err(GatewayError::NotFound(path.to_string())),
         }
     };

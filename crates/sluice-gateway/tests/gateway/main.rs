@@ -6,6 +6,7 @@
 #[allow(dead_code)]
 mod support;
 
+mod admin;
 mod cancel;
 mod errors;
 mod http1_upstream;
