@@ -8,6 +8,7 @@ mod support;
 
 mod admin;
 mod cancel;
+mod collector;
 mod errors;
 mod http1_upstream;
 mod lanes;
@@ -16,6 +17,7 @@ mod relay;
 mod shutdown;
 mod timeouts;
 mod tls;
+mod trace;
 
 use sluice_gateway::config::Config;
 use sluice_gateway::Gateway;
