@@ -124,6 +124,7 @@ pub fn serve(args: ServeArgs) -> anyhow::Result<()> {
     rt.block_on(async {
         let gateway = Gateway::start(cfg).await?;
         println!("listening on {}", gateway.addr());
+        println!("admin on {}", gateway.admin_addr());
         let stop = gateway.stop_token();
         tokio::spawn(async move {
             wait_for_signal().await;
