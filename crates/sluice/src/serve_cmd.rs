@@ -139,11 +139,20 @@ async fn wait_for_signal() {
     #[cfg(unix)]
     {
         use tokio::signal::unix::{signal, SignalKind};
+        // SIGHUP's default action ends the process: `systemctl reload` (deploy/sluice.service)
+        // must never do that. Until hot reload lands, it is acknowledged and changes nothing.
+        let hup = signal(SignalKind::hangup());
         match signal(SignalKind::terminate()) {
             Ok(mut term) => {
-                tokio::select! {
-                    _ = term.recv() => {}
-                    _ = tokio::signal::ctrl_c() => {}
+                let mut hup = hup.ok();
+                loop {
+                    tokio::select! {
+                        _ = term.recv() => break,
+                        _ = tokio::signal::ctrl_c() => break,
+                        Some(()) = async { hup.as_mut()?.recv().await } => {
+                            tracing::warn!("SIGHUP: config reload is not supported yet; nothing changed (restart to apply a new config)");
+                        }
+                    }
                 }
             }
             Err(_) => {

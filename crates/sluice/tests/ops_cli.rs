@@ -125,3 +125,79 @@ fn every_starter_config_passes_check_config() {
     let printed = sluice(&["init", "--provider", "vllm", "--output", "-"], &[]);
     assert!(text(&printed.stdout).contains("protocol = \"http1\""));
 }
+
+#[test]
+fn the_container_config_checks_with_its_environment() {
+    let cfg = concat!(env!("CARGO_MANIFEST_DIR"), "/../../deploy/container.toml");
+    let ok = sluice(
+        &["check-config", cfg],
+        &[
+            ("OPENAI_API_KEY", "sk-test"),
+            ("SLUICE_ADMIN_TOKEN", "0123456789abcdef0123456789abcdef"),
+        ],
+    );
+    assert!(ok.status.success(), "{}", text(&ok.stderr));
+    // Without the admin token the admin plane would be open on 0.0.0.0: refused.
+    let open = sluice(&["check-config", cfg], &[("OPENAI_API_KEY", "sk-test")]);
+    assert_eq!(open.status.code(), Some(1));
+    assert!(
+        text(&open.stderr).contains("SLUICE_ADMIN_TOKEN"),
+        "{}",
+        text(&open.stderr)
+    );
+}
+
+/// `systemctl reload` sends SIGHUP: the gateway must keep serving.
+#[cfg(unix)]
+#[tokio::test]
+async fn sighup_does_not_stop_the_gateway() {
+    use std::io::{BufRead, BufReader, Read, Write};
+    let dir = TempDir(std::env::temp_dir().join(format!("sluice-hup-{}", std::process::id())));
+    std::fs::create_dir_all(&dir.0).unwrap();
+    let cfg = dir.0.join("s.toml");
+    std::fs::write(
+        &cfg,
+        "[[upstream]]\nname = \"u\"\nbase_url = \"http://127.0.0.1:9/v1\"\n[[route]]\nmodels = [\"*\"]\nupstream = \"u\"\n",
+    )
+    .unwrap();
+    let mut child = Command::new(BIN)
+        .args(["serve", cfg.to_str().unwrap(), "--listen", "127.0.0.1:0"])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+    let addr = lines
+        .next()
+        .unwrap()
+        .unwrap()
+        .strip_prefix("listening on ")
+        .unwrap()
+        .to_string();
+    let admin = lines.next().unwrap().unwrap();
+    assert!(admin.starts_with("admin on 127.0.0.1:"), "{admin}");
+    let healthz = || {
+        let mut s = std::net::TcpStream::connect(&addr).unwrap();
+        s.write_all(b"GET /healthz HTTP/1.1\r\nhost: x\r\nconnection: close\r\n\r\n")
+            .unwrap();
+        let mut out = String::new();
+        s.read_to_string(&mut out).unwrap();
+        out
+    };
+    assert!(healthz().starts_with("HTTP/1.1 200"));
+    let pid = child.id().to_string();
+    let kill = |sig: &str| {
+        let st = Command::new("kill").args([sig, &pid]).status().unwrap();
+        assert!(st.success());
+    };
+    kill("-HUP");
+    tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+    assert!(
+        child.try_wait().unwrap().is_none(),
+        "still running after SIGHUP"
+    );
+    assert!(healthz().starts_with("HTTP/1.1 200"));
+    kill("-TERM");
+    let status = child.wait().unwrap();
+    assert!(status.success(), "{status}");
+}
