@@ -4,14 +4,15 @@
 #      (spans really exported, OTLP/HTTP protobuf), and with the dashboard's feed open;
 #   2. the gateway's CPU per second at idle with the dashboard's feed closed, 1 viewer open,
 #      and 16 viewers (the cap) open.
-# Usage: bench/ops.sh [SECONDS]   (default 5 s per load, 2 rounds, interleaved; loopback only)
+# Usage: bench/ops.sh [SECONDS] [ROUNDS]   (default 3 s per load, 5 rounds, interleaved, medians
+# reported: the machine is shared, so single runs swing; loopback only)
 # The OTLP collector is a second `sluice mock`: it answers /v1/traces with 404 after reading
 # the body, so the gateway pays for building, encoding and sending every span (the spans
 # count as failed exports, which is what `sluice_trace_spans_dropped_total` then shows).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-DUR=${1:-5}
-ROUNDS=2
+DUR=${1:-3}
+ROUNDS=${2:-5}
 cargo build --release -q -p sluice
 BIN=target/release/sluice
 WORK=$(mktemp -d)
@@ -68,11 +69,16 @@ G[p100]=$GW; A[p100]=$ADMIN; P[p100]=$PID
 
 rps() { # ADDR: closed loop, 32 in flight, small non-streaming chat calls
   $BIN bench rps --url "http://$1/v1/chat/completions" -c 32 --duration-s "$DUR" \
-    --payload-bytes 512 --json | python3 -c 'import json,sys; r=json.load(sys.stdin); print(f"{r[\"throughput_per_s\"]:.0f} {r[\"latency\"][\"p99_ms\"]:.2f} {r[\"errors\"]+r[\"timeouts\"]}")'
+    --payload-bytes 512 --json > "$WORK/rps.json"
+  python3 - "$WORK/rps.json" <<'PY'
+import json, sys
+r = json.load(open(sys.argv[1]))
+print("%.0f %.2f %d" % (r["throughput_per_s"], r["latency"]["p99_ms"], r["errors"] + r["timeouts"]))
+PY
 }
 
-declare -A SUM
-for v in off p1 p100 feed; do SUM[$v]=0; done
+declare -A RUNS
+for v in off p1 p100 feed; do RUNS[$v]=""; done
 echo "== small calls, ${DUR}s each, ${ROUNDS} rounds (req/s, p99 ms, failures)"
 for round in $(seq "$ROUNDS"); do
   for v in off p1 p100 feed; do
@@ -81,21 +87,23 @@ for round in $(seq "$ROUNDS"); do
     read -r tput p99 fails < <(rps "${G[$g]}")
     [ "$v" = feed ] && kill "$VIEWER"
     echo "round $round  $v: $tput req/s, p99 $p99 ms, $fails failures"
-    SUM[$v]=$(( ${SUM[$v]} + tput ))
+    RUNS[$v]="${RUNS[$v]} $tput"
   done
 done
+median() { python3 -c "import statistics,sys; print(int(statistics.median(map(int, sys.argv[1:]))))" $1; }
+OFF=$(median "${RUNS[off]}")
 for v in off p1 p100 feed; do
-  echo "mean $v: $(( ${SUM[$v]} / ROUNDS )) req/s ($(python3 -c "print(f'{${SUM[$v]}/${SUM[off]}:.3f}')")x off)"
+  m=$(median "${RUNS[$v]}")
+  echo "median $v: $m req/s ($(python3 -c "print('%.2f' % ($m / $OFF))")x off)"
 done
 curl -s "http://${A[p100]}/metrics" | grep -E '^sluice_trace_(spans_exported|spans_dropped|exports)_total' || true
 
-cpu_ms_per_s() { # PID SECONDS: CPU time (user+system) the process used per second
-  local t0 t1 hz
-  hz=$(getconf CLK_TCK)
-  t0=$(awk '{print $14+$15}' "/proc/$1/stat")
+cpu_ms_per_s() { # PID SECONDS: CPU time the process's threads ran, per second (schedstat, ns)
+  local t0 t1
+  t0=$(cat /proc/"$1"/task/*/schedstat | awk '{s+=$1} END {print s}')
   sleep "$2"
-  t1=$(awk '{print $14+$15}' "/proc/$1/stat")
-  python3 -c "print(f'{($t1-$t0)*1000/$hz/$2:.2f}')"
+  t1=$(cat /proc/"$1"/task/*/schedstat | awk '{s+=$1} END {print s}')
+  python3 -c "print('%.3f' % (($t1 - $t0) / 1e6 / $2))"
 }
 IDLE=10
 echo "== idle CPU of the gateway, ${IDLE}s each (ms of CPU per second)"
