@@ -97,16 +97,17 @@ pub struct AnyValue {
     pub value: Option<Value>,
 }
 
+/// `AnyValue.value` (string_value, bool_value, int_value, double_value).
 #[derive(Clone, PartialEq, prost::Oneof)]
 pub enum Value {
     #[prost(string, tag = "1")]
-    StringValue(String),
+    Str(String),
     #[prost(bool, tag = "2")]
-    BoolValue(bool),
+    Bool(bool),
     #[prost(int64, tag = "3")]
-    IntValue(i64),
+    Int(i64),
     #[prost(double, tag = "4")]
-    DoubleValue(f64),
+    Double(f64),
 }
 
 impl Span {
@@ -116,7 +117,7 @@ impl Span {
             .iter()
             .find(|kv| kv.key == key)
             .and_then(|kv| match kv.value.as_ref()?.value.as_ref()? {
-                Value::StringValue(s) => Some(s.as_str()),
+                Value::Str(s) => Some(s.as_str()),
                 _ => None,
             })
     }
@@ -127,7 +128,7 @@ impl Span {
             .iter()
             .find(|kv| kv.key == key)
             .and_then(|kv| match kv.value.as_ref()?.value.as_ref()? {
-                Value::IntValue(i) => Some(*i),
+                Value::Int(i) => Some(*i),
                 _ => None,
             })
     }

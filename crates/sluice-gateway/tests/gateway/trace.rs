@@ -129,7 +129,7 @@ async fn request_attempt_and_phase_spans_reach_the_collector() {
     let res = export.resource_spans[0].resource.as_ref().unwrap();
     assert!(res.attributes.iter().any(|kv| kv.key == "service.name"
         && kv.value.as_ref().and_then(|v| v.value.clone())
-            == Some(crate::collector::Value::StringValue("sluice-test".into()))));
+            == Some(crate::collector::Value::Str("sluice-test".into()))));
     assert_eq!(
         export.resource_spans[0].scope_spans[0]
             .scope
