@@ -122,3 +122,11 @@ fn telemetry_settings_are_checked() {
         checked.warnings
     );
 }
+
+#[test]
+fn the_admin_plane_needs_its_own_port() {
+    let text = "[server]\nlisten = \"127.0.0.1:8080\"\nadmin_listen = \"127.0.0.1:8080\"\n[[upstream]]\nname = \"u\"\nbase_url = \"http://127.0.0.1:9/v1\"\n[[route]]\nmodels = [\"*\"]\nupstream = \"u\"\n";
+    let e = Config::from_toml(text, &|_| None).unwrap_err();
+    assert_eq!(e.path, "server.admin_listen");
+    assert!(e.reason.contains("own port"), "{e}");
+}

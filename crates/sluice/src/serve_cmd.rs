@@ -48,6 +48,10 @@ pub struct ServeArgs {
     /// `listening on IP:PORT`, names the port chosen.
     #[arg(long, value_name = "ADDR")]
     listen: Option<SocketAddr>,
+    /// Serve the admin plane here instead of `server.admin_listen` (a non-loopback address
+    /// needs `server.admin_token`). The second stdout line, `admin on IP:PORT`, names it.
+    #[arg(long, value_name = "ADDR")]
+    admin_listen: Option<SocketAddr>,
     /// Log format (the filter comes from RUST_LOG, default `info`).
     #[arg(long, value_enum, default_value = "text")]
     log_format: LogFormat,
@@ -119,6 +123,9 @@ pub fn serve(args: ServeArgs) -> anyhow::Result<()> {
     let mut cfg = checked.config;
     if let Some(listen) = args.listen {
         cfg.server.listen = listen;
+    }
+    if let Some(admin) = args.admin_listen {
+        cfg.server.admin_listen = Some(admin);
     }
     let rt = tokio::runtime::Runtime::new().context("cannot start the tokio runtime")?;
     rt.block_on(async {

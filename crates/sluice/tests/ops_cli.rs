@@ -161,7 +161,14 @@ async fn sighup_does_not_stop_the_gateway() {
     )
     .unwrap();
     let mut child = Command::new(BIN)
-        .args(["serve", cfg.to_str().unwrap(), "--listen", "127.0.0.1:0"])
+        .args([
+            "serve",
+            cfg.to_str().unwrap(),
+            "--listen",
+            "127.0.0.1:0",
+            "--admin-listen",
+            "127.0.0.1:0",
+        ])
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::null())
         .spawn()

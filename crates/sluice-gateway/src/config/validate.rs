@@ -442,6 +442,12 @@ fn server_config(raw: RawServer, ctx: &mut Ctx<'_>) -> Result<ServerConfig, Conf
         server_timing: server_timing.unwrap_or(false),
     };
     let admin = server.admin_addr();
+    if admin.port() != 0 && admin == server.listen {
+        return Err(ConfigError::new(
+            "server.admin_listen",
+            format!("{admin} is also server.listen; the admin plane needs its own port, e.g. 127.0.0.1:9901"),
+        ));
+    }
     if !super::admin::is_loopback(admin) && server.admin_token.is_none() {
         return Err(ConfigError::new(
             "server.admin_listen",

@@ -8,10 +8,10 @@
 //! into a bounded queue without waiting (full: dropped and counted), so a slow or dead
 //! collector never slows a request; the exporter task sends them in batches.
 //!
-//! The small API the request path calls: [`Tracer::start_request`] when the request begins
-//! (it rewrites `traceparent` so the upstream continues the trace under the request span),
-//! [`RequestSpan::observe_body`] / [`RequestSpan::observe_sse`] for usage, and
-//! [`Tracer::finish`] once, from `RequestLog::finish`, with the attempts and phases.
+//! The small API the request path calls (through `RequestLog`): `Tracer::start_request` when
+//! the request begins (it rewrites `traceparent` so the upstream continues the trace under the
+//! request span), `RequestSpan::observe_body` / `observe_sse` for usage, and `Tracer::finish`
+//! once, from `RequestLog::finish`, with the attempts and phases.
 
 mod context;
 mod export;
