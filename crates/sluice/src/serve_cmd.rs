@@ -131,7 +131,12 @@ pub fn serve(args: ServeArgs) -> anyhow::Result<()> {
     rt.block_on(async {
         let gateway = Gateway::start(cfg).await?;
         println!("listening on {}", gateway.addr());
-        println!("admin on {}", gateway.admin_addr());
+        // A reader that only wanted the first line may have gone: that is no reason to stop.
+        {
+            use std::io::Write as _;
+            let mut out = std::io::stdout().lock();
+            let _ = writeln!(out, "admin on {}", gateway.admin_addr()).and_then(|()| out.flush());
+        }
         let stop = gateway.stop_token();
         tokio::spawn(async move {
             wait_for_signal().await;
