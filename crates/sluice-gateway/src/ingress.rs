@@ -39,12 +39,17 @@ pub enum StartError {
     /// A route's balancer settings were rejected.
     #[error("{0}")]
     Balance(#[from] sluice_upstream::BalanceConfigError),
+    /// The admin address is reachable from other hosts and no `server.admin_token` is set.
+    #[error("server.admin_listen: {0} is not loopback: set server.admin_token")]
+    AdminUnprotected(SocketAddr),
 }
 
 /// A running gateway.
 #[derive(Debug)]
 pub struct Gateway {
     addr: SocketAddr,
+    /// The admin plane; it stops when the gateway is dropped or has shut down.
+    admin: crate::admin::AdminHandle,
     telemetry: Arc<Telemetry>,
     stop: CancellationToken,
     task: JoinHandle<()>,
@@ -74,7 +79,12 @@ impl Gateway {
             addr: listen,
             source,
         })?;
+        let admin_addr = config.server.admin_addr();
+        if !admin_addr.ip().is_loopback() && config.server.admin_token.is_none() {
+            return Err(StartError::AdminUnprotected(admin_addr));
+        }
         let mut telemetry = Telemetry::new();
+        telemetry.start_tracer(&config.telemetry);
         telemetry.register_pools(crate::pools::PoolCollector::new(
             config
                 .upstreams
@@ -89,10 +99,17 @@ impl Gateway {
         tracing::info!("{}", sluice_upstream::fd_limit());
         let targets = crate::targets::build(&config, &upstreams)?;
         let state = Arc::new(State::new(config, upstreams, targets, telemetry.clone()));
+        let admin = crate::admin::start(state.clone(), admin_addr)
+            .await
+            .map_err(|source| StartError::Bind {
+                addr: admin_addr,
+                source,
+            })?;
         let stop = CancellationToken::new();
         let task = tokio::spawn(serve(listener, tls, state, stop.clone(), grace));
         Ok(Gateway {
             addr,
+            admin,
             telemetry,
             stop,
             task,
@@ -102,6 +119,11 @@ impl Gateway {
     /// The bound address.
     pub fn addr(&self) -> SocketAddr {
         self.addr
+    }
+
+    /// The admin plane's bound address (`/metrics`, `/admin/*`, `/readyz`).
+    pub fn admin_addr(&self) -> SocketAddr {
+        self.admin.addr()
     }
 
     /// The metrics registry.

@@ -10,10 +10,12 @@
 //! ```
 #![forbid(unsafe_code)]
 
+mod admin;
 pub mod config;
 pub mod error;
 mod headers;
 mod ingress;
+mod live;
 mod models;
 mod outbound;
 mod policy;
@@ -23,5 +25,6 @@ mod relay;
 pub mod route;
 mod targets;
 pub mod telemetry;
+pub mod trace;
 
 pub use ingress::{Gateway, StartError};

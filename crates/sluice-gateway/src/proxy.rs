@@ -245,7 +245,7 @@ where
     B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
 {
     let started = Instant::now();
-    let (parts, body) = req.into_parts();
+    let (mut parts, body) = req.into_parts();
     let request_id = state.request_id(&parts);
     let mut log = RequestLog::new(
         state.telemetry.clone(),
@@ -263,13 +263,14 @@ where
             return r;
         }
         Ok(local) => {
-            let r = local_endpoint(&state, local, &request_id);
+            let r = local_endpoint(local, &request_id);
             log.status = r.status().as_u16();
             log.finish(EndReason::Completed);
             return r;
         }
     };
     let family = op.family();
+    log.start_trace(&mut parts.headers, op);
     if state.draining.is_cancelled() {
         let f = Failure::new(GatewayError::ShuttingDown, EndReason::Shutdown);
         return fail(family, &mut log, f, &request_id);
@@ -282,33 +283,12 @@ where
 }
 
 /// The endpoints the gateway answers itself.
-fn local_endpoint(state: &State, ep: Endpoint, request_id: &HeaderValue) -> Response<GatewayBody> {
+fn local_endpoint(ep: Endpoint, request_id: &HeaderValue) -> Response<GatewayBody> {
     match ep {
         Endpoint::Health => full(
             StatusCode::OK,
             "application/json",
             Bytes::from_static(b"{\"status\":\"ok\"}"),
-        ),
-        Endpoint::Metrics => full(
-            StatusCode::OK,
-            "application/openmetrics-text; version=1.0.0; charset=utf-8",
-            Bytes::from(state.telemetry.encode()),
-        ),
-        Endpoint::AdminPools => {
-            let pairs: Vec<(String, Upstream)> = state
-                .config
-                .upstreams
-                .iter()
-                .map(|u| u.name.clone())
-                .zip(state.upstreams.iter().cloned())
-                .collect();
-            let body = crate::pools::snapshot_json(&pairs).to_string();
-            full(StatusCode::OK, "application/json", Bytes::from(body))
-        }
-        Endpoint::AdminTargets => full(
-            StatusCode::OK,
-            "application/json",
-            Bytes::from(crate::targets::snapshot_json(state).to_string()),
         ),
         // Model calls are proxied, and model lists answered by `models_endpoint`.
         Endpoint::Models | Endpoint::ModelInfo | Endpoint::Model(_) => error_response(
@@ -706,6 +686,7 @@ fn stream_response(
     };
     let mut log = log;
     log.status = status.as_u16();
+    log.stream_started();
     let relay = SseRelay::new(setup, policy, attempt, log);
     let mut r = Response::new(GatewayBody::Relay(Box::new(relay)));
     *r.status_mut() = status;
@@ -814,6 +795,7 @@ async fn read_whole(
     }
     log.first_byte();
     log.sent(bytes.len(), 0);
+    log.observe_body(&bytes);
     log.status = rparts.status.as_u16();
     policy.succeeded(attempt.target, attempt.started, log.status);
     let mut r = Response::new(GatewayBody::Full(Some(bytes)));

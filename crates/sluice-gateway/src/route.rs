@@ -15,14 +15,8 @@ pub enum Endpoint {
     Models,
     /// `GET /v1/models/{id}`.
     ModelInfo,
-    /// `GET /healthz`.
+    /// `GET /healthz`. (`/metrics` and `/admin/*` are on the admin listener.)
     Health,
-    /// `GET /metrics`.
-    Metrics,
-    /// `GET /admin/pools`.
-    AdminPools,
-    /// `GET /admin/targets`.
-    AdminTargets,
 }
 
 /// The API family whose error format fits a path (unknown paths get OpenAI's format).
@@ -50,9 +44,6 @@ pub fn endpoint(method: &Method, path: &str) -> Result<Endpoint, GatewayError> {
             "/v1/models" | "/models" => (Endpoint::Models, Method::GET),
             p if model_id(p).is_some() => (Endpoint::ModelInfo, Method::GET),
             "/healthz" => (Endpoint::Health, Method::GET),
-            "/metrics" => (Endpoint::Metrics, Method::GET),
-            "/admin/pools" => (Endpoint::AdminPools, Method::GET),
-            "/admin/targets" => (Endpoint::AdminTargets, Method::GET),
             _ => return Err(GatewayError::NotFound(path.to_string())),
         }
     };

@@ -156,6 +156,10 @@ pub struct Telemetry {
     retry_budget_exhausted: Family<UpstreamLabel, Counter>,
     tokens: Family<TokenLabels, Counter>,
     continuations: Family<Reason, Counter>,
+    /// What the dashboard reads.
+    pub(crate) live: crate::live::Live,
+    /// Trace export, when `[telemetry] endpoint` is set.
+    tracer: Option<crate::trace::Tracer>,
 }
 
 impl Default for Telemetry {
@@ -279,6 +283,8 @@ impl Telemetry {
             continuations.clone(),
         );
         Telemetry {
+            live: crate::live::Live::default(),
+            tracer: None,
             registry,
             tokens,
             continuations,
@@ -304,6 +310,12 @@ impl Telemetry {
     /// Adds the upstream pools' metrics (read at scrape time).
     pub(crate) fn register_pools(&mut self, pools: crate::pools::PoolCollector) {
         self.registry.register_collector(Box::new(pools));
+    }
+
+    /// Starts trace export as `[telemetry]` says (nothing without an endpoint), with its
+    /// counters in this registry. Call on the runtime that will serve.
+    pub(crate) fn start_tracer(&mut self, cfg: &crate::config::TelemetryConfig) {
+        self.tracer = crate::trace::Tracer::start(cfg, &mut self.registry);
     }
 
     /// The Prometheus text exposition.
@@ -370,6 +382,9 @@ impl Telemetry {
     }
 
     pub(crate) fn retry(&self, upstream: &str) {
+        self.live
+            .retries
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         self.retries
             .get_or_create(&UpstreamLabel {
                 upstream: upstream.to_string(),
@@ -378,6 +393,9 @@ impl Telemetry {
     }
 
     pub(crate) fn fallback(&self, route: &str) {
+        self.live
+            .fallbacks
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         self.fallbacks
             .get_or_create(&RouteLabel {
                 route: route.to_string(),
@@ -411,6 +429,8 @@ pub(crate) struct AttemptLog {
     pub(crate) outcome: &'static str,
     pub(crate) cause: &'static str,
     pub(crate) status: Option<u16>,
+    /// When the attempt began (its trace span's start).
+    pub(crate) started: Instant,
     pub(crate) duration: Duration,
 }
 
@@ -456,6 +476,10 @@ pub(crate) struct RequestLog {
     pub(crate) usage_partial: bool,
     /// The `model` label of the token metrics (see `Policy::usage_label`).
     pub(crate) usage_label: String,
+    /// The request's trace span, when it is sampled.
+    span: Option<Box<crate::trace::RequestSpan>>,
+    /// Set while the request is a stream being relayed (the dashboard's stream ages).
+    stream: Option<crate::live::StreamTicket>,
     finished: bool,
 }
 
@@ -477,7 +501,47 @@ impl RequestLog {
             usage: None,
             usage_partial: false,
             usage_label: String::new(),
+            span: None,
+            stream: None,
             finished: false,
+        }
+    }
+
+    /// Begins the request's trace span if tracing is on and the request is sampled; a
+    /// sampled request's `traceparent` is rewritten so the upstream continues the trace.
+    pub(crate) fn start_trace(
+        &mut self,
+        headers: &mut http::HeaderMap,
+        op: crate::route::Operation,
+    ) {
+        if let Some(t) = &self.telemetry.tracer {
+            self.span = t.start_request(headers, op);
+        }
+    }
+
+    /// The response is a stream now being relayed: counted among the live streams until
+    /// this log drops, and its upstream first byte is recorded.
+    pub(crate) fn stream_started(&mut self) {
+        self.telemetry
+            .live
+            .first_byte
+            .observe(self.started.elapsed());
+        self.stream = Some(self.telemetry.live.stream(self.started));
+    }
+
+    /// A non-streaming response body: read for the trace's usage and response model (only
+    /// when the request is traced).
+    pub(crate) fn observe_body(&mut self, body: &[u8]) {
+        if let Some(s) = &mut self.span {
+            s.observe_body(body);
+        }
+    }
+
+    /// Relayed SSE bytes: read for the trace's usage and response model (only when the
+    /// request is traced).
+    pub(crate) fn observe_sse(&mut self, bytes: &[u8]) {
+        if let Some(s) = &mut self.span {
+            s.observe_sse(bytes);
         }
     }
 
@@ -492,6 +556,9 @@ impl RequestLog {
             let t = self.started.elapsed();
             self.first_byte = Some(t);
             self.telemetry.first_byte.observe(t.as_secs_f64());
+            if self.stream.is_some() {
+                self.telemetry.live.first_event.observe(t);
+            }
         }
     }
 
@@ -507,6 +574,14 @@ impl RequestLog {
         if std::mem::replace(&mut self.finished, true) {
             return;
         }
+        let t = &self.telemetry;
+        t.live.end(reason);
+        if self.stream.is_none() {
+            if let Some(p) = &self.timings {
+                t.live.first_byte.observe(p.first_byte);
+            }
+        }
+        self.finish_trace(reason);
         let t = &self.telemetry;
         let route = if self.route.is_empty() {
             "-".to_string()
@@ -563,6 +638,49 @@ impl RequestLog {
             reasoning_tokens = has_usage.then_some(u.reasoning),
             usage_partial = self.usage_partial,
             "request"
+        );
+    }
+}
+
+impl RequestLog {
+    /// Ends the trace span (once, from `finish`) with the attempts and the phases of the
+    /// attempt that answered.
+    fn finish_trace(&mut self, reason: EndReason) {
+        let (Some(span), Some(tracer)) = (self.span.take(), &self.telemetry.tracer) else {
+            return;
+        };
+        let last = self.attempts.len().saturating_sub(1);
+        let attempts = self
+            .attempts
+            .iter()
+            .enumerate()
+            .map(|(i, a)| crate::trace::AttemptSpan {
+                upstream: a.upstream.clone(),
+                started: a.started,
+                duration: a.duration,
+                outcome: a.outcome,
+                cause: a.cause,
+                status: a.status,
+                timings: if i == last { self.timings } else { None },
+            })
+            .collect();
+        let error = !matches!(
+            reason,
+            EndReason::Completed | EndReason::ClientGone | EndReason::BadRequest
+        ) || self.status >= 500;
+        tracer.finish(
+            span,
+            crate::trace::RequestEnd {
+                request_id: &self.request_id,
+                route: &self.route,
+                model: &self.model,
+                upstream: &self.upstream,
+                status: self.status,
+                end_reason: reason.as_str(),
+                error,
+                started: self.started,
+                attempts,
+            },
         );
     }
 }

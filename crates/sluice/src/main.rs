@@ -3,15 +3,24 @@
 
 mod bench_cmd;
 mod demo_cmd;
+mod init_cmd;
 mod mock_cmd;
 mod serve_cmd;
 mod sse_decode;
 
-use clap::{Parser, Subcommand};
+use clap::{CommandFactory, Parser, Subcommand};
+
+/// `0.1.0 (git 1a2b3c4d5e6f)`: the release and the commit it was built from.
+const VERSION: &str = concat!(
+    env!("CARGO_PKG_VERSION"),
+    " (git ",
+    env!("SLUICE_GIT_HASH"),
+    ")"
+);
 
 /// Sluice: an LLM inference gateway.
 #[derive(Debug, Parser)]
-#[command(name = "sluice", version, about)]
+#[command(name = "sluice", version = VERSION, about)]
 struct Cli {
     #[command(subcommand)]
     command: Command,
@@ -38,6 +47,14 @@ enum Command {
         #[command(subcommand)]
         command: sse_decode::SseCommand,
     },
+    /// Write a commented starter config for a provider.
+    Init(init_cmd::InitArgs),
+    /// Print a shell completion script: `sluice completions bash > /etc/bash_completion.d/sluice`.
+    Completions {
+        /// The shell.
+        #[arg(value_enum)]
+        shell: clap_complete::Shell,
+    },
 }
 
 fn main() -> std::process::ExitCode {
@@ -59,5 +76,19 @@ fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Sse { command } => sse_decode::run(command),
         Command::Bench { command } => bench_cmd::run(command),
         Command::Demo(args) => demo_cmd::run(args),
+        Command::Init(args) => init_cmd::run(args),
+        Command::Completions { shell } => {
+            // Into a buffer first: clap_complete panics on a write error (e.g. `| head`).
+            let mut script = Vec::new();
+            clap_complete::generate(shell, &mut Cli::command(), "sluice", &mut script);
+            use std::io::Write as _;
+            let mut out = std::io::stdout().lock();
+            match out.write_all(&script).and_then(|()| out.flush()) {
+                Err(e) if e.kind() != std::io::ErrorKind::BrokenPipe => {
+                    Err(anyhow::anyhow!("cannot write the completion script: {e}"))
+                }
+                _ => Ok(()),
+            }
+        }
     }
 }

@@ -48,6 +48,10 @@ pub struct ServeArgs {
     /// `listening on IP:PORT`, names the port chosen.
     #[arg(long, value_name = "ADDR")]
     listen: Option<SocketAddr>,
+    /// Serve the admin plane here instead of `server.admin_listen` (a non-loopback address
+    /// needs `server.admin_token`). The second stdout line, `admin on IP:PORT`, names it.
+    #[arg(long, value_name = "ADDR")]
+    admin_listen: Option<SocketAddr>,
     /// Log format (the filter comes from RUST_LOG, default `info`).
     #[arg(long, value_enum, default_value = "text")]
     log_format: LogFormat,
@@ -120,10 +124,19 @@ pub fn serve(args: ServeArgs) -> anyhow::Result<()> {
     if let Some(listen) = args.listen {
         cfg.server.listen = listen;
     }
+    if let Some(admin) = args.admin_listen {
+        cfg.server.admin_listen = Some(admin);
+    }
     let rt = tokio::runtime::Runtime::new().context("cannot start the tokio runtime")?;
     rt.block_on(async {
         let gateway = Gateway::start(cfg).await?;
         println!("listening on {}", gateway.addr());
+        // A reader that only wanted the first line may have gone: that is no reason to stop.
+        {
+            use std::io::Write as _;
+            let mut out = std::io::stdout().lock();
+            let _ = writeln!(out, "admin on {}", gateway.admin_addr()).and_then(|()| out.flush());
+        }
         let stop = gateway.stop_token();
         tokio::spawn(async move {
             wait_for_signal().await;
@@ -138,11 +151,20 @@ async fn wait_for_signal() {
     #[cfg(unix)]
     {
         use tokio::signal::unix::{signal, SignalKind};
+        // SIGHUP's default action ends the process: `systemctl reload` (deploy/sluice.service)
+        // must never do that. Until hot reload lands, it is acknowledged and changes nothing.
+        let hup = signal(SignalKind::hangup());
         match signal(SignalKind::terminate()) {
             Ok(mut term) => {
-                tokio::select! {
-                    _ = term.recv() => {}
-                    _ = tokio::signal::ctrl_c() => {}
+                let mut hup = hup.ok();
+                loop {
+                    tokio::select! {
+                        _ = term.recv() => break,
+                        _ = tokio::signal::ctrl_c() => break,
+                        Some(()) = async { hup.as_mut()?.recv().await } => {
+                            tracing::warn!("SIGHUP: config reload is not supported yet; nothing changed (restart to apply a new config)");
+                        }
+                    }
                 }
             }
             Err(_) => {

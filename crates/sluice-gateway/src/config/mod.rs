@@ -7,9 +7,11 @@
 //! reported with its field path, its line and what would be right (`diagnostics`). Nothing
 //! downstream sees a raw value.
 
+mod admin;
 mod diagnostics;
 mod interpolate;
 mod raw;
+mod telemetry;
 pub mod tls;
 mod units;
 mod validate;
@@ -22,6 +24,8 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::{Duration, SystemTime};
 
+pub use admin::{AdminToken, DEFAULT_ADMIN_LISTEN};
+pub use telemetry::{TelemetryConfig, TraceHeader};
 pub use units::{parse_duration, parse_size};
 
 /// The whole validated configuration.
@@ -33,6 +37,8 @@ pub struct Config {
     pub upstreams: Vec<UpstreamConfig>,
     /// Routes, in file order: the first whose globs match the request's model wins.
     pub routes: Vec<RouteConfig>,
+    /// `[telemetry]`: OpenTelemetry trace export (off without an endpoint).
+    pub telemetry: TelemetryConfig,
 }
 
 /// `[server]`.
@@ -59,6 +65,26 @@ pub struct ServerConfig {
     /// written, ttfb) on every response; without it, only when the client sends
     /// `X-Sluice-Timing: 1`. Default false.
     pub server_timing: bool,
+    /// Where the admin plane listens (`/metrics`, `/admin/*`, the dashboard, `/readyz`).
+    /// `None`: [`DEFAULT_ADMIN_LISTEN`], or an ephemeral loopback port when `listen`'s port
+    /// is 0 (tests); see [`ServerConfig::admin_addr`].
+    pub admin_listen: Option<SocketAddr>,
+    /// Bearer token the admin plane requires (except on `/healthz` and `/readyz`); required
+    /// when the admin address is not loopback.
+    pub admin_token: Option<AdminToken>,
+}
+
+impl ServerConfig {
+    /// The admin plane's address: `admin_listen` if set; else `127.0.0.1:0` (an ephemeral
+    /// port) when `listen`'s port is 0, so that gateways started for tests never fight over
+    /// one port; else [`DEFAULT_ADMIN_LISTEN`].
+    pub fn admin_addr(&self) -> SocketAddr {
+        match self.admin_listen {
+            Some(a) => a,
+            None if self.listen.port() == 0 => SocketAddr::from(([127, 0, 0, 1], 0)),
+            None => DEFAULT_ADMIN_LISTEN,
+        }
+    }
 }
 
 /// PEM files for the listener's TLS.

@@ -19,6 +19,21 @@ pub(super) struct RawConfig {
     pub(super) upstreams: Vec<RawUpstream>,
     #[serde(default, rename = "route")]
     pub(super) routes: Vec<RawRoute>,
+    pub(super) telemetry: Option<RawTelemetry>,
+}
+
+/// `[telemetry]`: OpenTelemetry trace export.
+#[derive(Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawTelemetry {
+    pub(super) endpoint: Option<String>,
+    pub(super) sampling_ratio: Option<f64>,
+    pub(super) service_name: Option<String>,
+    pub(super) headers: Option<std::collections::BTreeMap<String, String>>,
+    pub(super) batch_size: Option<usize>,
+    pub(super) batch_interval: Option<DurationValue>,
+    pub(super) queue_size: Option<usize>,
+    pub(super) export_timeout: Option<DurationValue>,
 }
 
 #[derive(Deserialize, Default)]
@@ -32,6 +47,8 @@ pub(super) struct RawServer {
     pub(super) shutdown_grace: Option<DurationValue>,
     pub(super) max_event_bytes: Option<SizeValue>,
     pub(super) server_timing: Option<bool>,
+    pub(super) admin_listen: Option<String>,
+    pub(super) admin_token: Option<String>,
 }
 
 #[derive(Deserialize)]

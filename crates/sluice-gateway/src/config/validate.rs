@@ -127,6 +127,7 @@ fn validate(raw: RawConfig, ctx: &mut Ctx<'_>) -> Result<Config, ConfigError> {
         server,
         upstreams,
         routes,
+        telemetry,
     } = raw;
     let server = server_config(server, ctx)?;
     let mut ups: Vec<UpstreamConfig> = Vec::with_capacity(upstreams.len());
@@ -172,6 +173,7 @@ fn validate(raw: RawConfig, ctx: &mut Ctx<'_>) -> Result<Config, ConfigError> {
         server,
         upstreams: ups,
         routes: out_routes,
+        telemetry: super::telemetry::telemetry_config(telemetry)?,
     })
 }
 
@@ -495,6 +497,8 @@ fn server_config(raw: RawServer, ctx: &mut Ctx<'_>) -> Result<ServerConfig, Conf
         shutdown_grace,
         max_event_bytes,
         server_timing,
+        admin_listen,
+        admin_token,
     } = raw;
     let listen = listen
         .as_deref()
@@ -521,7 +525,40 @@ fn server_config(raw: RawServer, ctx: &mut Ctx<'_>) -> Result<ServerConfig, Conf
             "must be at most 64MiB",
         ));
     }
-    Ok(ServerConfig {
+    let admin_listen = admin_listen
+        .map(|a| {
+            a.parse().map_err(|_| {
+                ConfigError::new(
+                    "server.admin_listen",
+                    "must be IP:PORT, e.g. \"127.0.0.1:9901\"",
+                )
+            })
+        })
+        .transpose()?;
+    let admin_token = admin_token
+        .map(|t| {
+            let token = super::AdminToken::new(&t).ok_or_else(|| {
+                ConfigError::new(
+                    "server.admin_token",
+                    "must be non-empty printable ASCII without spaces; set it from the \
+                     environment, e.g. admin_token = \"${SLUICE_ADMIN_TOKEN}\"",
+                )
+            })?;
+            if t.len() < super::admin::MIN_TOKEN_LEN && ctx.unresolved_at("server.admin_token").is_none() {
+                ctx.warn(
+                    "server.admin_token",
+                    format!(
+                        "shorter than {} characters: easy to guess; use e.g. `openssl rand -hex 32`",
+                        super::admin::MIN_TOKEN_LEN
+                    ),
+                );
+            }
+            Ok(token)
+        })
+        .transpose()?;
+    let server = ServerConfig {
+        admin_listen,
+        admin_token,
         listen,
         tls,
         heartbeat: duration("server.heartbeat", heartbeat, Duration::from_secs(15))?,
@@ -534,7 +571,25 @@ fn server_config(raw: RawServer, ctx: &mut Ctx<'_>) -> Result<ServerConfig, Conf
         )?,
         max_event_bytes: usize::try_from(max_event_bytes).unwrap_or(usize::MAX),
         server_timing: server_timing.unwrap_or(false),
-    })
+    };
+    let admin = server.admin_addr();
+    if admin.port() != 0 && admin == server.listen {
+        return Err(ConfigError::new(
+            "server.admin_listen",
+            format!("{admin} is also server.listen; the admin plane needs its own port, e.g. 127.0.0.1:9901"),
+        ));
+    }
+    if !super::admin::is_loopback(admin) && server.admin_token.is_none() {
+        return Err(ConfigError::new(
+            "server.admin_listen",
+            format!(
+                "{admin} is reachable from other hosts, and the admin plane shows the config and \
+                 the traffic: set server.admin_token (e.g. admin_token = \"${{SLUICE_ADMIN_TOKEN}}\") \
+                 or listen on loopback (127.0.0.1:9901)"
+            ),
+        ));
+    }
+    Ok(server)
 }
 
 /// Loads the listener's certificate and key exactly as startup does, and warns of expiry.

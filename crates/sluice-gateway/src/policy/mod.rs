@@ -92,6 +92,7 @@ pub(crate) struct AttemptRecord {
     pub(crate) class: Option<FailureClass>,
     pub(crate) cause: &'static str,
     pub(crate) status: Option<u16>,
+    pub(crate) started: Instant,
     pub(crate) duration: Duration,
 }
 
@@ -265,6 +266,7 @@ impl Policy {
             class: Some(f.class),
             cause: f.cause_label(),
             status: f.status(),
+            started,
             duration: started.elapsed(),
         };
         self.state.telemetry.attempt(
@@ -299,6 +301,7 @@ impl Policy {
             class: None,
             cause: "ok",
             status: Some(status),
+            started,
             duration: started.elapsed(),
         });
         self.state
@@ -315,6 +318,7 @@ impl Policy {
                 outcome: a.class.map_or("ok", FailureClass::metric_label),
                 cause: a.cause,
                 status: a.status,
+                started: a.started,
                 duration: a.duration,
             })
             .collect()

@@ -217,6 +217,7 @@ impl SseRelay {
         self.heartbeat.as_mut().reset(now + self.timers.heartbeat);
         self.log.first_byte();
         self.log.sent(bytes.len(), events);
+        self.log.observe_sse(&bytes);
         self.last_yield = Some(now);
         Poll::Ready(Some(Ok(Frame::data(bytes))))
     }

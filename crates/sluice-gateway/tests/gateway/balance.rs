@@ -136,7 +136,7 @@ async fn a_failing_replica_is_ejected_probed_and_brought_back() {
         assert_eq!(call(&gw).await.status, 200);
     }
     assert!(served(&healed) >= 1, "the probe reached it");
-    let t = h1(gw.addr(), request("GET", "/admin/targets", "", ""))
+    let t = h1(gw.admin_addr(), request("GET", "/admin/targets", "", ""))
         .await
         .json();
     let route = &t["routes"][0];
@@ -184,8 +184,8 @@ async fn active_health_checks_take_a_stopped_replica_out_and_back() {
             break;
         }
         if t0.elapsed() > Duration::from_secs(5) {
-            let t = h1(gw.addr(), request("GET", "/admin/targets", "", "")).await;
-            let p = h1(gw.addr(), request("GET", "/admin/pools", "", "")).await;
+            let t = h1(gw.admin_addr(), request("GET", "/admin/targets", "", "")).await;
+            let p = h1(gw.admin_addr(), request("GET", "/admin/pools", "", "")).await;
             panic!(
                 "a restarted replica is back within 5 s\n{}\n{}",
                 String::from_utf8_lossy(&t.body),

@@ -81,7 +81,7 @@ async fn client_disconnect_cancels_upstream_everywhere() {
                     );
                 }
                 let m = String::from_utf8(
-                    h1(gw.addr(), request("GET", "/metrics", "", ""))
+                    h1(gw.admin_addr(), request("GET", "/metrics", "", ""))
                         .await
                         .body
                         .to_vec(),

@@ -108,7 +108,7 @@ async fn a_thousand_concurrent_streams_pass_an_http1_upstream_on_the_default_con
     assert_eq!(snap.totals.completed, total as u64);
     assert!(snap.totals.connections >= 1000, "{:?}", snap.totals);
     // The pool saw no saturation on the way.
-    let pools = h2(&clients[0], request("GET", "/admin/pools", "", ""))
+    let pools = h1(gw.admin_addr(), request("GET", "/admin/pools", "", ""))
         .await
         .json();
     let counters = &pools["upstreams"][0]["counters"];
@@ -220,7 +220,7 @@ async fn admin_pools_and_metrics_list_every_http1_connection() {
         s.requests.iter().any(|r| r.stream)
     })
     .await;
-    let pools = h1(addr, request("GET", "/admin/pools", "", ""))
+    let pools = h1(gw.admin_addr(), request("GET", "/admin/pools", "", ""))
         .await
         .json();
     let up = &pools["upstreams"][0];
@@ -258,7 +258,7 @@ async fn admin_pools_and_metrics_list_every_http1_connection() {
     assert_ne!(s["id"], i["id"]);
     assert_eq!(short["ready"], 1);
     let m = String::from_utf8(
-        h1(addr, request("GET", "/metrics", "", ""))
+        h1(gw.admin_addr(), request("GET", "/metrics", "", ""))
             .await
             .body
             .to_vec(),

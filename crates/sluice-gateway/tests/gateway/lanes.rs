@@ -99,7 +99,7 @@ async fn admin_pools_and_pool_metrics_describe_the_connections() {
     )
     .await;
     h1(gw.addr(), request("POST", "/v1/chat/completions", "", CHAT)).await;
-    let pools = h1(gw.addr(), request("GET", "/admin/pools", "", ""))
+    let pools = h1(gw.admin_addr(), request("GET", "/admin/pools", "", ""))
         .await
         .json();
     let up = &pools["upstreams"][0];
@@ -120,7 +120,7 @@ async fn admin_pools_and_pool_metrics_describe_the_connections() {
     }
     assert!(up["counters"]["connects"].as_u64().unwrap() >= 2);
     let m = String::from_utf8(
-        h1(gw.addr(), request("GET", "/metrics", "", ""))
+        h1(gw.admin_addr(), request("GET", "/metrics", "", ""))
             .await
             .body
             .to_vec(),
@@ -168,7 +168,7 @@ async fn server_timing_on_request_or_by_config() {
     );
     assert!(phases["last"] >= phases["ttfb"], "{st}");
     let m = String::from_utf8(
-        h1(gw.addr(), request("GET", "/metrics", "", ""))
+        h1(gw.admin_addr(), request("GET", "/metrics", "", ""))
             .await
             .body
             .to_vec(),

@@ -6,8 +6,10 @@
 #[allow(dead_code)]
 mod support;
 
+mod admin;
 mod balance;
 mod cancel;
+mod collector;
 mod endpoints;
 mod errors;
 mod http1_upstream;
@@ -17,6 +19,7 @@ mod relay;
 mod shutdown;
 mod timeouts;
 mod tls;
+mod trace;
 mod translate;
 
 use sluice_gateway::config::Config;

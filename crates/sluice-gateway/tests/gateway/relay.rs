@@ -203,7 +203,7 @@ async fn gateway_heartbeats_while_the_upstream_is_silent() {
     // Heartbeats sit only between events: every event still parses.
     assert_eq!(sse(&r.body).len(), 5);
     assert_eq!(sse(&r.body).last().unwrap().1, "[DONE]");
-    let metrics = h1(gw.addr(), request("GET", "/metrics", "", "")).await;
+    let metrics = h1(gw.admin_addr(), request("GET", "/metrics", "", "")).await;
     let m = String::from_utf8(metrics.body.to_vec()).unwrap();
     assert!(m.contains("sluice_heartbeats_total"), "{m}");
 }
@@ -261,7 +261,7 @@ async fn slow_client_throttles_the_upstream() {
     let blocked = snap.requests.last().unwrap().write_blocked;
     assert!(blocked >= Duration::from_millis(500), "{blocked:?}");
     let m = String::from_utf8(
-        h1(gw.addr(), request("GET", "/metrics", "", ""))
+        h1(gw.admin_addr(), request("GET", "/metrics", "", ""))
             .await
             .body
             .to_vec(),

@@ -1,0 +1,261 @@
+//! `GET /admin/config`: the configuration in force, every default filled in, secrets
+//! redacted, and its hash (to tell which config a gateway runs, e.g. after a reload).
+//!
+//! The gateway's own config types are taken apart by exhaustive destructuring, so a new
+//! field (possibly a secret) cannot reach this output without someone deciding how it shows.
+
+use serde_json::{json, Value};
+
+use crate::config::{
+    Config, OnClientDisconnect, RouteConfig, ServerConfig, TargetConfig, TelemetryConfig, Timeouts,
+    UpstreamAuth, UpstreamConfig, UpstreamProtocol,
+};
+
+/// What replaces a secret.
+const REDACTED: &str = "<redacted>";
+
+/// `{ "hash": "sha256:…", "config": { … } }`.
+pub(crate) fn view(config: &Config) -> Value {
+    let body = config_json(config);
+    json!({ "hash": hash(&body), "config": body })
+}
+
+/// `sha256:<hex>` of the redacted view's JSON text: equal configs give equal hashes; secret
+/// values are not part of it.
+pub(crate) fn hash(redacted: &Value) -> String {
+    let d = ring::digest::digest(&ring::digest::SHA256, redacted.to_string().as_bytes());
+    let mut s = String::from("sha256:");
+    crate::trace::push_hex(&mut s, d.as_ref());
+    s
+}
+
+fn dur(d: std::time::Duration) -> String {
+    humantime::format_duration(d).to_string()
+}
+
+fn config_json(c: &Config) -> Value {
+    let Config {
+        server,
+        upstreams,
+        routes,
+        telemetry,
+    } = c;
+    json!({
+        "server": server_json(server),
+        "upstream": upstreams.iter().map(upstream_json).collect::<Vec<_>>(),
+        "route": routes.iter().map(|r| route_json(r, upstreams)).collect::<Vec<_>>(),
+        "telemetry": telemetry_json(telemetry),
+    })
+}
+
+fn server_json(s: &ServerConfig) -> Value {
+    let ServerConfig {
+        listen,
+        tls,
+        heartbeat,
+        max_request_body,
+        max_response_body,
+        shutdown_grace,
+        max_event_bytes,
+        server_timing,
+        admin_listen: _,
+        admin_token,
+    } = s;
+    json!({
+        "listen": listen.to_string(),
+        "tls": tls.as_ref().map(|t| json!({
+            "cert": t.cert.display().to_string(),
+            "key": t.key.display().to_string(),
+        })),
+        "heartbeat": dur(*heartbeat),
+        "max_request_body": max_request_body,
+        "max_response_body": max_response_body,
+        "shutdown_grace": dur(*shutdown_grace),
+        "max_event_bytes": max_event_bytes,
+        "server_timing": server_timing,
+        "admin_listen": s.admin_addr().to_string(),
+        "admin_token": admin_token.as_ref().map(|_| REDACTED),
+    })
+}
+
+fn upstream_json(u: &UpstreamConfig) -> Value {
+    let UpstreamConfig {
+        name,
+        base_url,
+        protocol,
+        auth,
+        ca_file,
+        session_header_to_body,
+        timeouts,
+        pool,
+        long_max_tokens,
+        retry_budget,
+        provider,
+        prefill,
+        health_check,
+    } = u;
+    let Timeouts {
+        connect,
+        first_byte,
+        first_token,
+        idle,
+        total,
+    } = timeouts;
+    let auth = match auth {
+        UpstreamAuth::Passthrough => json!({ "type": "passthrough" }),
+        UpstreamAuth::Bearer { secret: _ } => json!({ "type": "bearer", "secret": REDACTED }),
+        UpstreamAuth::Header { name, secret: _ } => {
+            json!({ "type": "header", "header": name.as_str(), "secret": REDACTED })
+        }
+        UpstreamAuth::ApiKey { secret: _ } => json!({ "type": "api_key", "secret": REDACTED }),
+    };
+    let lane = |l: &sluice_upstream::LaneConfig| {
+        json!({
+            "min_connections": l.min_connections,
+            "max_connections": l.max_connections,
+            "max_streams_per_connection": l.max_streams_per_connection,
+            "max_pending": l.max_pending,
+            "acquire_timeout": dur(l.acquire_timeout),
+        })
+    };
+    json!({
+        "name": name,
+        "base_url": base_url.to_string(),
+        "protocol": match protocol {
+            UpstreamProtocol::Http1 => "http1",
+            UpstreamProtocol::H2 => "h2",
+            UpstreamProtocol::H2c => "h2c",
+            UpstreamProtocol::Auto => "auto",
+        },
+        "auth": auth,
+        "ca_file": ca_file.as_ref().map(|p| p.display().to_string()),
+        "session_header_to_body": session_header_to_body.as_ref().map(|s| json!({
+            "header": s.header.as_str(),
+            "json_pointer": s.json_pointer,
+        })),
+        "timeouts": {
+            "connect": dur(*connect),
+            "first_byte": dur(*first_byte),
+            "first_token": dur(*first_token),
+            "idle": dur(*idle),
+            "total": dur(*total),
+        },
+        "pool": {
+            "stream": lane(&pool.stream),
+            "short": lane(&pool.short),
+            "ping_interval": dur(pool.ping_interval),
+            "degraded_rtt_factor": pool.degraded_rtt_factor,
+            "degraded_rtt_floor": dur(pool.degraded_rtt_floor),
+            "stall_timeout": dur(pool.stall_timeout),
+            "max_connection_age": pool.max_connection_age.map(dur),
+            "max_requests_per_connection": pool.max_requests_per_connection,
+            "idle_timeout": dur(pool.idle_timeout),
+            "dns_refresh": dur(pool.dns_refresh),
+            "long_max_tokens": long_max_tokens,
+        },
+        "retry_budget": {
+            "ratio": retry_budget.ratio,
+            "min_per_second": retry_budget.min_per_second,
+        },
+        "provider": provider.as_ref().map(|p| p.as_str()),
+        "prefill": prefill,
+        "health_check": health_check.as_ref().map(|h| json!({
+            "path": h.path,
+            "interval": dur(h.interval),
+            "timeout": dur(h.timeout),
+            "healthy_threshold": h.healthy_threshold,
+            "unhealthy_threshold": h.unhealthy_threshold,
+        })),
+    })
+}
+
+fn target_json(t: &TargetConfig, ups: &[UpstreamConfig]) -> Value {
+    let TargetConfig {
+        upstream,
+        model,
+        weight,
+        context_window,
+        auth,
+    } = t;
+    json!({
+        "upstream": ups.get(*upstream).map(|u| u.name.as_str()),
+        "model": model,
+        "weight": weight,
+        "context_window": context_window,
+        "key": auth.as_ref().map(|_| REDACTED),
+    })
+}
+
+fn route_json(r: &RouteConfig, ups: &[UpstreamConfig]) -> Value {
+    let RouteConfig {
+        name,
+        models,
+        targets,
+        fallbacks,
+        on_client_disconnect,
+        lane,
+        retry,
+        idempotent,
+        timeout,
+        drop_unsupported_params,
+        continuation,
+        balance,
+        outlier,
+    } = r;
+    json!({
+        "name": name,
+        "models": models,
+        "targets": targets.iter().map(|t| target_json(t, ups)).collect::<Vec<_>>(),
+        "fallbacks": fallbacks.iter().map(|t| target_json(t, ups)).collect::<Vec<_>>(),
+        "on_client_disconnect": match on_client_disconnect {
+            OnClientDisconnect::Cancel => "cancel",
+            OnClientDisconnect::Drain => "drain",
+        },
+        "lane": lane.map(|l| l.as_str()),
+        "retry": {
+            "attempts": retry.attempts,
+            "backoff": dur(retry.backoff),
+            "max_backoff": dur(retry.max_backoff),
+            "max_retry_after": dur(retry.max_retry_after),
+        },
+        "idempotent": idempotent,
+        "timeout": timeout.map(dur),
+        "drop_unsupported_params": drop_unsupported_params,
+        "continuation": continuation,
+        "balance": balance.as_str(),
+        "outlier": {
+            "consecutive_failures": outlier.consecutive_failures,
+            "success_rate": outlier.success_rate.is_some(),
+            "base_ejection_time": dur(outlier.base_ejection_time),
+            "max_ejection_time": dur(outlier.max_ejection_time),
+            "max_ejection_percent": outlier.max_ejection_percent,
+        },
+    })
+}
+
+fn telemetry_json(t: &TelemetryConfig) -> Value {
+    let TelemetryConfig {
+        endpoint,
+        sampling_ratio,
+        service_name,
+        headers,
+        batch_size,
+        batch_interval,
+        queue_size,
+        export_timeout,
+    } = t;
+    let headers: serde_json::Map<String, Value> = headers
+        .iter()
+        .map(|h| (h.name.as_str().to_string(), Value::from(REDACTED)))
+        .collect();
+    json!({
+        "endpoint": endpoint.as_ref().map(ToString::to_string),
+        "sampling_ratio": sampling_ratio,
+        "service_name": service_name,
+        "headers": headers,
+        "batch_size": batch_size,
+        "batch_interval": dur(*batch_interval),
+        "queue_size": queue_size,
+        "export_timeout": dur(*export_timeout),
+    })
+}

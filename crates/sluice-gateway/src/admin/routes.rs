@@ -1,0 +1,197 @@
+//! What each admin path answers, and who may ask.
+
+use std::convert::Infallible;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{Context, Poll};
+
+use bytes::Bytes;
+use http::header::{self, HeaderValue};
+use http::{Method, Request, Response, StatusCode};
+use http_body::{Body, Frame, SizeHint};
+
+use super::feed::{Feed, FeedBody};
+use crate::proxy::State;
+
+/// The admin plane's shared state.
+pub(super) struct Admin {
+    pub(super) state: Arc<State>,
+    pub(super) feed: Arc<Feed>,
+}
+
+/// An admin response body: a whole buffer, or the dashboard's feed.
+pub(super) enum AdminBody {
+    Full(Option<Bytes>),
+    Feed(Box<FeedBody>),
+}
+
+impl Body for AdminBody {
+    type Data = Bytes;
+    type Error = Infallible;
+
+    fn poll_frame(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, Infallible>>> {
+        match self.get_mut() {
+            AdminBody::Full(b) => Poll::Ready(b.take().map(|b| Ok(Frame::data(b)))),
+            AdminBody::Feed(f) => Pin::new(f.as_mut()).poll_frame(cx),
+        }
+    }
+
+    fn is_end_stream(&self) -> bool {
+        matches!(self, AdminBody::Full(None))
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        match self {
+            AdminBody::Full(Some(b)) => SizeHint::with_exact(b.len() as u64),
+            AdminBody::Full(None) => SizeHint::with_exact(0),
+            AdminBody::Feed(_) => SizeHint::default(),
+        }
+    }
+}
+
+fn full(
+    status: StatusCode,
+    content_type: &'static str,
+    body: impl Into<Bytes>,
+) -> Response<AdminBody> {
+    let mut r = Response::new(AdminBody::Full(Some(body.into())));
+    *r.status_mut() = status;
+    r.headers_mut()
+        .insert(header::CONTENT_TYPE, HeaderValue::from_static(content_type));
+    r.headers_mut()
+        .insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
+    r
+}
+
+fn json(status: StatusCode, v: &serde_json::Value) -> Response<AdminBody> {
+    full(status, "application/json", v.to_string())
+}
+
+fn error(status: StatusCode, code: &str, message: &str) -> Response<AdminBody> {
+    json(
+        status,
+        &serde_json::json!({ "error": { "code": code, "message": message } }),
+    )
+}
+
+/// Who may see a path.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Access {
+    /// Liveness, readiness and the dashboard's static files: nothing secret in them.
+    Open,
+    /// Everything else: the bearer token, when one is configured.
+    Token,
+}
+
+impl Admin {
+    /// Answers one admin request. Never fails.
+    pub(super) fn handle<B>(&self, req: Request<B>) -> Response<AdminBody> {
+        let path = req.uri().path();
+        let access = match path {
+            "/healthz" | "/readyz" => Access::Open,
+            p if super::dashboard::asset(p).is_some() => Access::Open,
+            "/" | "/admin" => Access::Open,
+            _ => Access::Token,
+        };
+        if req.method() != Method::GET && req.method() != Method::HEAD {
+            let mut r = error(
+                StatusCode::METHOD_NOT_ALLOWED,
+                "method_not_allowed",
+                "the admin plane answers GET",
+            );
+            r.headers_mut()
+                .insert(header::ALLOW, HeaderValue::from_static("GET, HEAD"));
+            return r;
+        }
+        if access == Access::Token {
+            if let Some(token) = &self.state.config.server.admin_token {
+                let given = req.headers().get(header::AUTHORIZATION);
+                if !given.is_some_and(|v| token.matches_header(v.as_bytes())) {
+                    let mut r = error(
+                        StatusCode::UNAUTHORIZED,
+                        "unauthorized",
+                        "send Authorization: Bearer <server.admin_token>",
+                    );
+                    r.headers_mut().insert(
+                        header::WWW_AUTHENTICATE,
+                        HeaderValue::from_static("Bearer realm=\"sluice-admin\""),
+                    );
+                    return r;
+                }
+            }
+        }
+        let state = &self.state;
+        match path {
+            "/healthz" => full(
+                StatusCode::OK,
+                "application/json",
+                &b"{\"status\":\"ok\"}"[..],
+            ),
+            "/readyz" => {
+                let r = super::ready::readiness(state);
+                let status = if r.ready {
+                    StatusCode::OK
+                } else {
+                    StatusCode::SERVICE_UNAVAILABLE
+                };
+                json(status, &r.json())
+            }
+            "/metrics" => full(
+                StatusCode::OK,
+                "application/openmetrics-text; version=1.0.0; charset=utf-8",
+                state.telemetry.encode(),
+            ),
+            "/admin/pools" => {
+                let pairs: Vec<(String, sluice_upstream::Upstream)> = state
+                    .config
+                    .upstreams
+                    .iter()
+                    .map(|u| u.name.clone())
+                    .zip(state.upstreams.iter().cloned())
+                    .collect();
+                json(StatusCode::OK, &crate::pools::snapshot_json(&pairs))
+            }
+            "/admin/targets" => json(StatusCode::OK, &crate::targets::snapshot_json(state)),
+            "/admin/config" => json(StatusCode::OK, &super::config_view::view(&state.config)),
+            "/admin/feed" => match self.feed.subscribe() {
+                Some(body) => {
+                    let mut r = Response::new(AdminBody::Feed(Box::new(body)));
+                    let h = r.headers_mut();
+                    h.insert(
+                        header::CONTENT_TYPE,
+                        HeaderValue::from_static("text/event-stream"),
+                    );
+                    h.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
+                    h.insert("x-accel-buffering", HeaderValue::from_static("no"));
+                    r
+                }
+                None => error(
+                    StatusCode::SERVICE_UNAVAILABLE,
+                    "too_many_viewers",
+                    &format!(
+                        "at most {} dashboards may watch at once",
+                        super::feed::MAX_VIEWERS
+                    ),
+                ),
+            },
+            "/" | "/admin" => {
+                let mut r = full(StatusCode::PERMANENT_REDIRECT, "text/plain", "/admin/");
+                r.headers_mut()
+                    .insert(header::LOCATION, HeaderValue::from_static("/admin/"));
+                r
+            }
+            p => match super::dashboard::asset(p) {
+                Some((content_type, body)) => full(StatusCode::OK, content_type, body),
+                None => error(
+                    StatusCode::NOT_FOUND,
+                    "not_found",
+                    "admin paths: /metrics, /healthz, /readyz, /admin/, /admin/feed, \
+                     /admin/pools, /admin/targets, /admin/config",
+                ),
+            },
+        }
+    }
+}
