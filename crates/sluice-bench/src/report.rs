@@ -118,6 +118,11 @@ pub fn num(v: f64) -> String {
     }
 }
 
+/// The top of a y axis of four steps that holds `v`: four times a 1, 2 or 5 × 10^n step.
+fn axis_top(v: f64) -> f64 {
+    4.0 * nice_ceiling(v / 4.0)
+}
+
 /// The smallest 1, 2 or 5 × 10^n at least `v` (1 for `v` ≤ 0).
 fn nice_ceiling(v: f64) -> f64 {
     if v <= 0.0 || !v.is_finite() {
@@ -252,7 +257,7 @@ fn histogram_svg(o: &mut String, i: usize, samples: &[Sample]) {
     if buckets.is_empty() {
         return empty(o);
     }
-    let top = nice_ceiling(buckets.iter().map(|b| b.count).max().unwrap_or(0) as f64);
+    let top = axis_top(buckets.iter().map(|b| b.count).max().unwrap_or(0) as f64);
     y_axis(o, top, "requests");
     let plot_w = W - LEFT - RIGHT;
     let plot_h = H - TOP - BOTTOM;
@@ -330,16 +335,17 @@ fn time_axis(o: &mut String, secs: f64, marks: &[Mark]) {
         LEFT + plot_w / 2.0,
         H - 8.0
     );
-    for m in marks {
+    for (k, m) in marks.iter().enumerate() {
         let x = LEFT + plot_w * (m.at_ms / 1000.0) / secs;
+        // Every other label one line lower, so that close marks do not overprint.
+        let y = if k % 2 == 0 { TOP - 6.0 } else { TOP + 10.0 };
         let _ = writeln!(
             o,
             "<g class=\"mark\" data-at-ms=\"{}\"><line x1=\"{x:.1}\" x2=\"{x:.1}\" y1=\"{TOP}\" y2=\"{:.1}\"/>\
-             <text x=\"{:.1}\" y=\"{:.1}\">{}</text></g>",
+             <text x=\"{:.1}\" y=\"{y:.1}\">{}</text></g>",
             m.at_ms,
             TOP + plot_h,
             x + 3.0,
-            TOP - 6.0,
             esc(&m.label)
         );
     }
@@ -356,16 +362,19 @@ fn span_secs(s: &Section, last_second: u64) -> f64 {
 }
 
 fn legend(o: &mut String, items: &[(&str, &str)]) {
-    let mut x = W - RIGHT - 70.0 * items.len() as f64;
+    // Bottom right, beside the axis title.
+    let mut x = W - RIGHT - 60.0 * items.len() as f64;
     o.push_str("<g class=\"legend\">");
     for (class, label) in items {
         let _ = write!(
             o,
-            "<rect class=\"{class}\" x=\"{x:.1}\" y=\"6\" width=\"10\" height=\"10\"/>\
-             <text x=\"{:.1}\" y=\"15\">{label}</text>",
-            x + 14.0
+            "<rect class=\"{class}\" x=\"{x:.1}\" y=\"{:.1}\" width=\"10\" height=\"10\"/>\
+             <text x=\"{:.1}\" y=\"{:.1}\">{label}</text>",
+            H - 18.0,
+            x + 14.0,
+            H - 9.0
         );
-        x += 70.0;
+        x += 60.0;
     }
     o.push_str("</g>\n");
 }
@@ -377,7 +386,7 @@ fn latency_svg(o: &mut String, i: usize, s: &Section) {
         return empty(o);
     };
     let secs = span_secs(s, last.second);
-    let top = nice_ceiling(seconds.iter().map(|p| p.max_ms).fold(0.0, f64::max));
+    let top = axis_top(seconds.iter().map(|p| p.max_ms).fold(0.0, f64::max));
     y_axis(o, top, "milliseconds");
     time_axis(o, secs, &s.marks);
     let plot_w = W - LEFT - RIGHT;
@@ -436,7 +445,7 @@ fn throughput_svg(o: &mut String, i: usize, s: &Section) {
         return empty(o);
     };
     let secs = span_secs(s, last.second);
-    let top = nice_ceiling(
+    let top = axis_top(
         seconds
             .iter()
             .map(|p| (p.ok + p.failed) as f64)
@@ -492,6 +501,9 @@ mod tests {
         assert_eq!(nice_ceiling(10.0), 10.0);
         assert_eq!(nice_ceiling(101.0), 200.0);
         assert_eq!(nice_ceiling(0.3), 0.5);
+        assert_eq!(axis_top(26.0), 40.0);
+        assert_eq!(axis_top(100.0), 100.0);
+        assert_eq!(axis_top(0.0), 4.0);
     }
 
     #[test]

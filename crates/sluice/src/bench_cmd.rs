@@ -34,6 +34,34 @@ pub enum BenchCommand {
     /// sent every interval; probe latency, and (with --mock-stats) whether each probe shared
     /// an upstream connection with a long stream.
     Probe(Box<ProbeArgs>),
+    /// N clients through a gateway route of two in-process mocks while the primary
+    /// misbehaves in turn (503s, resets, silence, a slow first token, cuts before the first
+    /// content, flapping): client-visible errors, p50/p99 latency and attempts per request,
+    /// per phase.
+    Failover(Box<FailoverArgs>),
+}
+
+/// Options of `sluice bench failover`.
+#[derive(Debug, clap::Args)]
+pub struct FailoverArgs {
+    /// 4 clients and 1 s per phase (about 10 s in all) instead of 8 clients and 3 s.
+    #[arg(long)]
+    quick: bool,
+    /// Clients sending back to back (half of them stream).
+    #[arg(long)]
+    clients: Option<usize>,
+    /// How long each phase sends, e.g. 5s.
+    #[arg(long, value_parser = duration)]
+    duration: Option<Duration>,
+    /// The primary's first-byte and first-token timeout, e.g. 500ms.
+    #[arg(long, value_parser = duration)]
+    first_token_timeout: Option<Duration>,
+    /// Run only this phase (repeatable; the healthy baseline always runs): 503, reset,
+    /// silence, slow-first-token, cut-before-content, flapping.
+    #[arg(long = "phase", value_name = "NAME")]
+    phases: Vec<String>,
+    #[command(flatten)]
+    out: Output,
 }
 
 /// The run failed its checks (too many failed requests, a goal missed): the report was
@@ -56,7 +84,7 @@ pub struct Output {
     #[arg(long, value_name = "FILE.html")]
     report: Option<PathBuf>,
     /// Fail (exit 3) when more than this share (0 to 1) of the requests failed.
-    /// Default 0.5 (failover: 0).
+    /// Default 0.5 (failover: 0, per phase and kind of request).
     #[arg(long, value_name = "SHARE", value_parser = share)]
     max_error_rate: Option<f64>,
 }
@@ -347,6 +375,63 @@ pub fn run(cmd: BenchCommand) -> anyhow::Result<()> {
         BenchCommand::Stream(a) => run_stream(*a),
         BenchCommand::Rps(a) => run_rps(*a),
         BenchCommand::Probe(a) => run_probe(*a),
+        BenchCommand::Failover(a) => run_failover(*a),
+    }
+}
+
+fn run_failover(a: FailoverArgs) -> anyhow::Result<()> {
+    use sluice::failover::{self, FailoverPlan};
+    let mut plan = if a.quick {
+        FailoverPlan::quick()
+    } else {
+        FailoverPlan::full()
+    };
+    if let Some(c) = a.clients {
+        anyhow::ensure!(
+            c >= 2,
+            "--clients must be at least 2 (one streaming, one not)"
+        );
+        plan.clients = c;
+    }
+    if let Some(d) = a.duration {
+        anyhow::ensure!(!d.is_zero(), "--duration must be above 0");
+        plan.phase_duration = d;
+    }
+    if let Some(t) = a.first_token_timeout {
+        anyhow::ensure!(
+            t >= Duration::from_millis(50),
+            "--first-token-timeout must be at least 50ms"
+        );
+        plan.first_token_timeout = t;
+    }
+    let plan = plan.only(&a.phases)?;
+    let progress = Arc::new(Progress::default());
+    let human = !a.out.json;
+    let report = runtime()?.block_on(async {
+        let ticker = Ticker::start(progress.clone(), "requests");
+        let phase = |p: &failover::Phase| {
+            ticker.clear();
+            if human {
+                eprintln!("phase {}: {} ...", p.name, p.what);
+            }
+        };
+        let r = failover::run(plan, &phase, progress.clone()).await;
+        ticker.stop();
+        r
+    })?;
+    if a.out.json {
+        println!("{}", serde_json::to_string_pretty(&report)?);
+    } else {
+        print!("{}", report.table());
+        println!();
+        println!("{}", report.verdict());
+    }
+    a.out.write_report(|| report.page())?;
+    let failures = report.failures(a.out.max_error_rate_or(0.0));
+    if failures.is_empty() {
+        Ok(())
+    } else {
+        Err(RunFailed(failures.join("; ")).into())
     }
 }
 

@@ -323,6 +323,7 @@ fn flag_names_agree_across_scenarios() {
         &["bench", "rps", "--help"][..],
         &["bench", "stream", "--help"],
         &["bench", "probe", "--help"],
+        &["bench", "failover", "--help"],
         &["demo", "--help"],
     ] {
         let help = sluice(cmd);
@@ -496,4 +497,89 @@ fn stream_and_probe_reports_too() {
         json["successes"].as_u64().unwrap()
     );
     assert!(sections[0].1.ok_total() >= 3);
+}
+
+/// `sluice bench failover --quick`: every fault class the policy can rescue is invisible to
+/// the clients, each with the attempts it should take, and the report holds both kinds.
+#[test]
+fn failover_quick_rescues_every_fault_class() {
+    let path = temp_html("failover");
+    let out = sluice(&[
+        "bench",
+        "failover",
+        "--quick",
+        "--json",
+        "--report",
+        path.to_str().unwrap(),
+    ]);
+    let json: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(json["max_attempts"], 4);
+    let phases = json["phases"].as_array().unwrap();
+    let names: Vec<&str> = phases
+        .iter()
+        .map(|p| p["phase"]["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        names,
+        [
+            "healthy",
+            "503",
+            "reset",
+            "silence",
+            "slow-first-token",
+            "cut-before-content",
+            "flapping"
+        ]
+    );
+    let mut successes = [0u64; 2];
+    for p in phases {
+        let name = p["phase"]["name"].as_str().unwrap();
+        for (i, k) in p["kinds"].as_array().unwrap().iter().enumerate() {
+            let kind = k["kind"].as_str().unwrap();
+            let requests = k["requests"].as_u64().unwrap();
+            assert!(requests > 0, "{name} {kind}: {k}");
+            assert_eq!(k["errors"], 0, "{name} {kind}: {k}");
+            assert_eq!(k["attempts_header_mismatches"], 0, "{name} {kind}: {k}");
+            successes[i] += requests;
+            let (lo, hi) = (
+                k["attempts"]
+                    .as_object()
+                    .unwrap()
+                    .keys()
+                    .next()
+                    .unwrap()
+                    .clone(),
+                k["attempts_max"].as_u64().unwrap(),
+            );
+            // What each fault costs: the primary once (or twice when the failure is worth a
+            // retry there: a reset, a cut), then the fallback.
+            let want: (&str, u64) = match (name, kind) {
+                ("healthy", _) | ("cut-before-content", "call") => ("1", 1),
+                ("503" | "silence" | "slow-first-token", _) => ("2", 2),
+                ("reset", _) | ("cut-before-content", "stream") => ("3", 3),
+                ("flapping", _) => ("1", 2),
+                other => panic!("unexpected row {other:?}"),
+            };
+            assert_eq!((lo.as_str(), hi), want, "{name} {kind}: {k}");
+        }
+    }
+    let table =
+        String::from_utf8(run(&["bench", "failover", "--quick", "--phase", "silence"]).stdout)
+            .unwrap();
+    assert!(table.contains("silence             silent"), "{table}");
+    assert!(table.contains("0 client-visible errors"), "{table}");
+    let html = std::fs::read_to_string(&path).unwrap();
+    std::fs::remove_file(&path).unwrap();
+    let (sections, _) = report_check::read(&html);
+    let titles: Vec<&str> = sections.iter().map(|s| s.0.as_str()).collect();
+    assert_eq!(titles, ["streams", "calls"]);
+    for (i, (_, charts)) in sections.iter().enumerate() {
+        assert_eq!(charts.ok_total(), successes[i]);
+        assert_eq!(charts.histogram_total(), successes[i]);
+        assert_eq!(charts.failed_total(), 0);
+        assert_eq!(charts.marks, names);
+    }
+    let bad = run(&["bench", "failover", "--phase", "nope"]);
+    assert_eq!(bad.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&bad.stderr).contains("unknown phase `nope`"));
 }
