@@ -583,3 +583,42 @@ fn failover_quick_rescues_every_fault_class() {
     assert_eq!(bad.status.code(), Some(1));
     assert!(String::from_utf8_lossy(&bad.stderr).contains("unknown phase `nope`"));
 }
+
+/// The README's `demo` and `bench` commands use only flags the commands have.
+#[test]
+fn readme_commands_use_real_flags() {
+    let readme = include_str!("../../../README.md");
+    let start = readme.find("## `sluice demo`").expect("a demo section");
+    let end = readme
+        .find("## sluice sse decode")
+        .expect("the next section");
+    let text = readme[start..end].replace("\\\n", " ");
+    let commands: Vec<Vec<&str>> = text
+        .lines()
+        .filter_map(|l| l.trim().strip_prefix("cargo run --release -- "))
+        .map(|l| l.split('#').next().unwrap().split_whitespace().collect())
+        .collect();
+    assert!(commands.len() >= 12, "{commands:?}");
+    let mut helps = std::collections::HashMap::new();
+    for c in &commands {
+        let sub: Vec<&str> = if c[0] == "bench" {
+            c[..2].to_vec()
+        } else {
+            c[..1].to_vec()
+        };
+        let help = helps.entry(sub.clone()).or_insert_with(|| {
+            let mut args = sub.clone();
+            args.push("--help");
+            sluice(&args)
+        });
+        for flag in c.iter().filter(|a| a.starts_with('-')) {
+            assert!(
+                [" ", ",", "\n"]
+                    .iter()
+                    .any(|end| help.contains(&format!("{flag}{end}"))),
+                "README: `{}` uses {flag}, which {sub:?} does not have",
+                c.join(" ")
+            );
+        }
+    }
+}
