@@ -118,9 +118,19 @@ pub fn num(v: f64) -> String {
     }
 }
 
-/// The top of a y axis of four steps that holds `v`: four times a 1, 2 or 5 × 10^n step.
+/// The top of a y axis of four steps that holds `v`: four times a 1, 2, 2.5 or 5 × 10^n
+/// step.
 fn axis_top(v: f64) -> f64 {
-    4.0 * nice_ceiling(v / 4.0)
+    let step = v / 4.0;
+    if step <= 0.0 || !step.is_finite() {
+        return 4.0;
+    }
+    let p = 10f64.powf(step.log10().floor());
+    let m = [1.0, 2.0, 2.5, 5.0, 10.0]
+        .into_iter()
+        .find(|m| m * p >= step * (1.0 - 1e-12))
+        .unwrap_or(10.0);
+    4.0 * m * p
 }
 
 /// The smallest 1, 2 or 5 × 10^n at least `v` (1 for `v` ≤ 0).
