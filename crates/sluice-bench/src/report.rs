@@ -163,9 +163,9 @@ impl Page {
             section(&mut o, i, s);
         }
         if let Some(j) = &self.json {
-            let _ = write!(
+            let _ = writeln!(
                 o,
-                "<script type=\"application/json\" id=\"report-json\">{}</script>\n",
+                "<script type=\"application/json\" id=\"report-json\">{}</script>",
                 script_json(j)
             );
         }
@@ -252,9 +252,9 @@ fn y_axis(o: &mut String, top: f64, unit: &str) {
             num(v)
         );
     }
-    let _ = write!(
+    let _ = writeln!(
         o,
-        "<text x=\"12\" y=\"{:.1}\" transform=\"rotate(-90 12 {:.1})\" text-anchor=\"middle\">{}</text></g>\n",
+        "<text x=\"12\" y=\"{:.1}\" transform=\"rotate(-90 12 {:.1})\" text-anchor=\"middle\">{}</text></g>",
         TOP + plot_h / 2.0,
         TOP + plot_h / 2.0,
         esc(unit)
@@ -339,9 +339,9 @@ fn time_axis(o: &mut String, secs: f64, marks: &[Mark]) {
         );
         t += step;
     }
-    let _ = write!(
+    let _ = writeln!(
         o,
-        "<text x=\"{:.1}\" y=\"{:.1}\" text-anchor=\"middle\">seconds</text></g>\n",
+        "<text x=\"{:.1}\" y=\"{:.1}\" text-anchor=\"middle\">seconds</text></g>",
         LEFT + plot_w / 2.0,
         H - 8.0
     );
@@ -504,7 +504,7 @@ mod tests {
     fn numbers_and_nice_ceilings() {
         assert_eq!(num(0.0), "0");
         assert_eq!(num(0.4213), "0.42");
-        assert_eq!(num(3.14), "3.1");
+        assert_eq!(num(3.04), "3.0");
         assert_eq!(num(2400.2), "2,400");
         assert_eq!(nice_ceiling(0.0), 1.0);
         assert_eq!(nice_ceiling(3.0), 5.0);

@@ -740,8 +740,9 @@ impl FailoverReport {
         )
     }
 
-    /// The rows that missed the error or attempts goal (the p99 goal is timing and is only
-    /// reported): `(phase, kind, errors, requests, why)`.
+    /// What failed the run, one line per row: more client-visible errors than
+    /// `max_error_rate` allows in a phase the policy can rescue, no request at all, or more
+    /// attempts than the route allows. (The p99 goal is timing, and only reported.)
     pub fn failures(&self, max_error_rate: f64) -> Vec<String> {
         let mut out = Vec::new();
         for p in &self.phases {

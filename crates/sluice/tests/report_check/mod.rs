@@ -1,5 +1,8 @@
 //! Reads a `--report` HTML page back and checks its charts against the run's numbers.
 
+// Each test file uses a part of it.
+#![allow(dead_code)]
+
 use std::collections::HashMap;
 
 /// One section's three charts, as the page draws them.
