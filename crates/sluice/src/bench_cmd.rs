@@ -733,3 +733,31 @@ impl Ticker {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn durations_need_their_unit() {
+        assert_eq!(duration("1.5s"), Ok(Duration::from_millis(1500)));
+        assert_eq!(duration(" 500ms "), Ok(Duration::from_millis(500)));
+        assert_eq!(duration("1m30s"), Ok(Duration::from_secs(90)));
+        assert_eq!(
+            duration("20").unwrap_err(),
+            "`20` has no unit: write 20s for seconds or 20ms for milliseconds"
+        );
+        assert!(duration("soon").unwrap_err().contains("not a duration"));
+    }
+
+    #[test]
+    fn old_spellings_keep_their_units() {
+        let ms = either(None, Some(250.0), "--timeout-ms", 1e-3).unwrap();
+        assert_eq!(ms, Some(Duration::from_millis(250)));
+        let new = either(Some(Duration::from_secs(2)), None, "--duration-s", 1.0).unwrap();
+        assert_eq!(new, Some(Duration::from_secs(2)));
+        assert!(either(None, Some(-1.0), "--duration-s", 1.0).is_err());
+        assert_eq!(share("0.05"), Ok(0.05));
+        assert!(share("1.5").is_err());
+    }
+}
