@@ -152,9 +152,9 @@ echo "ratios : sluice/direct $(ratio sluice direct), sluice/nginx $(ratio sluice
 echo
 echo "## 1,000 concurrent streams (HTTP/1.1 clients, 5 tokens 100 ms apart, ramp 2 s): first event"
 stream_line() {
-  "$BIN" bench stream --url "http://$1/v1/chat/completions" -c 1000 -n 1000 --ramp-ms 2000 \
+  "$BIN" bench stream --url "http://$1/v1/chat/completions" -c 1000 -n 1000 --ramp 2s \
     -H 'x-mock: tokens=5, interval_ms=100' -H 'x-pass-x-mock: tokens=5, interval_ms=100' \
-    -H "authorization: Bearer $LITELLM_KEY" --json |
+    -H "authorization: Bearer $LITELLM_KEY" --max-error-rate 1 --json |
     python3 -c 'import json,sys; r=json.load(sys.stdin); t=r["ttfb"]; f=r["first_event"]; print("completed %5d errors %d  ttfb p50 %.2f p99 %.2f ms   first event p50 %.2f p99 %.2f ms" % (r["completed"], r["errors"]+r["timeouts"], t["p50_ms"], t["p99_ms"], f["p50_ms"], f["p99_ms"]))'
 }
 echo "direct : $(stream_line "$MOCK")"
@@ -166,10 +166,10 @@ echo "haproxy: $(stream_line "$HAPROXY")"
 echo
 echo "## disconnect -> upstream cancel (200 concurrent, 1,000 streams closed after 3 events)"
 cancel_line() {
-  "$BIN" bench stream --url "http://$1/v1/chat/completions" -c 200 -n 1000 --ramp-ms 500 \
+  "$BIN" bench stream --url "http://$1/v1/chat/completions" -c 200 -n 1000 --ramp 500ms \
     -H 'x-mock: tokens=1000, interval_ms=20' -H 'x-pass-x-mock: tokens=1000, interval_ms=20' \
     -H "authorization: Bearer $LITELLM_KEY" --close-after-events 3 \
-    --mock-stats "http://$MOCK/__mock/stats" --json |
+    --mock-stats "http://$MOCK/__mock/stats" --max-error-rate 1 --json |
     python3 -c 'import json,sys; r=json.load(sys.stdin); c=r["cancel_latency"] or {}; print("closed %5d  cancel seen by upstream: p50 %.2f p99 %.2f max %.2f ms (n=%d)" % (r["closed_early"], c.get("p50_ms",-1), c.get("p99_ms",-1), c.get("max_ms",-1), c.get("count",0)))'
   curl -s -X POST "http://$MOCK/__mock/reset" > /dev/null
 }

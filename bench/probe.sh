@@ -32,7 +32,7 @@ run() { # name, upstream lines, route lines, streams
   local gw_pid=$!
   local gw
   gw=$(wait_line "$WORK/gw-$name.out")
-  "$BIN" bench probe --url "http://$gw/v1/chat/completions" -k "$k" --duration "$DUR" \
+  "$BIN" bench probe --url "http://$gw/v1/chat/completions" -k "$k" --duration "${DUR}s" --max-error-rate 1 \
     --mock-stats "http://$mock/__mock/stats" \
     --stream-header "$STREAM_H" --first-stream-header "$DEGRADED_H" --json > "$WORK/$name.json"
   kill "$gw_pid" "$mock_pid" 2>/dev/null || true

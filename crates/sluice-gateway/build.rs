@@ -1,8 +1,13 @@
-//! Sets `cfg(no_chromium)` when headless Chromium or chromedriver is missing, so the
-//! dashboard's browser test shows as ignored with the reason instead of failing on a machine
-//! without a browser. Never under `CI=true`: there a missing browser fails the test.
+//! Marks tests ignored (with the reason) when a tool they need is missing on this machine:
+//! `cfg(no_python)` for the SDK tests (no Python with the official SDKs; see
+//! tests/build/test_env.rs) and `cfg(no_chromium)` for the dashboard's browser test (no
+//! headless Chromium or chromedriver). Under `CI=true` neither is ever set: there a missing
+//! tool fails the test.
 
 use std::path::{Path, PathBuf};
+
+#[path = "../../tests/build/test_env.rs"]
+mod test_env;
 
 fn find(names: &[&str], var: &str) -> Option<PathBuf> {
     println!("cargo::rerun-if-env-changed={var}");
@@ -16,8 +21,12 @@ fn find(names: &[&str], var: &str) -> Option<PathBuf> {
 }
 
 fn main() {
-    println!("cargo::rustc-check-cfg=cfg(no_chromium)");
-    println!("cargo::rerun-if-env-changed=CI");
+    let python = test_env::python();
+    let has = python
+        .as_deref()
+        .is_some_and(|p| test_env::python_has(p, &["openai", "anthropic"]));
+    test_env::cfg_when_missing("no_python", !has);
+
     println!("cargo::rerun-if-env-changed=PATH");
     // Installing the packages changes /usr/bin: look again then.
     if Path::new("/usr/bin").is_dir() {
@@ -28,8 +37,5 @@ fn main() {
         "SLUICE_CHROMIUM",
     );
     let driver = find(&["chromedriver"], "SLUICE_CHROMEDRIVER");
-    let ci = std::env::var("CI").is_ok_and(|v| v == "true");
-    if !ci && (browser.is_none() || driver.is_none()) {
-        println!("cargo::rustc-cfg=no_chromium");
-    }
+    test_env::cfg_when_missing("no_chromium", browser.is_none() || driver.is_none());
 }

@@ -5,17 +5,23 @@
 #![forbid(unsafe_code)]
 
 mod client;
+pub mod failure;
 pub mod probe;
 pub mod progress;
+pub mod report;
 pub mod rps;
 pub mod stream;
 pub mod summary;
+pub mod timeline;
 
+pub use failure::{check_error_rate, Causes, Failure, TooManyFailures, DEFAULT_MAX_ERROR_RATE};
 pub use probe::{ProbeOpts, ProbeReport};
 pub use progress::Progress;
+pub use report::{Mark, Page, Section};
 pub use rps::{Load, RpsOpts, RpsReport};
 pub use stream::{StreamOpts, StreamReport};
 pub use summary::Summary;
+pub use timeline::Sample;
 
 /// Why a run could not start or finish.
 #[derive(Debug, thiserror::Error)]

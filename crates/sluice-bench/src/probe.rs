@@ -15,9 +15,12 @@ use sluice_upstream::{Protocol, Upstream};
 use tokio::task::JoinSet;
 use tokio::time::{sleep, sleep_until, timeout_at, Instant};
 
+use crate::failure::{Causes, Failure};
 use crate::progress::Progress;
+use crate::report::{num, Page, Section};
 use crate::stream::{client_for, fetch_json};
 use crate::summary::Summary;
+use crate::timeline::Sample;
 use crate::BenchError;
 
 /// The header naming each long stream (`x-sluice-long-stream: N`) and probe
@@ -92,6 +95,8 @@ pub struct ProbeSample {
     pub latency_ms: f64,
     /// How it ended.
     pub outcome: ProbeOutcome,
+    /// Why it failed ([`Failure::label`]), when it did.
+    pub failure: Option<String>,
     /// Long streams that had delivered an event and not ended when it was sent.
     pub active_long_streams: usize,
     /// Its `x-mock-request-id`, from the response or the mock's records.
@@ -113,6 +118,12 @@ pub struct ProbeReport {
     pub long_streams_started: usize,
     /// Long streams delivering events when probing began.
     pub long_streams_active_at_start: usize,
+    /// Long streams that ended on their own (or failed) while the run went on, and were
+    /// replaced. More than a few means the streams are not long: the experiment needs them
+    /// open for the whole run.
+    pub long_streams_ended: usize,
+    /// Why long streams failed, by cause.
+    pub long_stream_failures: std::collections::BTreeMap<String, u64>,
     /// Probes sent (including one cancelled at the end).
     pub requests: usize,
     /// Probes that succeeded.
@@ -123,6 +134,10 @@ pub struct ProbeReport {
     pub timeouts: usize,
     /// Probes cancelled because the run ended.
     pub cancelled_at_end: usize,
+    /// Failed probes (timeouts included) by cause.
+    pub failure_causes: std::collections::BTreeMap<String, u64>,
+    /// The first message of each cause.
+    pub error_samples: Vec<String>,
     /// Latency of every probe that ended (successes, errors, timeouts at their timeout).
     pub latency: Summary,
     /// Probes whose connection is known from the mock's stats.
@@ -138,6 +153,29 @@ pub struct ProbeReport {
 }
 
 impl ProbeReport {
+    /// Probes that failed in any way (timeouts included).
+    pub fn failed(&self) -> usize {
+        self.errors + self.timeouts
+    }
+
+    /// Probes that ended (not cancelled at the end).
+    pub fn ended(&self) -> usize {
+        self.requests - self.cancelled_at_end
+    }
+
+    /// Every probe that ended, on the probing clock, for the HTML report.
+    pub fn timeline(&self) -> Vec<Sample> {
+        self.samples
+            .iter()
+            .filter(|s| s.outcome != ProbeOutcome::CancelledAtEnd)
+            .map(|s| Sample {
+                start_ms: s.sent_at_ms,
+                latency_ms: s.latency_ms,
+                ok: s.outcome == ProbeOutcome::Ok,
+            })
+            .collect()
+    }
+
     /// Percentage of located probes that shared a connection with a long stream; `None` when
     /// none was located (no stats).
     pub fn shared_pct(&self) -> Option<f64> {
@@ -153,6 +191,10 @@ struct Streams {
     active: AtomicUsize,
     /// Streams started.
     started: AtomicUsize,
+    /// Streams that ended or failed before the run did.
+    ended: AtomicUsize,
+    /// Why streams failed.
+    failures: Mutex<Causes>,
     /// Mock request ids of every long stream that got response headers.
     mock_ids: Mutex<Vec<u64>>,
 }
@@ -202,9 +244,21 @@ async fn long_stream_slot(
             headers.extend(opts.first_stream_headers.iter().cloned());
         }
         let req = request(&path, &opts.stream_body, &headers, (LONG_STREAM_HEADER, n));
-        let resp = match target.send(req, end).await {
-            Ok(r) if r.status().is_success() => r,
-            _ => {
+        let failure = match target.send(req, end).await {
+            Ok(r) if r.status().is_success() => Ok(r),
+            Ok(r) => Err((
+                Failure::Status(r.status().as_u16()),
+                format!("status {}", r.status()),
+            )),
+            Err(e) => Err((Failure::of(&e), e.to_string())),
+        };
+        let resp = match failure {
+            Ok(r) => r,
+            Err((f, message)) => {
+                if Instant::now() < end {
+                    state.ended.fetch_add(1, Ordering::Relaxed);
+                    lock(&state.failures).record(f, || message);
+                }
                 sleep(RETRY_PAUSE).await;
                 continue;
             }
@@ -215,12 +269,22 @@ async fn long_stream_slot(
         let mut body = resp.into_body();
         // Active from its first data, like the seed ("counted once valid SSE data arrived").
         let mut active = None;
-        while let Some(Ok(frame)) = body.frame().await {
-            if active.is_none() && frame.is_data() {
-                active = Some(ActiveGuard::new(&state.active));
+        loop {
+            match body.frame().await {
+                Some(Ok(frame)) => {
+                    if active.is_none() && frame.is_data() {
+                        active = Some(ActiveGuard::new(&state.active));
+                    }
+                }
+                Some(Err(e)) => {
+                    lock(&state.failures).record(Failure::Body, || e.to_string());
+                    break;
+                }
+                None => break,
             }
         }
         drop(active);
+        state.ended.fetch_add(1, Ordering::Relaxed);
     }
 }
 
@@ -240,24 +304,28 @@ impl Drop for ActiveGuard<'_> {
     }
 }
 
-/// Sends one probe and reads its body.
+/// Sends one probe and reads its body: `Ok`, or why not.
 async fn one_probe(
     target: &Upstream,
     req: Request<Bytes>,
     deadline: Instant,
     id: &mut Option<u64>,
-) -> ProbeOutcome {
-    let resp = match target.send(req, deadline).await {
-        Ok(r) => r,
-        // The client's deadline is the probe's budget: a timeout, not an error.
-        Err(sluice_upstream::UpstreamError::Deadline) => return ProbeOutcome::Timeout,
-        Err(_) => return ProbeOutcome::Error,
-    };
+) -> Result<(), (Failure, String)> {
+    // The client's deadline is the probe's budget: `Deadline` is a timeout (see `of`).
+    let resp = target
+        .send(req, deadline)
+        .await
+        .map_err(|e| (Failure::of(&e), e.to_string()))?;
     *id = mock_id(&resp);
-    let ok = resp.status().is_success();
-    match resp.into_body().collect().await {
-        Ok(_) if ok => ProbeOutcome::Ok,
-        _ => ProbeOutcome::Error,
+    let status = resp.status();
+    resp.into_body()
+        .collect()
+        .await
+        .map_err(|e| (Failure::Body, e.to_string()))?;
+    if status.is_success() {
+        Ok(())
+    } else {
+        Err((Failure::Status(status.as_u16()), format!("status {status}")))
     }
 }
 
@@ -302,6 +370,7 @@ pub async fn run(opts: ProbeOpts) -> Result<ProbeReport, BenchError> {
     let probing = Instant::now();
     let end = probing + opts.duration;
     let mut samples = Vec::new();
+    let mut causes = Causes::default();
     let mut seq = 0u64;
     while Instant::now() < end {
         let req = request(
@@ -320,11 +389,21 @@ pub async fn run(opts: ProbeOpts) -> Result<ProbeReport, BenchError> {
             one_probe(&probe_client, req, budget, &mut id),
         )
         .await;
-        let outcome = match result {
-            Ok(outcome) => outcome,
-            Err(_) if budget <= end => ProbeOutcome::Timeout,
-            Err(_) => ProbeOutcome::CancelledAtEnd,
+        let (outcome, failure) = match result {
+            Ok(Ok(())) => (ProbeOutcome::Ok, None),
+            Ok(Err((Failure::Timeout, m))) => (ProbeOutcome::Timeout, Some((Failure::Timeout, m))),
+            Ok(Err(f)) => (ProbeOutcome::Error, Some(f)),
+            Err(_) if budget <= end => (
+                ProbeOutcome::Timeout,
+                Some((Failure::Timeout, "over --probe-timeout".to_string())),
+            ),
+            Err(_) => (ProbeOutcome::CancelledAtEnd, None),
         };
+        let failure = failure.map(|(f, m)| {
+            let label = f.label().into_owned();
+            causes.record(f, || m);
+            label
+        });
         if outcome != ProbeOutcome::CancelledAtEnd {
             opts.progress.ended(outcome == ProbeOutcome::Ok);
         }
@@ -333,6 +412,7 @@ pub async fn run(opts: ProbeOpts) -> Result<ProbeReport, BenchError> {
             sent_at_ms: ms(sent - probing),
             latency_ms: ms(sent.elapsed()),
             outcome,
+            failure,
             active_long_streams: active,
             mock_request_id: id,
             connection_id: None,
@@ -342,6 +422,9 @@ pub async fn run(opts: ProbeOpts) -> Result<ProbeReport, BenchError> {
         seq += 1;
         sleep_until((Instant::now() + opts.probe_interval).min(end)).await;
     }
+    // Streams that end from here on were ended by us.
+    let long_streams_ended = state.ended.load(Ordering::Relaxed);
+    let long_stream_failures = lock(&state.failures).counts.clone();
     // Dropping the tasks drops their response bodies: each long stream is cancelled upstream.
     slots.shutdown().await;
     if let Some(url) = &opts.mock_stats {
@@ -358,11 +441,15 @@ pub async fn run(opts: ProbeOpts) -> Result<ProbeReport, BenchError> {
         long_streams: opts.streams,
         long_streams_started: state.started.load(Ordering::Relaxed),
         long_streams_active_at_start: active_at_start,
+        long_streams_ended,
+        long_stream_failures,
         requests: samples.len(),
         successes: count(ProbeOutcome::Ok),
         errors: count(ProbeOutcome::Error),
         timeouts: count(ProbeOutcome::Timeout),
         cancelled_at_end: count(ProbeOutcome::CancelledAtEnd),
+        failure_causes: causes.counts,
+        error_samples: causes.samples,
         latency: Summary::of(
             samples
                 .iter()
@@ -455,6 +542,67 @@ pub fn locate(stats: &serde_json::Value, long_ids: &[u64], probes: &mut [ProbeSa
     }
 }
 
+impl ProbeReport {
+    /// The probes as a report section titled `title`.
+    pub fn section(&self, title: &str) -> Section {
+        let shared = match self.shared_pct() {
+            Some(p) => format!(
+                "{}/{} ({p:.0}%)",
+                self.shared_with_long_stream, self.probes_located
+            ),
+            None => "unknown (no mock stats)".into(),
+        };
+        Section {
+            title: title.to_string(),
+            latency: "probe send to the end of its body".into(),
+            samples: self.timeline(),
+            marks: Vec::new(),
+            facts: vec![
+                (
+                    "long streams".into(),
+                    format!(
+                        "{} kept open, {} active when probing began, {} ended during the run",
+                        self.long_streams,
+                        self.long_streams_active_at_start,
+                        self.long_streams_ended
+                    ),
+                ),
+                ("probes".into(), self.requests.to_string()),
+                ("ok".into(), self.successes.to_string()),
+                (
+                    "failed".into(),
+                    crate::rps::failed_line(self.failed(), &self.failure_causes),
+                ),
+                (
+                    "cancelled at the end".into(),
+                    self.cancelled_at_end.to_string(),
+                ),
+                (
+                    "latency mean / p50 / p95 / max".into(),
+                    format!(
+                        "{} / {} / {} / {} ms",
+                        num(self.latency.mean_ms),
+                        num(self.latency.p50_ms),
+                        num(self.latency.p95_ms),
+                        num(self.latency.max_ms)
+                    ),
+                ),
+                ("shared with a long stream".into(), shared),
+            ],
+        }
+    }
+
+    /// The run as an HTML report page (see [`crate::report`]).
+    pub fn page(&self, title: &str) -> Page {
+        Page {
+            title: title.to_string(),
+            facts: Vec::new(),
+            sections: vec![self.section("probes")],
+            json: serde_json::to_value(self).ok(),
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -466,6 +614,7 @@ mod tests {
             sent_at_ms: 0.0,
             latency_ms: 1.0,
             outcome: ProbeOutcome::Ok,
+            failure: None,
             active_long_streams: 0,
             mock_request_id: id,
             connection_id: None,

@@ -21,13 +21,16 @@ use tokio::sync::Semaphore;
 use tokio::task::JoinSet;
 use tokio::time::{sleep_until, Instant};
 
+use crate::failure::{Causes, ConnectBackoff, Failure};
 use crate::progress::Progress;
+use crate::report::{num, Page, Section};
 use crate::summary::Summary;
+use crate::timeline::{per_second, Sample, Second};
 use crate::{client, BenchError};
 
-/// Most latency samples kept; beyond it requests are still counted but not sampled, so a long
-/// run at a high rate holds a bounded amount of memory (5 M samples = 80 MB).
-pub const MAX_SAMPLES: usize = 5_000_000;
+/// Most samples kept; beyond it requests are still counted but not sampled, so a long run at
+/// a high rate holds a bounded amount of memory (2 M samples = 48 MB).
+pub const MAX_SAMPLES: usize = 2_000_000;
 
 /// How requests are issued.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -89,9 +92,11 @@ pub struct RpsReport {
     pub successes: u64,
     /// Requests over their timeout.
     pub timeouts: u64,
-    /// Failed requests (connect, status, reset).
+    /// Failed requests other than timeouts (connect, status, reset).
     pub errors: u64,
-    /// A sample of error messages (at most 5).
+    /// Every failure (timeouts included) by cause: `connect_refused`, `status_503`, ...
+    pub failure_causes: std::collections::BTreeMap<String, u64>,
+    /// The first message of each cause.
     pub error_samples: Vec<String>,
     /// Latency of the successes: from the send (closed loop) or the intended start (open
     /// model) to the end of the response body.
@@ -100,6 +105,18 @@ pub struct RpsReport {
     pub throughput_per_s: f64,
     /// Wall time of the run.
     pub wall_ms: f64,
+    /// Per second of the run: requests that ended, and the latency of their successes.
+    pub per_second: Vec<Second>,
+    /// Every request (up to [`MAX_SAMPLES`]), for the HTML report; not in the JSON.
+    #[serde(skip)]
+    pub samples: Vec<Sample>,
+}
+
+impl RpsReport {
+    /// Failures of every kind (timeouts included).
+    pub fn failed(&self) -> u64 {
+        self.timeouts + self.errors
+    }
 }
 
 /// How one request ended.
@@ -107,10 +124,22 @@ pub struct RpsReport {
 pub enum Outcome {
     /// A 2xx response, read to its end.
     Ok,
-    /// Anything else, with why.
-    Error(String),
+    /// Anything else: its cause, and what happened.
+    Failed(Failure, String),
+}
+
+impl Outcome {
     /// Over the per-request timeout.
-    Timeout,
+    pub fn timeout() -> Outcome {
+        Outcome::Failed(Failure::Timeout, "over the per-request timeout".into())
+    }
+
+    fn failure(&self) -> Option<Failure> {
+        match self {
+            Outcome::Ok => None,
+            Outcome::Failed(f, _) => Some(*f),
+        }
+    }
 }
 
 /// When request `i` of an open-model run is due: `i / rate_per_s` after `t0`.
@@ -119,33 +148,50 @@ pub fn intended_start(t0: Instant, i: u64, rate_per_s: f64) -> Instant {
 }
 
 /// Samples and counts, shared by the workers.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub(crate) struct Tally {
-    latencies: Vec<Duration>,
+    /// The run's clock starts here.
+    t0: Instant,
+    samples: Vec<Sample>,
     successes: u64,
-    timeouts: u64,
-    errors: u64,
-    error_samples: Vec<String>,
+    causes: Causes,
+}
+
+impl Default for Tally {
+    fn default() -> Self {
+        Tally {
+            t0: Instant::now(),
+            samples: Vec::new(),
+            successes: 0,
+            causes: Causes::default(),
+        }
+    }
 }
 
 impl Tally {
-    fn record(&mut self, outcome: Outcome, latency: Duration) {
+    /// A request that started (or was due) at `start` ended after `latency`.
+    fn record(&mut self, outcome: Outcome, start: Instant, latency: Duration) {
+        let ok = outcome == Outcome::Ok;
         match outcome {
-            Outcome::Ok => {
-                self.successes += 1;
-                if self.latencies.len() < MAX_SAMPLES {
-                    self.latencies.push(latency);
-                }
-            }
-            Outcome::Timeout => self.timeouts += 1,
-            Outcome::Error(e) => {
-                self.errors += 1;
-                if self.error_samples.len() < 5 {
-                    self.error_samples.push(e);
-                }
-            }
+            Outcome::Ok => self.successes += 1,
+            Outcome::Failed(f, message) => self.causes.record(f, || message),
+        }
+        if self.samples.len() < MAX_SAMPLES {
+            self.samples.push(Sample {
+                start_ms: ms(start.saturating_duration_since(self.t0)),
+                latency_ms: ms(latency),
+                ok,
+            });
         }
     }
+
+    fn ended(&self) -> u64 {
+        self.successes + self.causes.total()
+    }
+}
+
+fn ms(d: Duration) -> f64 {
+    d.as_secs_f64() * 1000.0
 }
 
 /// When to stop starting requests.
@@ -168,8 +214,10 @@ fn lock(t: &Shared) -> std::sync::MutexGuard<'_, Tally> {
 }
 
 /// Runs `call` on the open model: request `i` is due at [`intended_start`]; its latency is
-/// measured from then; `timeout` bounds each call from its actual send. Returns the number
-/// sent.
+/// measured from then; `timeout` bounds each call from its actual send. After a failed
+/// connect, sends wait for `backoff` (the wait counts in their latency: the target was down).
+/// Returns the number sent.
+#[allow(clippy::too_many_arguments)] // internal; every argument is one knob of the loop
 pub(crate) async fn open_loop<F, Fut>(
     rate_per_s: f64,
     max_in_flight: usize,
@@ -178,12 +226,13 @@ pub(crate) async fn open_loop<F, Fut>(
     call: F,
     tally: Shared,
     progress: Arc<Progress>,
+    backoff: Arc<ConnectBackoff>,
 ) -> u64
 where
     F: Fn() -> Fut,
     Fut: Future<Output = Outcome> + Send + 'static,
 {
-    let t0 = Instant::now();
+    let t0 = lock(&tally).t0;
     let permits = Arc::new(Semaphore::new(max_in_flight.max(1)));
     let mut tasks = JoinSet::new();
     let mut i = 0u64;
@@ -197,15 +246,25 @@ where
         let Ok(permit) = permits.clone().acquire_owned().await else {
             break;
         };
-        let (fut, tally, progress) = (call(), tally.clone(), progress.clone());
+        let (fut, tally, progress, backoff) =
+            (call(), tally.clone(), progress.clone(), backoff.clone());
         progress.sent();
         tasks.spawn(async move {
-            let outcome = tokio::time::timeout(timeout, fut)
-                .await
-                .unwrap_or(Outcome::Timeout);
+            // A request that the pause kept from being sent within its timeout failed with
+            // the cause of the pause.
+            let outcome = match backoff.wait_by(due + timeout).await {
+                Ok(()) => tokio::time::timeout(timeout, fut)
+                    .await
+                    .unwrap_or_else(|_| Outcome::timeout()),
+                Err(f) => Outcome::Failed(
+                    f,
+                    "not sent: the target was failing to connect (backing off)".into(),
+                ),
+            };
             let latency = due.elapsed();
             progress.ended(outcome == Outcome::Ok);
-            lock(&tally).record(outcome, latency);
+            backoff.record(outcome.failure());
+            lock(&tally).record(outcome, due, latency);
             drop(permit);
         });
         i += 1;
@@ -217,7 +276,8 @@ where
 }
 
 /// Runs `call` in a closed loop: `concurrency` workers, each sending when its previous
-/// request ended; latency from the send. Returns the number sent.
+/// request ended (and, after a failed connect, `backoff` allows); latency from the send.
+/// Returns the number sent.
 pub(crate) async fn closed_loop<F, Fut>(
     concurrency: usize,
     bound: Bound,
@@ -225,6 +285,7 @@ pub(crate) async fn closed_loop<F, Fut>(
     call: F,
     tally: Shared,
     progress: Arc<Progress>,
+    backoff: Arc<ConnectBackoff>,
 ) -> u64
 where
     F: Fn() -> Fut + Send + Sync + 'static,
@@ -234,29 +295,43 @@ where
     let call = Arc::new(call);
     let mut workers = JoinSet::new();
     for _ in 0..concurrency.max(1) {
-        let (next, call, tally, progress) =
-            (next.clone(), call.clone(), tally.clone(), progress.clone());
+        let (next, call, tally, progress, backoff) = (
+            next.clone(),
+            call.clone(),
+            tally.clone(),
+            progress.clone(),
+            backoff.clone(),
+        );
         workers.spawn(async move {
             loop {
+                // A pause after failed connects is not part of any request; it ends with
+                // the run.
+                match bound.until {
+                    Some(u) => {
+                        let _ = tokio::time::timeout_at(u, backoff.wait()).await;
+                    }
+                    None => backoff.wait().await,
+                }
                 let i = next.fetch_add(1, Ordering::Relaxed);
                 let start = Instant::now();
                 if !bound.allows(i, start) {
+                    backoff.abandon();
                     break;
                 }
                 progress.sent();
                 let outcome = tokio::time::timeout(timeout, call())
                     .await
-                    .unwrap_or(Outcome::Timeout);
+                    .unwrap_or_else(|_| Outcome::timeout());
                 progress.ended(outcome == Outcome::Ok);
-                lock(&tally).record(outcome, start.elapsed());
+                backoff.record(outcome.failure());
+                lock(&tally).record(outcome, start, start.elapsed());
             }
         });
     }
     while workers.join_next().await.is_some() {}
     // Every request sent has ended and been recorded (the counter overshoots once per
     // worker when it stops, so it is not the count).
-    let t = lock(&tally);
-    t.successes + t.timeouts + t.errors
+    lock(&tally).ended()
 }
 
 /// Runs the scenario.
@@ -301,7 +376,8 @@ pub async fn run(opts: RpsOpts) -> Result<RpsReport, BenchError> {
         async move { r.send().await }
     };
     let tally = Shared::default();
-    let t0 = Instant::now();
+    let t0 = lock(&tally).t0;
+    let backoff = Arc::new(ConnectBackoff::default());
     let bound = Bound {
         requests: opts.requests,
         until: opts.duration.map(|d| t0 + d),
@@ -316,6 +392,7 @@ pub async fn run(opts: RpsOpts) -> Result<RpsReport, BenchError> {
                 call,
                 tally.clone(),
                 progress,
+                backoff,
             )
             .await
         }
@@ -331,6 +408,7 @@ pub async fn run(opts: RpsOpts) -> Result<RpsReport, BenchError> {
                 call,
                 tally.clone(),
                 progress,
+                backoff,
             )
             .await
         }
@@ -341,18 +419,22 @@ pub async fn run(opts: RpsOpts) -> Result<RpsReport, BenchError> {
         Load::Closed { concurrency } => ("closed", Some(concurrency), None),
         Load::Open { rate_per_s, .. } => ("open", None, Some(rate_per_s)),
     };
+    let timeouts = t.causes.count(Failure::Timeout);
     Ok(RpsReport {
         mode: mode.into(),
         concurrency,
         target_rate_per_s,
         sent,
         successes: t.successes,
-        timeouts: t.timeouts,
-        errors: t.errors,
-        error_samples: t.error_samples,
+        timeouts,
+        errors: t.causes.total() - timeouts,
+        failure_causes: t.causes.counts,
+        error_samples: t.causes.samples,
         throughput_per_s: t.successes as f64 / wall.as_secs_f64().max(1e-9),
-        latency: Summary::of(t.latencies),
-        wall_ms: wall.as_secs_f64() * 1000.0,
+        latency: Summary::of_ms(t.samples.iter().filter(|s| s.ok).map(|s| s.latency_ms)),
+        wall_ms: ms(wall),
+        per_second: per_second(&t.samples),
+        samples: t.samples,
     })
 }
 
@@ -379,19 +461,18 @@ impl RequestTemplate {
         }
         let resp = match self.target.send(req, Instant::now() + self.timeout).await {
             Ok(r) => r,
-            // The client's own deadline is the same budget as ours: a timeout, not an error.
-            Err(sluice_upstream::UpstreamError::Deadline) => return Outcome::Timeout,
-            Err(e) => return Outcome::Error(e.to_string()),
+            // The client's own deadline is the same budget as ours: a timeout (see `of`).
+            Err(e) => return Outcome::Failed(Failure::of(&e), e.to_string()),
         };
         let status = resp.status();
         // Read the body even on errors: the connection is reusable only once it is drained.
         if let Err(e) = resp.into_body().collect().await {
-            return Outcome::Error(e.to_string());
+            return Outcome::Failed(Failure::Body, e.to_string());
         }
         if status.is_success() {
             Outcome::Ok
         } else {
-            Outcome::Error(format!("status {status}"))
+            Outcome::Failed(Failure::Status(status.as_u16()), format!("status {status}"))
         }
     }
 }
@@ -410,6 +491,73 @@ pub fn chat_body(bytes: usize) -> Bytes {
     s.extend(filler.chars().cycle().take(pad));
     s.push_str(tail);
     Bytes::from(s)
+}
+
+impl RpsReport {
+    /// The run as an HTML report page (see [`crate::report`]).
+    pub fn page(&self, title: &str) -> Page {
+        let load = match (self.concurrency, self.target_rate_per_s) {
+            (_, Some(rate)) => format!("open model, {rate} requests per second"),
+            (Some(c), _) => format!("closed loop, {c} in flight"),
+            _ => String::new(),
+        };
+        let latency = if self.target_rate_per_s.is_some() {
+            "intended start to the end of the body"
+        } else {
+            "send to the end of the body"
+        };
+        Page {
+            title: title.to_string(),
+            facts: vec![
+                ("load".into(), load),
+                ("sent".into(), self.sent.to_string()),
+                ("ok".into(), self.successes.to_string()),
+                (
+                    "failed".into(),
+                    failed_line(self.failed(), &self.failure_causes),
+                ),
+                (
+                    "latency p50 / p99 / max".into(),
+                    format!(
+                        "{} / {} / {} ms",
+                        num(self.latency.p50_ms),
+                        num(self.latency.p99_ms),
+                        num(self.latency.max_ms)
+                    ),
+                ),
+                (
+                    "throughput".into(),
+                    format!(
+                        "{} ok/s over {} s",
+                        num(self.throughput_per_s),
+                        num(self.wall_ms / 1000.0)
+                    ),
+                ),
+            ],
+            sections: vec![Section {
+                title: "requests".into(),
+                latency: latency.into(),
+                samples: self.samples.clone(),
+                ..Section::default()
+            }],
+            json: serde_json::to_value(self).ok(),
+        }
+    }
+}
+
+/// `12 (status_503 10, timeout 2)`, or `0`.
+pub(crate) fn failed_line(
+    n: impl std::fmt::Display,
+    causes: &std::collections::BTreeMap<String, u64>,
+) -> String {
+    if causes.is_empty() {
+        return n.to_string();
+    }
+    let c = Causes {
+        counts: causes.clone(),
+        samples: Vec::new(),
+    };
+    format!("{n} ({})", c.line())
 }
 
 #[cfg(test)]
@@ -466,16 +614,17 @@ mod tests {
             one_slow_call(),
             tally.clone(),
             Arc::default(),
+            Arc::default(),
         )
         .await;
         assert_eq!(sent, 10);
         let t = lock(&tally);
         assert_eq!(t.successes, 10);
         // Request i is due at 10·i ms and ends at 100·(i+1) ms.
-        let mut l = t.latencies.clone();
-        l.sort();
-        let want: Vec<_> = (0..10u64)
-            .map(|i| Duration::from_millis(100 * (i + 1) - 10 * i))
+        let mut l: Vec<f64> = t.samples.iter().map(|s| s.latency_ms).collect();
+        l.sort_by(f64::total_cmp);
+        let want: Vec<f64> = (0..10u64)
+            .map(|i| (100 * (i + 1) - 10 * i) as f64)
             .collect();
         assert_eq!(l, want);
     }
@@ -496,12 +645,15 @@ mod tests {
             one_slow_call(),
             tally.clone(),
             Arc::default(),
+            Arc::default(),
         )
         .await;
         // Due at 0, 20, …, 980 ms: 50 requests, each exactly the server's 100 ms.
         assert_eq!(sent, 50);
         let t = lock(&tally);
-        assert!(t.latencies.iter().all(|l| *l == Duration::from_millis(100)));
+        assert!(t.samples.iter().all(|s| s.latency_ms == 100.0));
+        // Due every 20 ms: the samples keep the schedule.
+        assert_eq!(t.samples[49].start_ms, 980.0);
     }
 
     #[tokio::test(start_paused = true)]
@@ -518,13 +670,11 @@ mod tests {
             one_slow_call(),
             tally.clone(),
             Arc::default(),
+            Arc::default(),
         )
         .await;
         assert_eq!(sent, 6);
-        assert!(lock(&tally)
-            .latencies
-            .iter()
-            .all(|l| *l == Duration::from_millis(100)));
+        assert!(lock(&tally).samples.iter().all(|s| s.latency_ms == 100.0));
         let slow = Shared::default();
         let n = closed_loop(
             1,
@@ -536,10 +686,11 @@ mod tests {
             one_slow_call(),
             slow.clone(),
             Arc::default(),
+            Arc::default(),
         )
         .await;
         assert_eq!(n, 2);
-        assert_eq!(lock(&slow).timeouts, 2);
+        assert_eq!(lock(&slow).causes.count(Failure::Timeout), 2);
         assert_eq!(lock(&slow).successes, 0);
     }
 }

@@ -15,7 +15,10 @@ use sluice_upstream::{Protocol, Upstream};
 use tokio::task::JoinSet;
 use tokio::time::{sleep, Instant};
 
+use crate::failure::{Causes, ConnectBackoff, Failure};
+use crate::report::{num, Page, Section};
 use crate::summary::Summary;
+use crate::timeline::{per_second, Sample, Second};
 use crate::BenchError;
 
 /// What to run.
@@ -61,7 +64,9 @@ pub struct StreamReport {
     pub errors: usize,
     /// Streams over their budget.
     pub timeouts: usize,
-    /// A sample of error messages (at most 5).
+    /// Every failure (timeouts included) by cause: `connect_refused`, `status_503`, ...
+    pub failure_causes: std::collections::BTreeMap<String, u64>,
+    /// The first message of each cause.
     pub error_samples: Vec<String>,
     /// Request sent → response headers.
     pub ttfb: Summary,
@@ -77,6 +82,19 @@ pub struct StreamReport {
     pub cancel_latency: Option<Summary>,
     /// Wall time of the run.
     pub wall_ms: f64,
+    /// Per second of the run: streams whose first event arrived (or that failed) in it.
+    pub per_second: Vec<Second>,
+    /// Every stream: its start, its time to first event (or to its failure) and whether it
+    /// succeeded; for the HTML report, not in the JSON.
+    #[serde(skip)]
+    pub samples: Vec<Sample>,
+}
+
+impl StreamReport {
+    /// Streams that failed in any way (timeouts included).
+    pub fn failed(&self) -> usize {
+        self.errors + self.timeouts
+    }
 }
 
 #[derive(Default)]
@@ -87,9 +105,8 @@ struct Samples {
     events: u64,
     completed: usize,
     closed: usize,
-    errors: usize,
-    timeouts: usize,
-    error_samples: Vec<String>,
+    causes: Causes,
+    runs: Vec<Sample>,
     /// (mock request id, unix ms of our close)
     closes: Vec<(u64, f64)>,
 }
@@ -103,8 +120,7 @@ fn unix_ms() -> f64 {
 enum Outcome {
     Completed,
     Closed(Option<u64>, f64),
-    Error(String),
-    Timeout,
+    Failed(Failure, String),
 }
 
 /// Runs the scenario.
@@ -121,36 +137,57 @@ pub async fn run(opts: StreamOpts) -> Result<StreamReport, BenchError> {
         .to_string();
     let next = Arc::new(AtomicUsize::new(0));
     let samples = Arc::new(Mutex::new(Samples::default()));
+    let backoff = Arc::new(ConnectBackoff::default());
     let t0 = Instant::now();
     let stop_at = t0 + opts.max_duration;
     let mut workers = JoinSet::new();
     let n = opts.concurrency.max(1);
     for w in 0..n {
-        let (target, path, next, samples, opts) = (
+        let (target, path, next, samples, opts, backoff) = (
             target.clone(),
             path.clone(),
             next.clone(),
             samples.clone(),
             opts.clone(),
+            backoff.clone(),
         );
         workers.spawn(async move {
             sleep(opts.ramp.mul_f64(w as f64 / n as f64)).await;
             loop {
+                let _ = tokio::time::timeout_at(stop_at, backoff.wait()).await;
                 let i = next.fetch_add(1, Ordering::Relaxed);
                 if i >= opts.requests || Instant::now() >= stop_at {
+                    backoff.abandon();
                     break;
                 }
                 let mut local = Samples::default();
                 let close_after = opts
                     .close_after_events
                     .filter(|_| closes(i, opts.close_share));
+                let start = Instant::now();
                 let outcome = tokio::time::timeout(
                     opts.timeout,
                     one_stream(&target, &path, &opts, close_after, &mut local),
                 )
                 .await
-                .unwrap_or(Outcome::Timeout);
+                .unwrap_or_else(|_| {
+                    Outcome::Failed(Failure::Timeout, "over the per-stream timeout".into())
+                });
+                backoff.record(match &outcome {
+                    Outcome::Failed(f, _) => Some(*f),
+                    _ => None,
+                });
+                let ok = !matches!(outcome, Outcome::Failed(..));
+                let latency = match (ok, local.first_event.first()) {
+                    (true, Some(first)) => *first,
+                    _ => start.elapsed(),
+                };
                 let mut s = samples.lock().unwrap_or_else(|e| e.into_inner());
+                s.runs.push(Sample {
+                    start_ms: ms(start - t0),
+                    latency_ms: ms(latency),
+                    ok,
+                });
                 s.ttfb.append(&mut local.ttfb);
                 s.first_event.append(&mut local.first_event);
                 s.gaps.append(&mut local.gaps);
@@ -163,13 +200,7 @@ pub async fn run(opts: StreamOpts) -> Result<StreamReport, BenchError> {
                             s.closes.push((id, at));
                         }
                     }
-                    Outcome::Error(e) => {
-                        s.errors += 1;
-                        if s.error_samples.len() < 5 {
-                            s.error_samples.push(e);
-                        }
-                    }
-                    Outcome::Timeout => s.timeouts += 1,
+                    Outcome::Failed(f, e) => s.causes.record(f, || e),
                 }
             }
         });
@@ -181,21 +212,30 @@ pub async fn run(opts: StreamOpts) -> Result<StreamReport, BenchError> {
         (Some(url), false) => Some(cancel_latencies(url, &s.closes).await?),
         _ => None,
     };
+    let timeouts = s.causes.count(Failure::Timeout) as usize;
+    let failed = s.causes.total() as usize;
     Ok(StreamReport {
-        started: s.completed + s.closed + s.errors + s.timeouts,
+        started: s.completed + s.closed + failed,
         completed: s.completed,
         closed_early: s.closed,
-        errors: s.errors,
-        timeouts: s.timeouts,
-        error_samples: s.error_samples,
+        errors: failed - timeouts,
+        timeouts,
+        failure_causes: s.causes.counts,
+        error_samples: s.causes.samples,
         events: s.events,
         events_per_s: s.events as f64 / wall.as_secs_f64().max(1e-9),
         ttfb: Summary::of(s.ttfb),
         first_event: Summary::of(s.first_event),
         event_gaps: Summary::of(s.gaps),
         cancel_latency,
-        wall_ms: wall.as_secs_f64() * 1000.0,
+        wall_ms: ms(wall),
+        per_second: per_second(&s.runs),
+        samples: s.runs,
     })
+}
+
+fn ms(d: Duration) -> f64 {
+    d.as_secs_f64() * 1000.0
 }
 
 /// A client for the URL's origin. HTTP/1.1 gets one connection per concurrent stream;
@@ -240,11 +280,12 @@ async fn one_stream(
     let start = Instant::now();
     let resp = match target.send(req, start + opts.timeout).await {
         Ok(r) => r,
-        Err(e) => return Outcome::Error(e.to_string()),
+        Err(e) => return Outcome::Failed(Failure::of(&e), e.to_string()),
     };
     s.ttfb.push(start.elapsed());
     if !resp.status().is_success() {
-        return Outcome::Error(format!("status {}", resp.status()));
+        let status = resp.status();
+        return Outcome::Failed(Failure::Status(status.as_u16()), format!("status {status}"));
     }
     // LiteLLM returns upstream headers with an `llm_provider-` prefix.
     let mock_id = resp
@@ -260,7 +301,7 @@ async fn one_stream(
     loop {
         let frame = match body.frame().await {
             Some(Ok(f)) => f,
-            Some(Err(e)) => return Outcome::Error(e.to_string()),
+            Some(Err(e)) => return Outcome::Failed(Failure::Body, e.to_string()),
             None => {
                 decoder.finish();
                 drain_events(&mut decoder, start, &mut last, &mut n, s);
@@ -340,6 +381,60 @@ pub(crate) async fn fetch_json(url: &http::Uri) -> Result<serde_json::Value, Ben
         .map_err(|e| BenchError::Stats(e.to_string()))?
         .to_bytes();
     serde_json::from_slice(&body).map_err(|e| BenchError::Stats(e.to_string()))
+}
+
+impl StreamReport {
+    /// The run as an HTML report page (see [`crate::report`]).
+    pub fn page(&self, title: &str) -> Page {
+        let mut facts = vec![
+            ("streams started".into(), self.started.to_string()),
+            ("completed".into(), self.completed.to_string()),
+            ("closed early".into(), self.closed_early.to_string()),
+            (
+                "failed".into(),
+                crate::rps::failed_line(self.failed(), &self.failure_causes),
+            ),
+            (
+                "first event p50 / p99 / max".into(),
+                format!(
+                    "{} / {} / {} ms",
+                    num(self.first_event.p50_ms),
+                    num(self.first_event.p99_ms),
+                    num(self.first_event.max_ms)
+                ),
+            ),
+            (
+                "event gap p50 / p99 / max".into(),
+                format!(
+                    "{} / {} / {} ms",
+                    num(self.event_gaps.p50_ms),
+                    num(self.event_gaps.p99_ms),
+                    num(self.event_gaps.max_ms)
+                ),
+            ),
+            (
+                "events".into(),
+                format!("{} ({}/s)", self.events, num(self.events_per_s)),
+            ),
+        ];
+        if let Some(c) = &self.cancel_latency {
+            facts.push((
+                "cancel latency p50 / p99".into(),
+                format!("{} / {} ms", num(c.p50_ms), num(c.p99_ms)),
+            ));
+        }
+        Page {
+            title: title.to_string(),
+            facts,
+            sections: vec![Section {
+                title: "streams".into(),
+                latency: "send to the first event".into(),
+                samples: self.samples.clone(),
+                ..Section::default()
+            }],
+            json: serde_json::to_value(self).ok(),
+        }
+    }
 }
 
 #[cfg(test)]

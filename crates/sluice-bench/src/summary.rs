@@ -35,7 +35,26 @@ pub fn percentile(sorted: &[Duration], q: f64) -> Duration {
     sorted[rank.clamp(1, sorted.len()) - 1]
 }
 
+/// [`percentile`] over sorted milliseconds; 0 when there are none.
+pub fn percentile_f64(sorted: &[f64], q: f64) -> f64 {
+    if sorted.is_empty() {
+        return 0.0;
+    }
+    let rank = (q * sorted.len() as f64).ceil() as usize;
+    sorted[rank.clamp(1, sorted.len()) - 1]
+}
+
 impl Summary {
+    /// Summarises samples in milliseconds (any order).
+    pub fn of_ms(samples: impl IntoIterator<Item = f64>) -> Summary {
+        Summary::of(
+            samples
+                .into_iter()
+                .map(|ms| Duration::from_secs_f64(ms.max(0.0) / 1000.0))
+                .collect(),
+        )
+    }
+
     /// Summarises `samples` (any order).
     pub fn of(mut samples: Vec<Duration>) -> Summary {
         if samples.is_empty() {

@@ -100,6 +100,53 @@ async fn timeouts_and_errors_are_counted_not_fatal() {
     let r = rps::run(o).await.unwrap();
     assert_eq!(r.errors, 20);
     assert!(r.error_samples[0].contains("503"), "{:?}", r.error_samples);
+    assert_eq!(r.failure_causes.get("status_503"), Some(&20));
+    // Every request is in the timeline, failed or not, and in the per-second counts.
+    assert_eq!(r.samples.len(), 20);
+    assert!(r.samples.iter().all(|s| !s.ok));
+    assert_eq!(r.per_second.iter().map(|s| s.failed).sum::<u64>(), 20);
+}
+
+#[tokio::test]
+async fn a_dead_target_is_tried_once_per_pause_in_both_load_models() {
+    let port = {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        l.local_addr().unwrap().port()
+    };
+    let url: http::Uri = format!("http://127.0.0.1:{port}/v1/chat/completions")
+        .parse()
+        .unwrap();
+    for load in [
+        Load::Closed { concurrency: 32 },
+        Load::Open {
+            rate_per_s: 1000.0,
+            max_in_flight: 1000,
+        },
+    ] {
+        let o = RpsOpts {
+            url: url.clone(),
+            protocol: Protocol::Http1,
+            connections: 32,
+            load,
+            requests: None,
+            duration: Some(Duration::from_secs(1)),
+            body: rps::chat_body(100),
+            headers: vec![],
+            timeout: Duration::from_millis(300),
+            progress: Arc::default(),
+        };
+        let r = rps::run(o).await.unwrap();
+        assert_eq!(r.successes, 0);
+        let refused = r.failure_causes["connect_refused"];
+        assert_eq!(refused, r.failed(), "{load:?}: {:?}", r.failure_causes);
+        // Closed loop: one round of 32, then one try per pause (10, 20, ... ms). Open model:
+        // the 1,000 due requests all fail (those held by the pause past their timeout
+        // without a connect), on schedule.
+        assert!(r.sent <= 1000, "{load:?}: {}", r.sent);
+        if let Load::Closed { .. } = load {
+            assert!(r.sent < 32 + 12, "{load:?}: {} connects in 1 s", r.sent);
+        }
+    }
 }
 
 #[tokio::test]

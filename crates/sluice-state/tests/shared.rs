@@ -27,10 +27,12 @@ async fn admit(store: &Store, checks: Vec<Check>) -> Option<Admission> {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[cfg_attr(
+    no_redis,
+    ignore = "no redis-server: install it (apt-get install redis-server) or set REDIS_SERVER"
+)]
 async fn two_stores_keep_one_rate_limit() {
-    let Some(redis) = RedisServer::start().await else {
-        return;
-    };
+    let redis = RedisServer::start().await;
     let a = redis_store(redis_config(&redis.url())).await;
     let b = redis_store(redis_config(&redis.url())).await;
     let check = || {
@@ -73,10 +75,12 @@ async fn two_stores_keep_one_rate_limit() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[cfg_attr(
+    no_redis,
+    ignore = "no redis-server: install it (apt-get install redis-server) or set REDIS_SERVER"
+)]
 async fn two_stores_keep_one_concurrency_cap() {
-    let Some(redis) = RedisServer::start().await else {
-        return;
-    };
+    let redis = RedisServer::start().await;
     let a = redis_store(redis_config(&redis.url())).await;
     let b = redis_store(redis_config(&redis.url())).await;
     let check = || {
@@ -104,10 +108,12 @@ async fn two_stores_keep_one_concurrency_cap() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[cfg_attr(
+    no_redis,
+    ignore = "no redis-server: install it (apt-get install redis-server) or set REDIS_SERVER"
+)]
 async fn an_idempotent_begin_from_two_stores_at_once_gives_one_fresh() {
-    let Some(redis) = RedisServer::start().await else {
-        return;
-    };
+    let redis = RedisServer::start().await;
     let a = redis_store(redis_config(&redis.url())).await;
     let b = redis_store(redis_config(&redis.url())).await;
     let hash = BodyHash([7; 32]);
@@ -132,10 +138,12 @@ async fn an_idempotent_begin_from_two_stores_at_once_gives_one_fresh() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[cfg_attr(
+    no_redis,
+    ignore = "no redis-server: install it (apt-get install redis-server) or set REDIS_SERVER"
+)]
 async fn a_crashed_stores_leases_expire_while_live_ones_are_renewed() {
-    let Some(redis) = RedisServer::start().await else {
-        return;
-    };
+    let redis = RedisServer::start().await;
     let ttl = Duration::from_millis(600);
     let config = RedisConfig {
         lease_ttl: ttl,
@@ -229,10 +237,12 @@ async fn admit_timed(
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[cfg_attr(
+    no_redis,
+    ignore = "no redis-server: install it (apt-get install redis-server) or set REDIS_SERVER"
+)]
 async fn fail_open_falls_back_within_the_deadline_and_recovers() {
-    let Some(mut redis) = RedisServer::start().await else {
-        return;
-    };
+    let mut redis = RedisServer::start().await;
     let config = fragile(&redis.url(), FailureMode::FailOpen);
     let store = redis_store(config.clone()).await;
     assert!(matches!(store.admit(rate()).await, Ok(Decision::Admitted(a)) if a.is_shared()));
@@ -309,10 +319,12 @@ async fn fail_open_falls_back_within_the_deadline_and_recovers() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[cfg_attr(
+    no_redis,
+    ignore = "no redis-server: install it (apt-get install redis-server) or set REDIS_SERVER"
+)]
 async fn fail_closed_refuses_within_the_deadline_and_recovers() {
-    let Some(mut redis) = RedisServer::start().await else {
-        return;
-    };
+    let mut redis = RedisServer::start().await;
     let config = fragile(&redis.url(), FailureMode::FailClosed);
     let store = redis_store(config.clone()).await;
     assert!(matches!(

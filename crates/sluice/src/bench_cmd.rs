@@ -1,6 +1,13 @@
 //! `sluice bench`: load scenarios against a gateway or the mock.
+//!
+//! Every scenario follows one convention: durations are humantime values (`--duration 30s`,
+//! `--timeout 500ms`; the old `--duration-s`, `--timeout-ms`, ... stay as hidden aliases in
+//! their old units), `--json` prints the report as JSON, `--report FILE.html` writes a
+//! self-contained HTML page, and the run fails (exit 3, after the report) when more than
+//! `--max-error-rate` of its requests failed.
 
 use std::io::{IsTerminal as _, Write as _};
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -8,8 +15,8 @@ use anyhow::Context as _;
 use bytes::Bytes;
 use http::{HeaderName, HeaderValue};
 use sluice_bench::{
-    probe, rps, stream, Load, ProbeOpts, ProbeReport, Progress, RpsOpts, RpsReport, StreamOpts,
-    StreamReport, Summary,
+    check_error_rate, probe, rps, stream, Causes, Load, Page, ProbeOpts, ProbeReport, Progress,
+    RpsOpts, RpsReport, StreamOpts, StreamReport, Summary, DEFAULT_MAX_ERROR_RATE,
 };
 use sluice_upstream::Protocol;
 
@@ -21,12 +28,149 @@ pub enum BenchCommand {
     Stream(Box<StreamArgs>),
     /// Short requests at a fixed concurrency (closed loop) or a fixed arrival rate (--rate,
     /// open model, latency from each request's intended start): latency percentiles,
-    /// throughput, successes, timeouts and errors.
+    /// throughput, and failures by cause.
     Rps(Box<RpsArgs>),
     /// Seed 000's experiment: K long streams kept running while one short probe at a time is
     /// sent every interval; probe latency, and (with --mock-stats) whether each probe shared
     /// an upstream connection with a long stream.
     Probe(Box<ProbeArgs>),
+    /// N clients through a gateway route of two in-process mocks while the primary
+    /// misbehaves in turn (503s, resets, silence, a slow first token, cuts before the first
+    /// content, flapping): client-visible errors, p50/p99 latency and attempts per request,
+    /// per phase.
+    Failover(Box<FailoverArgs>),
+}
+
+/// Options of `sluice bench failover`.
+#[derive(Debug, clap::Args)]
+pub struct FailoverArgs {
+    /// 4 clients and 1 s per phase (about 10 s in all) instead of 8 clients and 3 s.
+    #[arg(long)]
+    quick: bool,
+    /// Clients sending back to back (half of them stream).
+    #[arg(long)]
+    clients: Option<usize>,
+    /// How long each phase sends, e.g. 5s.
+    #[arg(long, value_parser = duration)]
+    duration: Option<Duration>,
+    /// The primary's first-byte and first-token timeout, e.g. 500ms.
+    #[arg(long, value_parser = duration)]
+    first_token_timeout: Option<Duration>,
+    /// Run only this phase (repeatable; the healthy baseline always runs): 503, reset,
+    /// silence, slow-first-token, cut-before-content, flapping.
+    #[arg(long = "phase", value_name = "NAME")]
+    phases: Vec<String>,
+    #[command(flatten)]
+    out: Output,
+}
+
+/// The run failed its checks (too many failed requests, a goal missed): the report was
+/// printed, and the process exits with status 3.
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
+pub struct RunFailed(pub String);
+
+/// The exit status for a run that completed but failed its checks.
+pub const EXIT_RUN_FAILED: u8 = 3;
+
+/// Options every scenario shares: how to report, and when the run fails.
+#[derive(Debug, clap::Args)]
+pub struct Output {
+    /// Print the report as JSON instead of a table.
+    #[arg(long)]
+    json: bool,
+    /// Also write a self-contained HTML page (latency histogram, latency over time,
+    /// throughput per second) to this file.
+    #[arg(long, value_name = "FILE.html")]
+    report: Option<PathBuf>,
+    /// Fail (exit 3) when more than this share (0 to 1) of the requests failed.
+    /// Default 0.5 (failover: 0, per phase and kind of request).
+    #[arg(long, value_name = "SHARE", value_parser = share)]
+    max_error_rate: Option<f64>,
+}
+
+impl Output {
+    /// The threshold, with the scenario's default.
+    pub fn max_error_rate_or(&self, default: f64) -> f64 {
+        self.max_error_rate.unwrap_or(default)
+    }
+
+    /// `--json`.
+    pub fn json(&self) -> bool {
+        self.json
+    }
+
+    /// Writes `page` to `--report`, if given.
+    ///
+    /// # Errors
+    /// The file cannot be written.
+    pub fn write_report(&self, page: impl FnOnce() -> Page) -> anyhow::Result<()> {
+        if let Some(path) = &self.report {
+            write_page(path, &page())?;
+        }
+        Ok(())
+    }
+}
+
+fn write_page(path: &Path, page: &Page) -> anyhow::Result<()> {
+    page.write(path)
+        .with_context(|| format!("cannot write the report to {}", path.display()))?;
+    eprintln!("report written to {}", path.display());
+    Ok(())
+}
+
+/// A share in 0..=1 (`--max-error-rate`).
+fn share(s: &str) -> Result<f64, String> {
+    match s.trim().parse::<f64>() {
+        Ok(v) if (0.0..=1.0).contains(&v) => Ok(v),
+        _ => Err(format!(
+            "`{s}` is not a share between 0 and 1 (0.05 allows 5% of the requests to fail)"
+        )),
+    }
+}
+
+/// A duration with its unit, parsed by humantime: `30s`, `500ms`, `1m30s`, `1.5s`. A bare
+/// number is refused: seconds or milliseconds?
+pub fn duration(s: &str) -> Result<Duration, String> {
+    let t = s.trim();
+    if t.parse::<f64>().is_ok() {
+        return Err(format!(
+            "`{t}` has no unit: write {t}s for seconds or {t}ms for milliseconds"
+        ));
+    }
+    humantime::parse_duration(t)
+        .map_err(|e| format!("`{t}` is not a duration such as 30s, 500ms or 1m30s ({e})"))
+}
+
+/// The duration given by the new flag or its hidden old alias (in `unit` seconds).
+fn either(
+    new: Option<Duration>,
+    old: Option<f64>,
+    old_flag: &str,
+    unit: f64,
+) -> anyhow::Result<Option<Duration>> {
+    match (new, old) {
+        (Some(d), _) => Ok(Some(d)),
+        (None, Some(v)) => Duration::try_from_secs_f64(v * unit)
+            .map(Some)
+            .with_context(|| format!("{old_flag} {v} is not a duration")),
+        (None, None) => Ok(None),
+    }
+}
+
+/// Fails the run when too many requests failed.
+fn check(
+    what: &str,
+    failed: u64,
+    ended: u64,
+    max: f64,
+    causes: &std::collections::BTreeMap<String, u64>,
+) -> anyhow::Result<()> {
+    let c = Causes {
+        counts: causes.clone(),
+        samples: Vec::new(),
+    };
+    check_error_rate(what, failed, ended, max, &c).map_err(|e| RunFailed(e.to_string()).into())
 }
 
 /// Options of `sluice bench rps`.
@@ -56,8 +200,10 @@ pub struct RpsArgs {
     /// Stop after this many requests.
     #[arg(long, short = 'n')]
     requests: Option<u64>,
-    /// Stop starting requests after this many seconds (default 10 when -n is not given).
-    #[arg(long)]
+    /// Stop starting requests after this long, e.g. 30s (default 10s when -n is not given).
+    #[arg(long, value_parser = duration, conflicts_with = "duration_s")]
+    duration: Option<Duration>,
+    #[arg(long, hide = true)]
     duration_s: Option<f64>,
     /// Request body; default an OpenAI chat request of --payload-bytes.
     #[arg(long)]
@@ -68,12 +214,13 @@ pub struct RpsArgs {
     /// Extra header, `name: value` (repeatable).
     #[arg(long = "header", short = 'H')]
     headers: Vec<String>,
-    /// Per-request timeout in milliseconds (send to the end of the body).
-    #[arg(long, default_value_t = 5000)]
-    timeout_ms: u64,
-    /// Print the report as JSON.
-    #[arg(long)]
-    json: bool,
+    /// Per-request timeout, send to the end of the body.
+    #[arg(long, value_parser = duration, default_value = "5s", conflicts_with = "timeout_ms")]
+    timeout: Duration,
+    #[arg(long, hide = true)]
+    timeout_ms: Option<u64>,
+    #[command(flatten)]
+    out: Output,
 }
 
 /// Options of `sluice bench probe`.
@@ -98,12 +245,16 @@ pub struct ProbeArgs {
         default_value = r#"{"model":"gpt-4o","stream":true,"messages":[{"role":"user","content":"write a long story"}]}"#
     )]
     stream_body: String,
-    /// Header of every long stream, `name: value` (repeatable), e.g.
-    /// `x-mock: tokens=100000, interval_ms=20, token_bytes=2000`.
-    #[arg(long = "stream-header")]
+    /// Header of every long stream, `name: value` (repeatable). The default asks `sluice
+    /// mock` for a stream that outlasts any run (ten million tokens, 50 ms apart); a real
+    /// provider ignores it.
+    #[arg(
+        long = "stream-header",
+        default_value = "x-mock: tokens=10000000, interval_ms=50"
+    )]
     stream_headers: Vec<String>,
     /// Header of the first long stream only (replaces a same-named --stream-header), e.g.
-    /// `x-mock: tokens=100000, interval_ms=20, token_bytes=2000, degrade=50000`.
+    /// `x-mock: tokens=10000000, interval_ms=10, token_bytes=1000, degrade=50000`.
     #[arg(long = "first-stream-header")]
     first_stream_headers: Vec<String>,
     /// Body of a probe.
@@ -115,25 +266,24 @@ pub struct ProbeArgs {
     /// Header of every probe (repeatable).
     #[arg(long = "probe-header")]
     probe_headers: Vec<String>,
-    /// Seconds between the end of a probe and the next.
-    #[arg(long, default_value_t = 1.0)]
-    probe_interval: f64,
-    /// Seconds one probe may take.
-    #[arg(long, default_value_t = 10.0)]
-    probe_timeout: f64,
-    /// Seconds of probing.
-    #[arg(long, default_value_t = 120.0)]
-    duration: f64,
-    /// Seconds to wait at most for the long streams to start before probing.
-    #[arg(long, default_value_t = 10.0)]
-    warmup: f64,
+    /// Pause between the end of a probe and the next.
+    #[arg(long, value_parser = duration, default_value = "1s")]
+    probe_interval: Duration,
+    /// How long one probe may take.
+    #[arg(long, value_parser = duration, default_value = "10s")]
+    probe_timeout: Duration,
+    /// How long to probe.
+    #[arg(long, value_parser = duration, default_value = "60s")]
+    duration: Duration,
+    /// The longest wait for the long streams to start before probing.
+    #[arg(long, value_parser = duration, default_value = "10s")]
+    warmup: Duration,
     /// The mock's stats URL (e.g. http://127.0.0.1:9090/__mock/stats), to tell which probes
     /// shared a connection with a long stream.
     #[arg(long)]
     mock_stats: Option<http::Uri>,
-    /// Print the report as JSON (every probe included).
-    #[arg(long)]
-    json: bool,
+    #[command(flatten)]
+    out: Output,
 }
 
 /// Options of `sluice bench stream`.
@@ -151,9 +301,11 @@ pub struct StreamArgs {
     /// Streams in all.
     #[arg(long, short = 'n', default_value_t = 1000)]
     requests: usize,
-    /// Spread the first streams' starts over this many milliseconds.
-    #[arg(long, default_value_t = 1000)]
-    ramp_ms: u64,
+    /// Spread the first streams' starts over this long.
+    #[arg(long, value_parser = duration, default_value = "1s", conflicts_with = "ramp_ms")]
+    ramp: Duration,
+    #[arg(long, hide = true)]
+    ramp_ms: Option<u64>,
     /// Request body.
     #[arg(
         long,
@@ -173,18 +325,22 @@ pub struct StreamArgs {
     /// The mock's stats URL (e.g. http://127.0.0.1:9090/__mock/stats) for cancel latency.
     #[arg(long)]
     mock_stats: Option<http::Uri>,
-    /// Per-stream budget in seconds.
-    #[arg(long, default_value_t = 60)]
-    timeout_s: u64,
-    /// Stop starting streams after this many seconds.
-    #[arg(long, default_value_t = 120)]
-    max_duration_s: u64,
-    /// Print the report as JSON.
-    #[arg(long)]
-    json: bool,
+    /// How long one stream may take.
+    #[arg(long, value_parser = duration, default_value = "60s", conflicts_with = "timeout_s")]
+    timeout: Duration,
+    #[arg(long, hide = true)]
+    timeout_s: Option<u64>,
+    /// Stop starting streams after this long.
+    #[arg(long, value_parser = duration, default_value = "120s", conflicts_with = "max_duration_s")]
+    duration: Duration,
+    #[arg(long, hide = true)]
+    max_duration_s: Option<u64>,
+    #[command(flatten)]
+    out: Output,
 }
 
-fn protocol(s: &str) -> anyhow::Result<Protocol> {
+/// The protocol named by `--protocol`.
+pub fn protocol(s: &str) -> anyhow::Result<Protocol> {
     Ok(match s {
         "http1" => Protocol::Http1,
         "h2c" => Protocol::H2c,
@@ -210,20 +366,77 @@ fn parse_headers(raw: &[String]) -> anyhow::Result<Vec<(HeaderName, HeaderValue)
         .collect()
 }
 
-fn seconds(flag: &str, s: f64) -> anyhow::Result<Duration> {
-    Duration::try_from_secs_f64(s).with_context(|| format!("{flag} {s} is not a duration"))
-}
-
 /// Runs a scenario and prints its report.
+///
+/// # Errors
+/// The scenario could not run, or [`RunFailed`] after the report when it failed its checks.
 pub fn run(cmd: BenchCommand) -> anyhow::Result<()> {
     match cmd {
         BenchCommand::Stream(a) => run_stream(*a),
         BenchCommand::Rps(a) => run_rps(*a),
         BenchCommand::Probe(a) => run_probe(*a),
+        BenchCommand::Failover(a) => run_failover(*a),
     }
 }
 
-fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
+fn run_failover(a: FailoverArgs) -> anyhow::Result<()> {
+    use sluice::failover::{self, FailoverPlan};
+    let mut plan = if a.quick {
+        FailoverPlan::quick()
+    } else {
+        FailoverPlan::full()
+    };
+    if let Some(c) = a.clients {
+        anyhow::ensure!(
+            c >= 2,
+            "--clients must be at least 2 (one streaming, one not)"
+        );
+        plan.clients = c;
+    }
+    if let Some(d) = a.duration {
+        anyhow::ensure!(!d.is_zero(), "--duration must be above 0");
+        plan.phase_duration = d;
+    }
+    if let Some(t) = a.first_token_timeout {
+        anyhow::ensure!(
+            t >= Duration::from_millis(50),
+            "--first-token-timeout must be at least 50ms"
+        );
+        plan.first_token_timeout = t;
+    }
+    let plan = plan.only(&a.phases)?;
+    let progress = Arc::new(Progress::default());
+    let human = !a.out.json;
+    let report = runtime()?.block_on(async {
+        let ticker = Ticker::start(progress.clone(), "requests");
+        let phase = |p: &failover::Phase| {
+            ticker.clear();
+            if human {
+                eprintln!("phase {}: {} ...", p.name, p.what);
+            }
+        };
+        let r = failover::run(plan, &phase, progress.clone()).await;
+        ticker.stop();
+        r
+    })?;
+    if a.out.json {
+        println!("{}", serde_json::to_string_pretty(&report)?);
+    } else {
+        print!("{}", report.table());
+        println!();
+        println!("{}", report.verdict());
+    }
+    a.out.write_report(|| report.page())?;
+    let failures = report.failures(a.out.max_error_rate_or(0.0));
+    if failures.is_empty() {
+        Ok(())
+    } else {
+        Err(RunFailed(failures.join("; ")).into())
+    }
+}
+
+/// A multi-threaded tokio runtime.
+pub fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
     tokio::runtime::Runtime::new().context("cannot start the tokio runtime")
 }
 
@@ -245,11 +458,16 @@ fn run_rps(a: RpsArgs) -> anyhow::Result<()> {
         },
         Protocol::H2 | Protocol::H2c => 4,
     });
-    let duration = match (a.duration_s, a.requests) {
-        (Some(s), _) => Some(seconds("--duration-s", s)?),
+    let duration = match (
+        either(a.duration, a.duration_s, "--duration-s", 1.0)?,
+        a.requests,
+    ) {
+        (Some(d), _) => Some(d),
         (None, None) => Some(Duration::from_secs(10)),
         (None, Some(_)) => None,
     };
+    let timeout =
+        either(None, a.timeout_ms.map(|v| v as f64), "--timeout-ms", 1e-3)?.unwrap_or(a.timeout);
     let progress = Arc::new(Progress::default());
     let opts = RpsOpts {
         url: a.url,
@@ -262,7 +480,7 @@ fn run_rps(a: RpsArgs) -> anyhow::Result<()> {
             .body
             .map_or_else(|| rps::chat_body(a.payload_bytes), Bytes::from),
         headers: parse_headers(&a.headers)?,
-        timeout: Duration::from_millis(a.timeout_ms),
+        timeout,
         progress: progress.clone(),
     };
     let report = runtime()?.block_on(async {
@@ -271,12 +489,38 @@ fn run_rps(a: RpsArgs) -> anyhow::Result<()> {
         ticker.stop();
         r
     })?;
-    if a.json {
+    if a.out.json {
         println!("{}", serde_json::to_string_pretty(&report)?);
     } else {
         print_rps(&report);
     }
-    Ok(())
+    a.out.write_report(|| report.page("sluice bench rps"))?;
+    check(
+        "requests",
+        report.failed(),
+        report.successes + report.failed(),
+        a.out.max_error_rate_or(DEFAULT_MAX_ERROR_RATE),
+        &report.failure_causes,
+    )
+}
+
+/// `  failed: connect_refused 38195, status_503 2` and one message per cause.
+fn print_failures(
+    failed: u64,
+    causes: &std::collections::BTreeMap<String, u64>,
+    samples: &[String],
+) {
+    if failed == 0 {
+        return;
+    }
+    let c = Causes {
+        counts: causes.clone(),
+        samples: Vec::new(),
+    };
+    println!("  failed by cause: {}", c.line());
+    for e in samples {
+        println!("  e.g. {e}");
+    }
 }
 
 fn print_rps(r: &RpsReport) {
@@ -294,9 +538,7 @@ fn print_rps(r: &RpsReport) {
         r.throughput_per_s,
         r.wall_ms / 1000.0
     );
-    for e in &r.error_samples {
-        println!("  error: {e}");
-    }
+    print_failures(r.failed(), &r.failure_causes, &r.error_samples);
     header_row();
     row("latency", &r.latency);
 }
@@ -313,10 +555,10 @@ fn run_probe(a: ProbeArgs) -> anyhow::Result<()> {
         first_stream_headers: parse_headers(&a.first_stream_headers)?,
         probe_body: Bytes::from(a.probe_body),
         probe_headers: parse_headers(&a.probe_headers)?,
-        probe_interval: seconds("--probe-interval", a.probe_interval)?,
-        probe_timeout: seconds("--probe-timeout", a.probe_timeout)?,
-        duration: seconds("--duration", a.duration)?,
-        warmup: seconds("--warmup", a.warmup)?,
+        probe_interval: a.probe_interval,
+        probe_timeout: a.probe_timeout,
+        duration: a.duration,
+        warmup: a.warmup,
         mock_stats: a.mock_stats,
         progress: progress.clone(),
     };
@@ -326,12 +568,19 @@ fn run_probe(a: ProbeArgs) -> anyhow::Result<()> {
         ticker.stop();
         r
     })?;
-    if a.json {
+    if a.out.json {
         println!("{}", serde_json::to_string_pretty(&report)?);
     } else {
         print_probe(&report);
     }
-    Ok(())
+    a.out.write_report(|| report.page("sluice bench probe"))?;
+    check(
+        "probes",
+        report.failed() as u64,
+        report.ended() as u64,
+        a.out.max_error_rate_or(DEFAULT_MAX_ERROR_RATE),
+        &report.failure_causes,
+    )
 }
 
 fn print_probe(r: &ProbeReport) {
@@ -339,6 +588,18 @@ fn print_probe(r: &ProbeReport) {
         "long streams: {} kept open ({} active when probing began, {} started in all)",
         r.long_streams, r.long_streams_active_at_start, r.long_streams_started
     );
+    if r.long_streams_ended > r.long_streams {
+        let c = Causes {
+            counts: r.long_stream_failures.clone(),
+            samples: Vec::new(),
+        };
+        println!(
+            "  warning: {} long streams ended during the run ({}): they are not long; \
+             make them outlast the run (e.g. --stream-header 'x-mock: tokens=10000000, interval_ms=50')",
+            r.long_streams_ended,
+            if c.counts.is_empty() { "none failed".to_string() } else { format!("failed: {}", c.line()) }
+        );
+    }
     println!(
         "{:>8} {:>9} {:>7} {:>9} {:>10} {:>10} {:>10} {:>10}  shared with a long stream",
         "requests", "successes", "failed", "cancelled", "mean ms", "p50 ms", "p95 ms", "max ms",
@@ -354,7 +615,7 @@ fn print_probe(r: &ProbeReport) {
         "{:>8} {:>9} {:>7} {:>9} {:>10.1} {:>10.1} {:>10.1} {:>10.1}  {}",
         r.requests,
         r.successes,
-        r.errors + r.timeouts,
+        r.failed(),
         r.cancelled_at_end,
         r.latency.mean_ms,
         r.latency.p50_ms,
@@ -362,31 +623,41 @@ fn print_probe(r: &ProbeReport) {
         r.latency.max_ms,
         shared
     );
+    print_failures(r.failed() as u64, &r.failure_causes, &r.error_samples);
 }
 
 fn run_stream(a: StreamArgs) -> anyhow::Result<()> {
     let headers = parse_headers(&a.headers)?;
+    let ms = |v: Option<u64>| v.map(|v| v as f64);
     let opts = StreamOpts {
         url: a.url,
         protocol: protocol(&a.protocol)?,
         concurrency: a.concurrency,
         requests: a.requests,
-        ramp: Duration::from_millis(a.ramp_ms),
+        ramp: either(None, ms(a.ramp_ms), "--ramp-ms", 1e-3)?.unwrap_or(a.ramp),
         body: Bytes::from(a.body),
         headers,
         close_after_events: a.close_after_events,
         close_share: a.close_share,
-        timeout: Duration::from_secs(a.timeout_s),
+        timeout: either(None, ms(a.timeout_s), "--timeout-s", 1.0)?.unwrap_or(a.timeout),
         mock_stats: a.mock_stats,
-        max_duration: Duration::from_secs(a.max_duration_s),
+        max_duration: either(None, ms(a.max_duration_s), "--max-duration-s", 1.0)?
+            .unwrap_or(a.duration),
     };
     let report = runtime()?.block_on(stream::run(opts))?;
-    if a.json {
+    if a.out.json {
         println!("{}", serde_json::to_string_pretty(&report)?);
     } else {
         print_table(&report);
     }
-    Ok(())
+    a.out.write_report(|| report.page("sluice bench stream"))?;
+    check(
+        "streams",
+        report.failed() as u64,
+        report.started as u64,
+        a.out.max_error_rate_or(DEFAULT_MAX_ERROR_RATE),
+        &report.failure_causes,
+    )
 }
 
 fn row(name: &str, s: &Summary) {
@@ -408,9 +679,7 @@ fn print_table(r: &StreamReport) {
         "streams: {} started, {} completed, {} closed early, {} errors, {} timeouts; {} events ({:.0}/s) in {:.1} s",
         r.started, r.completed, r.closed_early, r.errors, r.timeouts, r.events, r.events_per_s, r.wall_ms / 1000.0
     );
-    for e in &r.error_samples {
-        println!("  error: {e}");
-    }
+    print_failures(r.failed() as u64, &r.failure_causes, &r.error_samples);
     header_row();
     row("ttfb", &r.ttfb);
     row("first event", &r.first_event);
@@ -462,5 +731,33 @@ impl Ticker {
         if let Some(t) = self.task.take() {
             t.abort();
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn durations_need_their_unit() {
+        assert_eq!(duration("1.5s"), Ok(Duration::from_millis(1500)));
+        assert_eq!(duration(" 500ms "), Ok(Duration::from_millis(500)));
+        assert_eq!(duration("1m30s"), Ok(Duration::from_secs(90)));
+        assert_eq!(
+            duration("20").unwrap_err(),
+            "`20` has no unit: write 20s for seconds or 20ms for milliseconds"
+        );
+        assert!(duration("soon").unwrap_err().contains("not a duration"));
+    }
+
+    #[test]
+    fn old_spellings_keep_their_units() {
+        let ms = either(None, Some(250.0), "--timeout-ms", 1e-3).unwrap();
+        assert_eq!(ms, Some(Duration::from_millis(250)));
+        let new = either(Some(Duration::from_secs(2)), None, "--duration-s", 1.0).unwrap();
+        assert_eq!(new, Some(Duration::from_secs(2)));
+        assert!(either(None, Some(-1.0), "--duration-s", 1.0).is_err());
+        assert_eq!(share("0.05"), Ok(0.05));
+        assert!(share("1.5").is_err());
     }
 }

@@ -421,12 +421,7 @@ pub fn table(r: &DemoReport) -> String {
         "{:<36} {:>8} {:>9} {:>6} {:>9} {:>10} {:>10} {:>10}  shared with a long stream\n",
         "scenario", "requests", "successes", "failed", "cancelled", "mean", "p95", "max",
     );
-    let rows = [
-        ("baseline: no background streams", &r.baseline),
-        ("trap: one shared HTTP/2 connection", &r.trap),
-        ("lanes: Sluice (stream / short)", &r.lanes),
-    ];
-    for (name, p) in rows {
+    for (name, p) in r.scenarios() {
         let shared = match p.shared_pct() {
             Some(pct) => format!(
                 "{}/{} ({pct:.0}%)",
@@ -448,6 +443,45 @@ pub fn table(r: &DemoReport) -> String {
         ));
     }
     t
+}
+
+impl DemoReport {
+    /// The three scenarios as an HTML report page, one section each.
+    pub fn page(&self) -> sluice_bench::Page {
+        let cancel = median(&self.cancel_ms).map_or_else(|| "not measured".into(), fmt_ms);
+        sluice_bench::Page {
+            title: "sluice demo".into(),
+            facts: vec![
+                ("verdict".into(), self.verdict.clone()),
+                (
+                    "long streams".into(),
+                    format!(
+                        "{} of {} B tokens every {} ms; the first degrades its connection to {} B/s",
+                        self.plan.streams,
+                        self.plan.token_bytes,
+                        self.plan.interval_ms,
+                        self.plan.degrade_bytes_per_s
+                    ),
+                ),
+                ("cancel reached the upstream in (median)".into(), cancel),
+            ],
+            sections: self
+                .scenarios()
+                .into_iter()
+                .map(|(name, p)| p.section(name))
+                .collect(),
+            json: serde_json::to_value(self).ok(),
+        }
+    }
+
+    /// The scenarios with the names the table gives them.
+    pub fn scenarios(&self) -> [(&'static str, &ProbeReport); 3] {
+        [
+            ("baseline: no background streams", &self.baseline),
+            ("trap: one shared HTTP/2 connection", &self.trap),
+            ("lanes: Sluice (stream / short)", &self.lanes),
+        ]
+    }
 }
 
 #[cfg(test)]

@@ -63,7 +63,13 @@ fn main() -> std::process::ExitCode {
         Err(e) => {
             // `{:#}` prints the cause chain on one line, without a backtrace: this is for users.
             eprintln!("error: {e:#}");
-            std::process::ExitCode::FAILURE
+            // A bench or demo that ran but failed its checks is told apart from one that
+            // could not run.
+            if e.downcast_ref::<bench_cmd::RunFailed>().is_some() {
+                std::process::ExitCode::from(bench_cmd::EXIT_RUN_FAILED)
+            } else {
+                std::process::ExitCode::FAILURE
+            }
         }
     }
 }

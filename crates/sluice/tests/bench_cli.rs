@@ -1,8 +1,10 @@
-//! `sluice bench rps` and `sluice bench probe` as a user runs them: the binary against the
-//! binary's mock, JSON and table output.
+//! `sluice bench` as a user runs it: the binary against the binary's mock, JSON, tables, HTML
+//! reports, exit statuses and flag names.
+
+mod report_check;
 
 use std::io::{BufRead, BufReader};
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, Command, Output, Stdio};
 
 struct Mock {
     child: Child,
@@ -37,17 +39,43 @@ fn mock() -> Mock {
     }
 }
 
-fn sluice(args: &[&str]) -> String {
-    let out = Command::new(env!("CARGO_BIN_EXE_sluice"))
+fn run(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_sluice"))
         .args(args)
         .output()
-        .unwrap();
+        .unwrap()
+}
+
+/// Runs and expects success; returns stdout.
+fn sluice(args: &[&str]) -> String {
+    let out = run(args);
     assert!(
         out.status.success(),
         "{args:?}: {}",
         String::from_utf8_lossy(&out.stderr)
     );
     String::from_utf8(out.stdout).unwrap()
+}
+
+/// Runs and expects exit status 3 (the run failed its checks); returns (stdout, stderr).
+fn failing(args: &[&str]) -> (String, String) {
+    let out = run(args);
+    let (stdout, stderr) = (
+        String::from_utf8(out.stdout).unwrap(),
+        String::from_utf8(out.stderr).unwrap(),
+    );
+    assert_eq!(out.status.code(), Some(3), "{args:?}\n{stdout}\n{stderr}");
+    (stdout, stderr)
+}
+
+fn closed_port() -> u16 {
+    let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    l.local_addr().unwrap().port()
+    // Dropped here: nothing listens on the port any more.
+}
+
+fn temp_html(name: &str) -> std::path::PathBuf {
+    std::env::temp_dir().join(format!("sluice-{name}-{}.html", std::process::id()))
 }
 
 #[test]
@@ -61,6 +89,7 @@ fn rps_json_and_table() {
     assert_eq!(json["sent"], 50);
     assert_eq!(json["successes"], 50);
     assert_eq!(json["latency"]["count"], 50);
+    assert_eq!(json["failure_causes"], serde_json::json!({}));
     let table = sluice(&[
         "bench",
         "rps",
@@ -70,8 +99,8 @@ fn rps_json_and_table() {
         "h2c",
         "--rate",
         "100",
-        "--duration-s",
-        "0.5",
+        "--duration",
+        "500ms",
     ]);
     assert!(table.contains("open model at 100 req/s"), "{table}");
     assert!(
@@ -80,6 +109,108 @@ fn rps_json_and_table() {
     );
     // Not a terminal: no progress line in the output.
     assert!(!table.contains('\r'), "{table:?}");
+}
+
+/// The report: `38195 sent, 0 ok … 38195 errors` and exit 0 against a dead port. Now:
+/// exit 3, the cause, and a handful of connects instead of tens of thousands.
+#[test]
+fn rps_against_a_dead_port_fails_says_why_and_backs_off() {
+    let url = format!("http://127.0.0.1:{}/v1/chat/completions", closed_port());
+    let (stdout, stderr) = failing(&[
+        "bench",
+        "rps",
+        "--url",
+        &url,
+        "-c",
+        "50",
+        "--duration",
+        "2s",
+        "--json",
+    ]);
+    let json: serde_json::Value = serde_json::from_str(&stdout).unwrap();
+    let sent = json["sent"].as_u64().unwrap();
+    assert_eq!(json["successes"], 0);
+    assert_eq!(
+        json["failure_causes"]["connect_refused"].as_u64(),
+        Some(sent)
+    );
+    // One round of 50 at once, then one try per pause (10 ms, doubling): well under 100,
+    // where the loop without backoff sent thousands.
+    assert!(sent < 100, "{sent} connects in 2 s");
+    assert!(
+        stderr.contains(&format!(
+            "error: {sent} of {sent} requests failed (100.0%), more than --max-error-rate 0.5 allows: connect_refused {sent}"
+        )),
+        "{stderr}"
+    );
+    let (table, _) = failing(&["bench", "rps", "--url", &url, "--duration", "300ms"]);
+    assert!(
+        table.contains("failed by cause: connect_refused"),
+        "{table}"
+    );
+    assert!(table.contains("e.g. connect_refused: "), "{table}");
+}
+
+#[test]
+fn failures_by_status_and_the_threshold_flag() {
+    let m = mock();
+    let url = format!("{}/v1/chat/completions", m.url);
+    // Half the requests fail with 503 (fail_first on a shared key, 10 of 20): at the
+    // threshold passes, above it fails.
+    let half = "x-mock: fail_first=10, fail_key=half";
+    let out = sluice(&[
+        "bench", "rps", "--url", &url, "-n", "20", "-c", "1", "-H", half, "--json",
+    ]);
+    let json: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(json["failure_causes"]["status_503"], 10, "{json}");
+    assert_eq!(json["errors"], 10);
+    let (_, stderr) = failing(&[
+        "bench",
+        "rps",
+        "--url",
+        &url,
+        "-n",
+        "20",
+        "-c",
+        "1",
+        "-H",
+        "x-mock: status=429",
+        "--max-error-rate",
+        "0.2",
+    ]);
+    assert!(stderr.contains("status_429 20"), "{stderr}");
+    sluice(&[
+        "bench",
+        "rps",
+        "--url",
+        &url,
+        "-n",
+        "5",
+        "-H",
+        "x-mock: status=429",
+        "--max-error-rate",
+        "1",
+    ]);
+    // Streams: a status and a cut each have their cause.
+    let (stdout, stderr) = failing(&[
+        "bench",
+        "stream",
+        "--url",
+        &url,
+        "-n",
+        "6",
+        "-c",
+        "2",
+        "-H",
+        "x-mock: status=500",
+        "--json",
+    ]);
+    let json: serde_json::Value = serde_json::from_str(&stdout).unwrap();
+    assert_eq!(json["failure_causes"]["status_500"], 6, "{json}");
+    assert!(stderr.contains("6 of 6 streams failed"), "{stderr}");
+    let bad = run(&["bench", "rps", "--max-error-rate", "5"]);
+    assert_eq!(bad.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&bad.stderr).contains("not a share between 0 and 1"));
 }
 
 #[test]
@@ -98,9 +229,9 @@ fn probe_json_and_table_with_a_shared_client() {
         "-k",
         "3",
         "--duration",
-        "1",
+        "1s",
         "--probe-interval",
-        "0.1",
+        "100ms",
         "--mock-stats",
         &stats,
         "--stream-header",
@@ -116,4 +247,378 @@ fn probe_json_and_table_with_a_shared_client() {
     let table = sluice(&args);
     assert!(table.contains("shared with a long stream"), "{table}");
     assert!(table.contains("(100%)"), "{table}");
+}
+
+/// The report: with its defaults the long streams ended at once and were replaced
+/// thousands of times. Now (only the duration shortened): 40 long streams open for the
+/// whole run, one probe a second.
+#[test]
+fn probe_with_its_defaults_keeps_long_streams_open_and_probes_once_a_second() {
+    let m = mock();
+    let url = format!("{}/v1/chat/completions", m.url);
+    let stats = format!("{}/__mock/stats", m.url);
+    let out = sluice(&[
+        "bench",
+        "probe",
+        "--url",
+        &url,
+        "--duration",
+        "3s",
+        "--mock-stats",
+        &stats,
+        "--json",
+    ]);
+    let json: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(json["long_streams"], 40);
+    assert_eq!(json["long_streams_started"], 40, "none replaced: {json}");
+    assert_eq!(json["long_streams_ended"], 0);
+    assert_eq!(json["long_streams_active_at_start"], 40);
+    // Probes at about 0, 1, 2 s (each takes a millisecond, then a 1 s pause).
+    let probes = json["requests"].as_u64().unwrap();
+    assert!((3..=4).contains(&probes), "{probes} probes in 3 s");
+    assert_eq!(
+        json["successes"].as_u64(),
+        Some(probes - json["cancelled_at_end"].as_u64().unwrap())
+    );
+    let sent: Vec<f64> = json["samples"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["sent_at_ms"].as_f64().unwrap())
+        .collect();
+    assert!(
+        sent.windows(2)
+            .all(|w| (950.0..1500.0).contains(&(w[1] - w[0]))),
+        "{sent:?}"
+    );
+}
+
+#[test]
+fn probes_that_fail_fail_the_run() {
+    let m = mock();
+    let url = format!("{}/v1/chat/completions", m.url);
+    let (stdout, stderr) = failing(&[
+        "bench",
+        "probe",
+        "--url",
+        &url,
+        "-k",
+        "1",
+        "--duration",
+        "500ms",
+        "--probe-interval",
+        "100ms",
+        "--probe-header",
+        "x-mock: error=overloaded",
+    ]);
+    assert!(stdout.contains("failed by cause: status_503"), "{stdout}");
+    assert!(stderr.contains("probes failed (100.0%)"), "{stderr}");
+}
+
+/// One convention: humantime durations under the same names, `--json`, `--report` and
+/// `--max-error-rate` everywhere; the old spellings still work but are not advertised.
+#[test]
+fn flag_names_agree_across_scenarios() {
+    for cmd in [
+        &["bench", "rps", "--help"][..],
+        &["bench", "stream", "--help"],
+        &["bench", "probe", "--help"],
+        &["bench", "failover", "--help"],
+        &["demo", "--help"],
+    ] {
+        let help = sluice(cmd);
+        for flag in [
+            "--duration <DURATION>",
+            "--json",
+            "--report <FILE.html>",
+            "--max-error-rate <SHARE>",
+        ] {
+            assert!(help.contains(flag), "{cmd:?} lacks {flag}:\n{help}");
+        }
+        for old in [
+            "--duration-s",
+            "--max-duration-s",
+            "--timeout-ms",
+            "--timeout-s",
+            "--ramp-ms",
+        ] {
+            assert!(!help.contains(old), "{cmd:?} still shows {old}");
+        }
+    }
+    for cmd in [
+        &["bench", "rps", "--help"][..],
+        &["bench", "stream", "--help"],
+    ] {
+        assert!(sluice(cmd).contains("--timeout <TIMEOUT>"), "{cmd:?}");
+    }
+    // A bare number is refused with the fix.
+    let out = run(&["bench", "rps", "--duration", "5"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        String::from_utf8_lossy(&out.stderr)
+            .contains("`5` has no unit: write 5s for seconds or 5ms for milliseconds"),
+        "{out:?}"
+    );
+    // The old spellings, in their old units.
+    let m = mock();
+    let url = format!("{}/v1/chat/completions", m.url);
+    let table = sluice(&[
+        "bench",
+        "rps",
+        "--url",
+        &url,
+        "--rate",
+        "40",
+        "--duration-s",
+        "0.5",
+        "--timeout-ms",
+        "2000",
+    ]);
+    assert!(table.contains("20 sent, 20 ok"), "{table}");
+    let json: serde_json::Value = serde_json::from_str(&sluice(&[
+        "bench",
+        "stream",
+        "--url",
+        &url,
+        "-n",
+        "3",
+        "-c",
+        "3",
+        "--ramp-ms",
+        "0",
+        "--timeout-s",
+        "5",
+        "--max-duration-s",
+        "5",
+        "--json",
+    ]))
+    .unwrap();
+    assert_eq!(json["completed"], 3);
+    // New and old together: refused.
+    let both = run(&["bench", "rps", "--duration", "1s", "--duration-s", "1"]);
+    assert_eq!(both.status.code(), Some(2));
+}
+
+/// `--report FILE.html`: one self-contained page whose charts hold the run's numbers.
+#[test]
+fn rps_report_holds_the_three_charts_with_the_runs_numbers() {
+    let m = mock();
+    let url = format!("{}/v1/chat/completions", m.url);
+    let path = temp_html("rps");
+    let out = sluice(&[
+        "bench",
+        "rps",
+        "--url",
+        &url,
+        "--rate",
+        "200",
+        "--duration",
+        "1500ms",
+        "-H",
+        "x-mock: fail_first=30, fail_key=rps-report",
+        "--json",
+        "--report",
+        path.to_str().unwrap(),
+    ]);
+    let json: serde_json::Value = serde_json::from_str(&out).unwrap();
+    let html = std::fs::read_to_string(&path).unwrap();
+    std::fs::remove_file(&path).unwrap();
+    let (sections, embedded) = report_check::read(&html);
+    assert_eq!(sections.len(), 1);
+    let charts = &sections[0].1;
+    let ok = json["successes"].as_u64().unwrap();
+    assert_eq!(ok, 270, "{json}");
+    assert_eq!(charts.histogram_total(), ok);
+    assert_eq!(charts.ok_total(), ok);
+    assert_eq!(charts.failed_total(), 30);
+    // Two seconds of requests (the run lasts 1.5 s).
+    assert!(
+        (2..=3).contains(&charts.throughput.len()),
+        "{:?}",
+        charts.throughput
+    );
+    assert_eq!(
+        charts.max_latency(),
+        json["latency"]["max_ms"].as_f64().unwrap()
+    );
+    let fastest = charts.histogram.iter().find(|b| b.2 > 0).unwrap();
+    assert!(fastest.0 <= json["latency"]["p50_ms"].as_f64().unwrap());
+    assert_eq!(embedded["successes"], json["successes"]);
+    assert!(html.contains("<title>sluice bench rps</title>"));
+}
+
+#[test]
+fn stream_and_probe_reports_too() {
+    let m = mock();
+    let url = format!("{}/v1/chat/completions", m.url);
+    let path = temp_html("stream");
+    let json: serde_json::Value = serde_json::from_str(&sluice(&[
+        "bench",
+        "stream",
+        "--url",
+        &url,
+        "-n",
+        "20",
+        "-c",
+        "5",
+        "-H",
+        "x-mock: tokens=5, interval_ms=5",
+        "--json",
+        "--report",
+        path.to_str().unwrap(),
+    ]))
+    .unwrap();
+    let (sections, _) = report_check::read(&std::fs::read_to_string(&path).unwrap());
+    std::fs::remove_file(&path).unwrap();
+    assert_eq!(sections[0].1.histogram_total(), 20);
+    assert_eq!(
+        sections[0].1.ok_total(),
+        json["completed"].as_u64().unwrap()
+    );
+    let path = temp_html("probe");
+    sluice(&[
+        "bench",
+        "probe",
+        "--url",
+        &url,
+        "-k",
+        "2",
+        "--duration",
+        "1s",
+        "--probe-interval",
+        "200ms",
+        "--report",
+        path.to_str().unwrap(),
+    ]);
+    let (sections, json) = report_check::read(&std::fs::read_to_string(&path).unwrap());
+    std::fs::remove_file(&path).unwrap();
+    assert_eq!(
+        sections[0].1.ok_total(),
+        json["successes"].as_u64().unwrap()
+    );
+    assert!(sections[0].1.ok_total() >= 3);
+}
+
+/// `sluice bench failover --quick`: every fault class the policy can rescue is invisible to
+/// the clients, each with the attempts it should take, and the report holds both kinds.
+#[test]
+fn failover_quick_rescues_every_fault_class() {
+    let path = temp_html("failover");
+    let out = sluice(&[
+        "bench",
+        "failover",
+        "--quick",
+        "--json",
+        "--report",
+        path.to_str().unwrap(),
+    ]);
+    let json: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(json["max_attempts"], 4);
+    let phases = json["phases"].as_array().unwrap();
+    let names: Vec<&str> = phases
+        .iter()
+        .map(|p| p["phase"]["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        names,
+        [
+            "healthy",
+            "503",
+            "reset",
+            "silence",
+            "slow-first-token",
+            "cut-before-content",
+            "flapping"
+        ]
+    );
+    let mut successes = [0u64; 2];
+    for p in phases {
+        let name = p["phase"]["name"].as_str().unwrap();
+        for (i, k) in p["kinds"].as_array().unwrap().iter().enumerate() {
+            let kind = k["kind"].as_str().unwrap();
+            let requests = k["requests"].as_u64().unwrap();
+            assert!(requests > 0, "{name} {kind}: {k}");
+            assert_eq!(k["errors"], 0, "{name} {kind}: {k}");
+            assert_eq!(k["attempts_header_mismatches"], 0, "{name} {kind}: {k}");
+            successes[i] += requests;
+            let (lo, hi) = (
+                k["attempts"]
+                    .as_object()
+                    .unwrap()
+                    .keys()
+                    .next()
+                    .unwrap()
+                    .clone(),
+                k["attempts_max"].as_u64().unwrap(),
+            );
+            // What each fault costs: the primary once (or twice when the failure is worth a
+            // retry there: a reset, a cut), then the fallback.
+            let want: (&str, u64) = match (name, kind) {
+                ("healthy", _) | ("cut-before-content", "call") => ("1", 1),
+                ("503" | "silence" | "slow-first-token", _) => ("2", 2),
+                ("reset", _) | ("cut-before-content", "stream") => ("3", 3),
+                ("flapping", _) => ("1", 2),
+                other => panic!("unexpected row {other:?}"),
+            };
+            assert_eq!((lo.as_str(), hi), want, "{name} {kind}: {k}");
+        }
+    }
+    let table =
+        String::from_utf8(run(&["bench", "failover", "--quick", "--phase", "silence"]).stdout)
+            .unwrap();
+    assert!(table.contains("silence             silent"), "{table}");
+    assert!(table.contains("0 client-visible errors"), "{table}");
+    let html = std::fs::read_to_string(&path).unwrap();
+    std::fs::remove_file(&path).unwrap();
+    let (sections, _) = report_check::read(&html);
+    let titles: Vec<&str> = sections.iter().map(|s| s.0.as_str()).collect();
+    assert_eq!(titles, ["streams", "calls"]);
+    for (i, (_, charts)) in sections.iter().enumerate() {
+        assert_eq!(charts.ok_total(), successes[i]);
+        assert_eq!(charts.histogram_total(), successes[i]);
+        assert_eq!(charts.failed_total(), 0);
+        assert_eq!(charts.marks, names);
+    }
+    let bad = run(&["bench", "failover", "--phase", "nope"]);
+    assert_eq!(bad.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&bad.stderr).contains("unknown phase `nope`"));
+}
+
+/// The README's `demo` and `bench` commands use only flags the commands have.
+#[test]
+fn readme_commands_use_real_flags() {
+    let readme = include_str!("../../../README.md");
+    let start = readme.find("## `sluice demo`").expect("a demo section");
+    let end = readme
+        .find("## sluice sse decode")
+        .expect("the next section");
+    let text = readme[start..end].replace("\\\n", " ");
+    let commands: Vec<Vec<&str>> = text
+        .lines()
+        .filter_map(|l| l.trim().strip_prefix("cargo run --release -- "))
+        .map(|l| l.split('#').next().unwrap().split_whitespace().collect())
+        .collect();
+    assert!(commands.len() >= 12, "{commands:?}");
+    let mut helps = std::collections::HashMap::new();
+    for c in &commands {
+        let sub: Vec<&str> = if c[0] == "bench" {
+            c[..2].to_vec()
+        } else {
+            c[..1].to_vec()
+        };
+        let help = helps.entry(sub.clone()).or_insert_with(|| {
+            let mut args = sub.clone();
+            args.push("--help");
+            sluice(&args)
+        });
+        for flag in c.iter().filter(|a| a.starts_with('-')) {
+            assert!(
+                [" ", ",", "\n"]
+                    .iter()
+                    .any(|end| help.contains(&format!("{flag}{end}"))),
+                "README: `{}` uses {flag}, which {sub:?} does not have",
+                c.join(" ")
+            );
+        }
+    }
 }

@@ -1,6 +1,8 @@
 //! `sluice demo --quick` through the library: it completes, and the shared connection is the
 //! slow one.
 
+mod report_check;
+
 use std::sync::Arc;
 
 use sluice::demo::{self, DemoPlan};
@@ -36,4 +38,22 @@ async fn quick_demo_shows_lanes_beating_the_shared_connection() {
         "{}",
         r.verdict
     );
+    // `sluice demo --report`: one section per scenario, holding its probes.
+    let (sections, json) = report_check::read(&r.page().html());
+    let titles: Vec<&str> = sections.iter().map(|s| s.0.as_str()).collect();
+    assert_eq!(
+        titles,
+        [
+            "baseline: no background streams",
+            "trap: one shared HTTP/2 connection",
+            "lanes: Sluice (stream / short)"
+        ]
+    );
+    for ((_, charts), (_, p)) in sections.iter().zip(r.scenarios()) {
+        assert_eq!(charts.ok_total(), p.successes as u64, "{table}");
+        assert_eq!(charts.histogram_total(), p.successes as u64);
+        // The slowest success drawn is at most the slowest probe (failures included).
+        assert!(charts.max_latency() > 0.0 && charts.max_latency() <= p.latency.max_ms);
+    }
+    assert_eq!(json["verdict"], r.verdict);
 }
