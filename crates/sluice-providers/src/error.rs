@@ -334,22 +334,46 @@ mod tests {
         assert_eq!(g["error"]["code"], 429);
     }
 
+    /// The SSE framing, and the body read as JSON: key order is serde_json's to choose
+    /// (`preserve_order` is on in some builds of the workspace and not in others).
     #[test]
     fn sse_error_events() {
+        fn payload(event: &[u8], head: &[u8]) -> serde_json::Value {
+            let data = event
+                .strip_prefix(head)
+                .and_then(|e| e.strip_suffix(b"\n\n"))
+                .unwrap_or_else(|| panic!("framing: {}", String::from_utf8_lossy(event)));
+            assert!(!data.contains(&b'\n'), "one data line");
+            serde_json::from_slice(data).expect("the data is JSON")
+        }
         let o = sse_error_event(
             Family::OpenAi,
             StatusCode::GATEWAY_TIMEOUT,
             "idle_timeout",
             "no event for 30s",
         );
-        assert!(o.starts_with(b"data: {\"error\":"));
-        assert!(o.ends_with(b"\n\n"));
+        let o = payload(&o, b"data: ");
+        assert_eq!(o["error"]["code"], "idle_timeout");
+        assert_eq!(o["error"]["type"], "timeout");
+        assert_eq!(o["error"]["message"], "no event for 30s");
         let a = sse_error_event(
             Family::Anthropic,
             StatusCode::BAD_GATEWAY,
             "upstream_reset",
             "reset",
         );
-        assert!(a.starts_with(b"event: error\ndata: {\"type\":\"error\""));
+        let a = payload(&a, b"event: error\ndata: ");
+        assert_eq!(a["type"], "error");
+        assert_eq!(a["error"]["type"], "api_error");
+        assert_eq!(a["error"]["message"], "reset");
+        let g = sse_error_event(
+            Family::Gemini,
+            StatusCode::SERVICE_UNAVAILABLE,
+            "overloaded",
+            "busy",
+        );
+        let g = payload(&g, b"data: ");
+        assert_eq!(g["error"]["status"], "UNAVAILABLE");
+        assert_eq!(g["error"]["code"], 503);
     }
 }
