@@ -68,7 +68,6 @@
 
 mod client;
 mod fault;
-mod finish;
 mod json;
 mod passthrough;
 mod scan;

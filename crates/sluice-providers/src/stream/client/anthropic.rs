@@ -12,8 +12,8 @@
 
 use super::{sum, ToolPart, Writer, WriterConfig};
 use crate::api::Family;
+use crate::finish::Finish;
 use crate::stream::fault::Fault;
-use crate::stream::finish::Finish;
 use crate::stream::json::{push_u64, EventEncoder, JsonStr, JsonString};
 use crate::stream::usage::push_anthropic;
 use crate::stream::{Emitted, EventKind, SpliceState};
@@ -383,7 +383,7 @@ impl Writer for AnthropicWriter {
         let total = sum(self.prior, self.usage);
         let doc = self.enc.doc();
         doc.push_str("{\"type\":\"message_delta\",\"delta\":{\"stop_reason\":\"");
-        doc.push_str(stop.anthropic());
+        doc.push_str(stop.as_anthropic());
         doc.push_str("\",\"stop_sequence\":null},\"usage\":");
         push_anthropic(doc, &total, true);
         doc.push('}');

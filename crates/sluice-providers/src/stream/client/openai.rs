@@ -10,8 +10,8 @@ use bytes::Bytes;
 
 use super::{sum, ToolPart, Writer, WriterConfig};
 use crate::api::Family;
+use crate::finish::Finish;
 use crate::stream::fault::Fault;
-use crate::stream::finish::Finish;
 use crate::stream::json::{push_u64, EventEncoder, JsonStr, JsonString};
 use crate::stream::usage::push_openai;
 use crate::stream::{Emitted, EventKind, SpliceState};
@@ -211,7 +211,7 @@ impl Writer for OpenAiWriter {
         let reason = reason.after_tools(!self.tool_keys.is_empty());
         let doc = self.chunk();
         doc.push_str("{},\"finish_reason\":\"");
-        doc.push_str(reason.openai());
+        doc.push_str(reason.as_openai());
         doc.push_str("\"}]}");
         self.enc.emit(None, EventKind::Trailer, out);
     }

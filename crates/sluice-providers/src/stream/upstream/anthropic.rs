@@ -5,9 +5,9 @@
 use sluice_sse::Event;
 
 use super::{is_blank, json_text, Reader, Unreadable};
+use crate::finish::Finish;
 use crate::stream::client::{ToolPart, Writer};
 use crate::stream::fault::Fault;
-use crate::stream::finish::Finish;
 use crate::stream::json::JsonStr;
 use crate::stream::usage::{raw_bytes, AnthropicUsage};
 use crate::stream::wire::anthropic::{

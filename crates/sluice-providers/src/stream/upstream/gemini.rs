@@ -6,9 +6,9 @@
 use sluice_sse::Event;
 
 use super::{is_blank, json_text, Reader, Unreadable};
+use crate::finish::Finish;
 use crate::stream::client::{ToolPart, Writer};
 use crate::stream::fault::Fault;
-use crate::stream::finish::Finish;
 use crate::stream::json::{push_escaped, JsonStr};
 use crate::stream::usage::gemini as read_usage;
 use crate::stream::wire::gemini::Response;
@@ -64,7 +64,7 @@ impl Reader for GeminiReader {
         let Some(candidate) = r.candidates.and_then(|c| c.first) else {
             if r.prompt_feedback.and_then(|p| p.block_reason).is_some() {
                 self.finished = true;
-                w.finish(Finish::Filtered, out);
+                w.finish(Finish::ContentFilter, out);
             }
             return Ok(());
         };
@@ -101,7 +101,7 @@ impl Reader for GeminiReader {
         if let Some(reason) = candidate
             .finish_reason
             .as_deref()
-            .and_then(Finish::from_gemini)
+            .and_then(Finish::from_gemini_chunk)
         {
             self.finished = true;
             w.finish(reason, out);
