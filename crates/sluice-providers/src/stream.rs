@@ -73,7 +73,6 @@ mod passthrough;
 mod scan;
 mod translate;
 mod upstream;
-mod usage;
 mod wire;
 
 use bytes::Bytes;

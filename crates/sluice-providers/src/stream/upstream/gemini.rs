@@ -6,14 +6,14 @@
 use sluice_sse::Event;
 
 use super::{is_blank, json_text, Reader, Unreadable};
+use crate::api::Family;
 use crate::finish::Finish;
 use crate::stream::client::{ToolPart, Writer};
 use crate::stream::fault::Fault;
 use crate::stream::json::{push_escaped, JsonStr};
-use crate::stream::usage::gemini as read_usage;
 use crate::stream::wire::gemini::Response;
 use crate::stream::Emitted;
-use crate::usage::Usage;
+use crate::usage::{self, Usage};
 
 /// Reads a Gemini stream.
 #[derive(Debug, Default)]
@@ -121,6 +121,6 @@ impl Reader for GeminiReader {
     }
 
     fn usage(&self) -> Option<Usage> {
-        read_usage(self.usage.as_bytes())
+        usage::read(Family::Gemini, self.usage.as_bytes())
     }
 }
