@@ -11,6 +11,8 @@
 
 mod classify;
 
+pub(crate) use classify::capped;
+
 use std::time::Duration;
 
 use bytes::Bytes;
@@ -281,6 +283,26 @@ pub fn anthropic_type(status: StatusCode) -> &'static str {
         504 => "timeout_error",
         _ => "api_error",
     }
+}
+
+/// The HTTP status an Anthropic error `type` stands for (docs.claude.com/en/api/errors:
+/// `overloaded_error` "would normally correspond to an HTTP 529"), for an error that arrives
+/// inside a 200 stream; `None` for a type Anthropic does not document. Nearly the inverse of
+/// [`anthropic_type`].
+pub(crate) fn anthropic_status(kind: &str) -> Option<u16> {
+    Some(match kind {
+        "invalid_request_error" => 400,
+        "authentication_error" => 401,
+        "billing_error" => 402,
+        "permission_error" => 403,
+        "not_found_error" => 404,
+        "request_too_large" => 413,
+        "rate_limit_error" => 429,
+        "api_error" => 500,
+        "timeout_error" => 504,
+        "overloaded_error" => 529,
+        _ => return None,
+    })
 }
 
 /// Gemini's (google.rpc) `status` for an HTTP status.
