@@ -4,7 +4,7 @@
 
 use sluice_sse::Event;
 
-use super::{is_blank, json_text, Reader, Unreadable};
+use super::{Reader, Unreadable};
 use crate::finish::Finish;
 use crate::stream::client::{ToolPart, Writer};
 use crate::stream::fault::Fault;
@@ -51,14 +51,11 @@ impl Reader for AnthropicReader {
     fn event<W: Writer>(
         &mut self,
         event: &Event,
+        text: &str,
         w: &mut W,
         out: &mut Vec<Emitted>,
     ) -> Result<(), Unreadable> {
         let data = event.data();
-        if is_blank(data) {
-            return Ok(());
-        }
-        let text = json_text(data)?;
         let named;
         let kind: &[u8] = match event.event_type() {
             b"message" => {

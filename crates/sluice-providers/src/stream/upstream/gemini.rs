@@ -5,7 +5,7 @@
 
 use sluice_sse::Event;
 
-use super::{is_blank, json_text, Reader, Unreadable};
+use super::{Reader, Unreadable};
 use crate::api::Family;
 use crate::finish::Finish;
 use crate::stream::client::{ToolPart, Writer};
@@ -36,14 +36,11 @@ impl Reader for GeminiReader {
     fn event<W: Writer>(
         &mut self,
         event: &Event,
+        text: &str,
         w: &mut W,
         out: &mut Vec<Emitted>,
     ) -> Result<(), Unreadable> {
         let data = event.data();
-        if is_blank(data) {
-            return Ok(());
-        }
-        let text = json_text(data)?;
         let r: Response<'_> = serde_json::from_str(text)
             .map_err(|_| "a data chunk that is not a GenerateContentResponse")?;
         if r.error.is_some() {

@@ -4,7 +4,7 @@
 
 use sluice_sse::Event;
 
-use super::{is_blank, json_text, Reader, Unreadable};
+use super::{Reader, Unreadable};
 use crate::api::Family;
 use crate::finish::Finish;
 use crate::stream::client::{ToolPart, Writer};
@@ -30,14 +30,11 @@ impl Reader for OpenAiReader {
     fn event<W: Writer>(
         &mut self,
         event: &Event,
+        text: &str,
         w: &mut W,
         out: &mut Vec<Emitted>,
     ) -> Result<(), Unreadable> {
         let data = event.data();
-        if is_blank(data) {
-            return Ok(());
-        }
-        let text = json_text(data)?;
         if event.event_type() == b"error" {
             w.fail(&Fault::from_openai(data), out);
             return Ok(());
