@@ -7,7 +7,7 @@ use std::sync::LazyLock;
 use memchr::memmem::Finder;
 use sluice_sse::Event;
 
-use super::structural;
+use super::{forward, structural};
 use crate::stream::json::JsonStr;
 use crate::stream::scan::{string_of, value_of, TEXT, USAGE};
 use crate::stream::wire::anthropic::{BlockStart, MessageStart, TypeOnly};
@@ -107,11 +107,7 @@ impl StreamTranslator for AnthropicPassthrough {
             }
             kind_of(kind, self.committed)
         });
-        self.committed |= matches!(kind, EventKind::Content | EventKind::Trailer);
-        out.push(Emitted {
-            bytes: event.raw().clone(),
-            kind,
-        });
+        forward(&mut self.committed, event, kind, out);
     }
 
     fn end(&mut self, _out: &mut Vec<Emitted>) {}

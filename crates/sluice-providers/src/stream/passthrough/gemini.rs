@@ -3,6 +3,7 @@
 
 use sluice_sse::Event;
 
+use super::forward;
 use crate::api::Family;
 use crate::stream::json::JsonStr;
 use crate::stream::scan::{
@@ -111,11 +112,7 @@ impl StreamTranslator for GeminiPassthrough {
                 self.text.push_str(&text.unescape());
             }
         }
-        self.committed |= matches!(kind, EventKind::Content | EventKind::Trailer);
-        out.push(Emitted {
-            bytes: event.raw().clone(),
-            kind,
-        });
+        forward(&mut self.committed, event, kind, out);
     }
 
     fn end(&mut self, _out: &mut Vec<Emitted>) {}

@@ -2,6 +2,7 @@
 
 use sluice_sse::Event;
 
+use super::forward;
 use crate::api::{Family, Operation};
 use crate::stream::json::JsonStr;
 use crate::stream::scan::{
@@ -209,11 +210,7 @@ impl StreamTranslator for OpenAiPassthrough {
             self.before_commit(event)
         };
         if let Some(kind) = kind {
-            self.committed |= matches!(kind, EventKind::Content | EventKind::Trailer);
-            out.push(Emitted {
-                bytes: event.raw().clone(),
-                kind,
-            });
+            forward(&mut self.committed, event, kind, out);
         }
     }
 

@@ -4,7 +4,7 @@
 
 use sluice_sse::Event;
 
-use super::structural;
+use super::{forward, structural};
 use crate::api::Family;
 use crate::stream::scan::{string_at, string_of, value_of, DELTA, TYPE, USAGE};
 use crate::stream::{Emitted, EventKind, SpliceState, StreamOptions, StreamTranslator};
@@ -69,11 +69,7 @@ impl StreamTranslator for ResponsesPassthrough {
                 self.text.push_str(&text.unescape());
             }
         }
-        self.committed |= matches!(kind, EventKind::Content | EventKind::Trailer);
-        out.push(Emitted {
-            bytes: event.raw().clone(),
-            kind,
-        });
+        forward(&mut self.committed, event, kind, out);
     }
 
     fn end(&mut self, _out: &mut Vec<Emitted>) {}
