@@ -386,39 +386,14 @@ pub(crate) fn parse_arguments(args: &str) -> Result<Value, String> {
     }
 }
 
+/// Function tools (`{"type":"function","function":{...}}`); other types are OpenAI's own.
 fn read_tools(tools: Vec<Value>, foreign: &mut Vec<String>) -> Result<Vec<Tool>, RequestError> {
-    let mut out = Vec::with_capacity(tools.len());
-    for (i, t) in tools.into_iter().enumerate() {
-        let param = format_args!("tools[{i}]");
-        let mut t =
-            field::object(t, &param)?.ok_or_else(|| invalid(&param, "must be an object"))?;
-        let kind = field::string(t.remove("type").unwrap_or(Value::Null), &param)?;
-        if kind.as_deref().is_some_and(|k| k != "function") {
-            foreign.push(format!("tools[{i}] ({} tools)", kind.unwrap_or_default()));
-            continue;
-        }
-        let mut f = field::object(
-            t.remove("function").unwrap_or(Value::Null),
-            &format_args!("tools[{i}].function"),
-        )?
-        .ok_or_else(|| invalid(&format_args!("tools[{i}].function"), "is required"))?;
-        out.push(Tool {
-            name: field::required_string(
-                f.remove("name"),
-                &format_args!("tools[{i}].function.name"),
-            )?,
-            description: field::string(
-                f.remove("description").unwrap_or(Value::Null),
-                &format_args!("tools[{i}].function.description"),
-            )?,
-            parameters: f.remove("parameters").filter(|p| !p.is_null()),
-            strict: field::boolean(
-                f.get("strict").unwrap_or(&Value::Null),
-                &format_args!("tools[{i}].function.strict"),
-            )?,
-        });
-    }
-    Ok(out)
+    super::read_tools(tools, "function", foreign, |mut t, i| {
+        let param = format_args!("tools[{i}].function");
+        let f = field::object(t.remove("function").unwrap_or(Value::Null), &param)?
+            .ok_or_else(|| invalid(&param, "is required"))?;
+        super::read_function(f, &param, "parameters")
+    })
 }
 
 fn read_tool_choice(v: Value, r: &mut ChatRequest) -> Result<(), RequestError> {
