@@ -298,11 +298,7 @@ fn read_source(
     param: &dyn std::fmt::Display,
     foreign: &mut Vec<String>,
 ) -> Result<Option<Media>, RequestError> {
-    let mut s = field::object(
-        b.remove("source").unwrap_or(Value::Null),
-        &format_args!("{param}.source"),
-    )?
-    .ok_or_else(|| invalid(&format_args!("{param}.source"), "is required"))?;
+    let mut s = field::required_object(b.remove("source"), &format_args!("{param}.source"))?;
     let kind = field::required_string(s.remove("type"), &format_args!("{param}.source.type"))?;
     Ok(match kind.as_str() {
         "base64" => Some(Media::Base64 {
