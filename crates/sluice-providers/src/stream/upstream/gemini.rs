@@ -2,6 +2,12 @@
 //! chunk is a whole `GenerateContentResponse`; there is no end marker (the end of the stream
 //! is), function calls arrive whole, `usageMetadata` is cumulative, and a `finishReason` of
 //! `STOP` follows function calls.
+//!
+//! NOTE: a call's id reaches the client as Gemini gave it (the writer makes one up when there
+//! is none), and its `thoughtSignature` is not read; whole responses give the ids of
+//! [`crate::shape::gemini::client_call_id`] instead, which carry the signature back to Gemini
+//! on the client's next request. The two were written apart; making streams use those ids
+//! changes what clients see, so it is left to a change of its own.
 
 use sluice_sse::Event;
 
