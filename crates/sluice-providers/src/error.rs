@@ -11,6 +11,8 @@
 
 mod classify;
 
+pub(crate) use classify::capped;
+
 use std::time::Duration;
 
 use bytes::Bytes;
@@ -283,6 +285,26 @@ pub fn anthropic_type(status: StatusCode) -> &'static str {
     }
 }
 
+/// The HTTP status an Anthropic error `type` stands for (docs.claude.com/en/api/errors:
+/// `overloaded_error` "would normally correspond to an HTTP 529"), for an error that arrives
+/// inside a 200 stream; `None` for a type Anthropic does not document. Nearly the inverse of
+/// [`anthropic_type`].
+pub(crate) fn anthropic_status(kind: &str) -> Option<u16> {
+    Some(match kind {
+        "invalid_request_error" => 400,
+        "authentication_error" => 401,
+        "billing_error" => 402,
+        "permission_error" => 403,
+        "not_found_error" => 404,
+        "request_too_large" => 413,
+        "rate_limit_error" => 429,
+        "api_error" => 500,
+        "timeout_error" => 504,
+        "overloaded_error" => 529,
+        _ => return None,
+    })
+}
+
 /// Gemini's (google.rpc) `status` for an HTTP status.
 pub fn gemini_status(status: StatusCode) -> &'static str {
     match status.as_u16() {
@@ -334,22 +356,46 @@ mod tests {
         assert_eq!(g["error"]["code"], 429);
     }
 
+    /// The SSE framing, and the body read as JSON: key order is serde_json's to choose
+    /// (`preserve_order` is on in some builds of the workspace and not in others).
     #[test]
     fn sse_error_events() {
+        fn payload(event: &[u8], head: &[u8]) -> serde_json::Value {
+            let data = event
+                .strip_prefix(head)
+                .and_then(|e| e.strip_suffix(b"\n\n"))
+                .unwrap_or_else(|| panic!("framing: {}", String::from_utf8_lossy(event)));
+            assert!(!data.contains(&b'\n'), "one data line");
+            serde_json::from_slice(data).expect("the data is JSON")
+        }
         let o = sse_error_event(
             Family::OpenAi,
             StatusCode::GATEWAY_TIMEOUT,
             "idle_timeout",
             "no event for 30s",
         );
-        assert!(o.starts_with(b"data: {\"error\":"));
-        assert!(o.ends_with(b"\n\n"));
+        let o = payload(&o, b"data: ");
+        assert_eq!(o["error"]["code"], "idle_timeout");
+        assert_eq!(o["error"]["type"], "timeout");
+        assert_eq!(o["error"]["message"], "no event for 30s");
         let a = sse_error_event(
             Family::Anthropic,
             StatusCode::BAD_GATEWAY,
             "upstream_reset",
             "reset",
         );
-        assert!(a.starts_with(b"event: error\ndata: {\"type\":\"error\""));
+        let a = payload(&a, b"event: error\ndata: ");
+        assert_eq!(a["type"], "error");
+        assert_eq!(a["error"]["type"], "api_error");
+        assert_eq!(a["error"]["message"], "reset");
+        let g = sse_error_event(
+            Family::Gemini,
+            StatusCode::SERVICE_UNAVAILABLE,
+            "overloaded",
+            "busy",
+        );
+        let g = payload(&g, b"data: ");
+        assert_eq!(g["error"]["status"], "UNAVAILABLE");
+        assert_eq!(g["error"]["code"], 503);
     }
 }

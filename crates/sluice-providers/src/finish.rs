@@ -1,9 +1,10 @@
 //! Why a generation ended, in each family's words (provider-formats.md §5).
 //!
 //! Every provider's reason is read into one [`Finish`] and written back out in the client's
-//! family. Two rules matter more than the table: a Gemini candidate with `functionCall`
-//! parts finished *because of* the calls even though Gemini says `STOP` (pitfall 4), and an
-//! Anthropic turn with `tool_use` blocks is `tool_use` whatever came before (pitfall 3).
+//! family, by whole responses and streams alike. Two rules matter more than the table: a
+//! Gemini candidate with `functionCall` parts finished *because of* the calls even though
+//! Gemini says `STOP` (pitfall 4), and an Anthropic turn with `tool_use` blocks is `tool_use`
+//! whatever came before (pitfall 3).
 
 /// Why a generation ended.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -12,9 +13,11 @@ pub enum Finish {
     Stop,
     /// A stop sequence was hit (Anthropic `stop_sequence`; OpenAI and Gemini say `stop`).
     StopSequence,
-    /// The output limit (`length`, `max_tokens`, `MAX_TOKENS`) or the context window
-    /// (Anthropic `model_context_window_exceeded`).
+    /// The output limit (`length`, `max_tokens`, `MAX_TOKENS`).
     Length,
+    /// The context window is full (Anthropic `model_context_window_exceeded`); `length` and
+    /// `MAX_TOKENS` for the families that have no word for it.
+    ContextWindow,
     /// The model called tools (`tool_calls`, `tool_use`, Gemini `STOP` + `functionCall`).
     ToolCalls,
     /// The output was filtered or refused (`content_filter`, `refusal`, Gemini `SAFETY`,
@@ -39,7 +42,8 @@ impl Finish {
     pub fn from_anthropic(reason: &str) -> Finish {
         match reason {
             "stop_sequence" => Finish::StopSequence,
-            "max_tokens" | "model_context_window_exceeded" => Finish::Length,
+            "max_tokens" => Finish::Length,
+            "model_context_window_exceeded" => Finish::ContextWindow,
             "tool_use" => Finish::ToolCalls,
             "refusal" => Finish::ContentFilter,
             "pause_turn" => Finish::Pause,
@@ -75,11 +79,41 @@ impl Finish {
         }
     }
 
+    /// A `finishReason` on a Gemini stream chunk: `None` for `FINISH_REASON_UNSPECIFIED`
+    /// (the chunk finished nothing). Whether the answer called functions is not known from
+    /// one chunk (the calls may come in an earlier one): the stream applies
+    /// [`Finish::after_tools`] when it writes the reason.
+    ///
+    /// NOTE: `LANGUAGE`, `OTHER`, `NO_IMAGE` and `IMAGE_OTHER` read as [`Finish::Stop`] here
+    /// and as [`Finish::ContentFilter`] in [`Finish::from_gemini`] (LiteLLM's reading, which
+    /// whole responses follow). The stream and response translations were written apart and
+    /// disagree on these four; the difference is kept as it was when their two maps became
+    /// this one, and is to be settled here.
+    pub(crate) fn from_gemini_chunk(reason: &str) -> Option<Finish> {
+        match reason {
+            "FINISH_REASON_UNSPECIFIED" => None,
+            "LANGUAGE" | "OTHER" | "NO_IMAGE" | "IMAGE_OTHER" => Some(Finish::Stop),
+            other => Some(Finish::from_gemini(other, false)),
+        }
+    }
+
+    /// A natural end after tool calls is a tool-call stop: Gemini says `STOP` after
+    /// `functionCall` parts, and some OpenAI-compatible servers say `stop` after tool calls;
+    /// agents that wait for `tool_calls`/`tool_use` would otherwise stop (pitfalls 3 and 4).
+    /// (A whole response also turns a stop sequence after tool calls into
+    /// [`Finish::ToolCalls`]; a stream keeps it.)
+    pub fn after_tools(self, tools_seen: bool) -> Finish {
+        match self {
+            Finish::Stop if tools_seen => Finish::ToolCalls,
+            other => other,
+        }
+    }
+
     /// The OpenAI `finish_reason`.
     pub fn as_openai(self) -> &'static str {
         match self {
             Finish::Stop | Finish::StopSequence | Finish::Pause => "stop",
-            Finish::Length => "length",
+            Finish::Length | Finish::ContextWindow => "length",
             Finish::ToolCalls => "tool_calls",
             Finish::ContentFilter => "content_filter",
         }
@@ -91,6 +125,7 @@ impl Finish {
             Finish::Stop => "end_turn",
             Finish::StopSequence => "stop_sequence",
             Finish::Length => "max_tokens",
+            Finish::ContextWindow => "model_context_window_exceeded",
             Finish::ToolCalls => "tool_use",
             Finish::ContentFilter => "refusal",
             Finish::Pause => "pause_turn",
@@ -101,7 +136,7 @@ impl Finish {
     pub fn as_gemini(self) -> &'static str {
         match self {
             Finish::Stop | Finish::StopSequence | Finish::ToolCalls | Finish::Pause => "STOP",
-            Finish::Length => "MAX_TOKENS",
+            Finish::Length | Finish::ContextWindow => "MAX_TOKENS",
             Finish::ContentFilter => "SAFETY",
         }
     }
@@ -132,9 +167,42 @@ mod tests {
             Finish::from_gemini("RECITATION", false).as_openai(),
             "content_filter"
         );
+        let full = Finish::from_anthropic("model_context_window_exceeded");
         assert_eq!(
-            Finish::from_anthropic("model_context_window_exceeded").as_openai(),
-            "length"
+            (full.as_openai(), full.as_anthropic(), full.as_gemini()),
+            ("length", "model_context_window_exceeded", "MAX_TOKENS")
         );
+        assert_eq!(Finish::from_anthropic("pause_turn").as_openai(), "stop");
+        assert_eq!(Finish::from_openai("whatever"), Finish::Stop);
+    }
+
+    #[test]
+    fn after_tools() {
+        assert_eq!(Finish::Stop.after_tools(true), Finish::ToolCalls);
+        assert_eq!(Finish::Stop.after_tools(false), Finish::Stop);
+        assert_eq!(Finish::StopSequence.after_tools(true), Finish::StopSequence);
+        assert_eq!(Finish::Length.after_tools(true), Finish::Length);
+    }
+
+    #[test]
+    fn gemini_stream_chunks() {
+        assert_eq!(Finish::from_gemini_chunk("FINISH_REASON_UNSPECIFIED"), None);
+        assert_eq!(
+            Finish::from_gemini_chunk("STOP").map(|f| f.after_tools(true).as_openai()),
+            Some("tool_calls")
+        );
+        assert_eq!(
+            Finish::from_gemini_chunk("SAFETY").map(Finish::as_anthropic),
+            Some("refusal")
+        );
+        assert_eq!(
+            Finish::from_gemini_chunk("MAX_TOKENS").map(|f| f.after_tools(true)),
+            Some(Finish::Length)
+        );
+        // The four the NOTE on `from_gemini_chunk` is about.
+        for r in ["LANGUAGE", "OTHER", "NO_IMAGE", "IMAGE_OTHER"] {
+            assert_eq!(Finish::from_gemini_chunk(r), Some(Finish::Stop));
+            assert_eq!(Finish::from_gemini(r, false), Finish::ContentFilter);
+        }
     }
 }

@@ -19,7 +19,7 @@ use serde::Deserialize;
 use serde_json::{Map, Value};
 
 use crate::api::{Family, Operation};
-use crate::chat::ChatRequest;
+use crate::chat::{self, ChatRequest};
 use crate::provider::ProviderKind;
 
 /// `max_tokens` sent to Anthropic (which requires it) when an OpenAI client set no limit:
@@ -431,4 +431,49 @@ fn to_bytes<T: serde::Serialize>(v: &T) -> Result<Bytes, RequestError> {
     serde_json::to_vec(v)
         .map(Bytes::from)
         .map_err(|e| RequestError::InvalidJson(e.to_string()))
+}
+
+/// A client's `tools`: each object whose `type` is `own` (or absent) is a function tool, read
+/// by `read` (given the tool and its position); a tool of another type is the client family's
+/// own (Anthropic server tools, ...), named in `foreign`.
+fn read_tools(
+    tools: Vec<Value>,
+    own: &str,
+    foreign: &mut Vec<String>,
+    read: impl Fn(Map<String, Value>, usize) -> Result<chat::Tool, RequestError>,
+) -> Result<Vec<chat::Tool>, RequestError> {
+    let mut out = Vec::with_capacity(tools.len());
+    for (i, t) in tools.into_iter().enumerate() {
+        let param = format_args!("tools[{i}]");
+        let mut t =
+            field::object(t, &param)?.ok_or_else(|| field::invalid(&param, "must be an object"))?;
+        let kind = field::string(t.remove("type").unwrap_or(Value::Null), &param)?;
+        if kind.as_deref().is_some_and(|k| k != own) {
+            foreign.push(format!("tools[{i}] ({} tools)", kind.unwrap_or_default()));
+            continue;
+        }
+        out.push(read(t, i)?);
+    }
+    Ok(out)
+}
+
+/// A function's definition (`name`, `description`, `strict`, and the JSON Schema of its
+/// arguments under `schema`), its fields named below `param` in errors.
+fn read_function(
+    mut f: Map<String, Value>,
+    param: field::Param<'_>,
+    schema: &str,
+) -> Result<chat::Tool, RequestError> {
+    Ok(chat::Tool {
+        name: field::required_string(f.remove("name"), &format_args!("{param}.name"))?,
+        description: field::string(
+            f.remove("description").unwrap_or(Value::Null),
+            &format_args!("{param}.description"),
+        )?,
+        parameters: f.remove(schema).filter(|p| !p.is_null()),
+        strict: field::boolean(
+            f.get("strict").unwrap_or(&Value::Null),
+            &format_args!("{param}.strict"),
+        )?,
+    })
 }

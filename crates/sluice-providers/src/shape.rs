@@ -5,6 +5,12 @@
 //! Types that are read from an upstream accept what the provider may omit (`Option`,
 //! `#[serde(default)]`) and ignore fields they do not need; types that are written skip
 //! absent fields, so a translated body carries only what was asked for.
+//!
+//! The three request types repeat the sampling parameters (temperature, top_p, top_k, stop
+//! sequences) on purpose: each is its provider's documented shape, and their names, casing
+//! and place differ (`stop`, `stop_sequences`, `generationConfig.stopSequences`); one shared
+//! struct would tie together what the providers may change apart. Streams read upstream
+//! events through their own borrowed shapes (`stream::wire`, which says why).
 
 pub mod anthropic;
 pub mod gemini;

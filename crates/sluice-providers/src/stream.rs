@@ -68,13 +68,11 @@
 
 mod client;
 mod fault;
-mod finish;
 mod json;
 mod passthrough;
 mod scan;
 mod translate;
 mod upstream;
-mod usage;
 mod wire;
 
 use bytes::Bytes;

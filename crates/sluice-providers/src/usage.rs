@@ -5,6 +5,15 @@
 //! writes, so they are added); `output` includes reasoning tokens; Anthropic's streamed
 //! `message_delta.usage` and Gemini's `usageMetadata` are cumulative (keep the last, never
 //! sum).
+//!
+//! Each family's usage shape in [`crate::shape`] converts to and from [`Usage`] (`to_usage`,
+//! `from_usage`); whole responses and streams read usage through this module, so both apply
+//! the same rules.
+
+use serde::Deserialize;
+
+use crate::api::Family;
+use crate::shape::{anthropic, gemini, openai};
 
 /// One request's token usage.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -39,10 +48,7 @@ impl Usage {
 /// The last hit is tried first because every provider writes usage after the content; a
 /// nested object under a `usage` key must still have the required counts
 /// (`prompt_tokens`; `input_tokens` and `output_tokens`) to be taken for usage.
-pub fn scan(family: crate::api::Family, body: &[u8]) -> Option<Usage> {
-    use crate::api::Family;
-    use serde::Deserialize;
-
+pub fn scan(family: Family, body: &[u8]) -> Option<Usage> {
     let key: &[u8] = match family {
         Family::Gemini => b"\"usageMetadata\"",
         _ => b"\"usage\"",
@@ -57,25 +63,7 @@ pub fn scan(family: crate::api::Family, body: &[u8]) -> Option<Usage> {
         if rest[colon] != b':' {
             continue;
         }
-        let value = &rest[colon + 1..];
-        fn one(value: &[u8]) -> serde_json::Deserializer<serde_json::de::SliceRead<'_>> {
-            serde_json::Deserializer::from_slice(value)
-        }
-        let found = match family {
-            Family::OpenAi => crate::shape::openai::UsageBody::deserialize(&mut one(value))
-                .map(|u| u.to_usage())
-                .or_else(|_| {
-                    crate::shape::openai::ResponsesUsage::deserialize(&mut one(value))
-                        .map(|u| u.to_usage())
-                })
-                .ok(),
-            Family::Anthropic => crate::shape::anthropic::UsageBody::deserialize(&mut one(value))
-                .map(|u| u.to_usage())
-                .ok(),
-            Family::Gemini => crate::shape::gemini::UsageMetadata::deserialize(&mut one(value))
-                .map(|u| u.to_usage())
-                .ok(),
-        };
+        let found = read(family, &rest[colon + 1..]);
         if found.is_some() {
             return found;
         }
@@ -83,10 +71,58 @@ pub fn scan(family: crate::api::Family, body: &[u8]) -> Option<Usage> {
     None
 }
 
+/// The usage object at the start of `value` (what follows it is ignored), in `family`'s
+/// shape: OpenAI's chat [`openai::UsageBody`] or Responses API [`openai::ResponsesUsage`],
+/// Anthropic's [`anthropic::UsageBody`], Gemini's [`gemini::UsageMetadata`]. `None` unless it
+/// is one (a shape's required counts are missing, a count is not a whole number, ...), so that
+/// usage in a shape we do not understand is ignored rather than failing what carries it.
+///
+/// Whole bodies ([`scan`]) and stream events read usage through here; Anthropic streams
+/// report it in parts ([`AnthropicStreamUsage`]).
+pub(crate) fn read(family: Family, value: &[u8]) -> Option<Usage> {
+    match family {
+        Family::OpenAi => first_value::<openai::UsageBody>(value)
+            .map(|u| u.to_usage())
+            .or_else(|| first_value::<openai::ResponsesUsage>(value).map(|u| u.to_usage())),
+        Family::Anthropic => first_value::<anthropic::UsageBody>(value).map(|u| u.to_usage()),
+        Family::Gemini => first_value::<gemini::UsageMetadata>(value).map(|u| u.to_usage()),
+    }
+}
+
+/// Anthropic's usage as its stream reports it: `message_start` gives all of it, each
+/// `message_delta` the cumulative `output_tokens` and, in newer API versions, the input
+/// counts again; a count a `message_delta` leaves out keeps its earlier value.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct AnthropicStreamUsage {
+    counts: anthropic::UsageBody,
+    seen: bool,
+}
+
+impl AnthropicStreamUsage {
+    /// Applies the `usage` object at the start of `value` (of `message_start`'s message or a
+    /// `message_delta`): the usage so far, or `None` (and nothing changes) if it is not one.
+    pub(crate) fn apply(&mut self, value: &[u8]) -> Option<Usage> {
+        let update = first_value::<anthropic::UsageUpdate>(value)?;
+        self.counts.update(&update);
+        self.seen = true;
+        Some(self.counts.to_usage())
+    }
+
+    /// The usage so far; `None` before any usage object.
+    pub(crate) fn usage(&self) -> Option<Usage> {
+        self.seen.then(|| self.counts.to_usage())
+    }
+}
+
+/// Parses the JSON value at the start of `value`, ignoring what follows it (so it works on the
+/// rest of a document after a key).
+fn first_value<'de, T: Deserialize<'de>>(value: &'de [u8]) -> Option<T> {
+    T::deserialize(&mut serde_json::Deserializer::from_slice(value)).ok()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::api::Family;
 
     #[test]
     fn scans_each_family() {
@@ -133,5 +169,43 @@ mod tests {
         assert_eq!(scan(Family::OpenAi, br#"{"text":"usage"}"#), None);
         assert_eq!(scan(Family::OpenAi, br#"{"usage":null}"#), None);
         assert_eq!(scan(Family::OpenAi, b"not json \"usage\": {"), None);
+    }
+
+    #[test]
+    fn reads_a_value_and_ignores_what_follows() {
+        let u = read(Family::OpenAi, br#"{"prompt_tokens":76,"completion_tokens":24,"total_tokens":100,"prompt_tokens_details":{"cached_tokens":6},"completion_tokens_details":{"reasoning_tokens":2}}, "x": 1}"#);
+        assert_eq!(
+            u,
+            Some(Usage {
+                input: 76,
+                output: 24,
+                cached_input: 6,
+                reasoning: 2
+            })
+        );
+        assert_eq!(read(Family::OpenAi, b"null"), None);
+        assert_eq!(read(Family::OpenAi, br#"{"prompt_tokens":1.5}"#), None);
+        let g = read(Family::Gemini, br#"{"promptTokenCount":12,"candidatesTokenCount":6,"thoughtsTokenCount":4,"totalTokenCount":22}"#).unwrap();
+        assert_eq!((g.input, g.output, g.reasoning), (12, 10, 4));
+    }
+
+    #[test]
+    fn anthropic_stream_usage_is_cumulative() {
+        let mut a = AnthropicStreamUsage::default();
+        assert_eq!(a.usage(), None);
+        assert_eq!(a.apply(br#""usage""#), None);
+        assert_eq!(a.usage(), None);
+        assert!(a.apply(br#"{"input_tokens":377,"cache_creation_input_tokens":10,"cache_read_input_tokens":5,"output_tokens":1}"#).is_some());
+        assert!(a.apply(br#"{"output_tokens":30}"#).is_some());
+        let last =
+            a.apply(br#"{"output_tokens":65,"output_tokens_details":{"thinking_tokens":7}}"#);
+        let want = Usage {
+            input: 392,
+            output: 65,
+            cached_input: 5,
+            reasoning: 7,
+        };
+        assert_eq!(last, Some(want));
+        assert_eq!(a.usage(), Some(want));
     }
 }

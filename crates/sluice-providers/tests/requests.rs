@@ -242,6 +242,83 @@ fn operations_a_provider_lacks() {
     }
 }
 
+/// A tool definition the reader cannot take names the field as the client wrote it (OpenAI's
+/// under `function`, Anthropic's on the tool), and a tool of a type only the client's family
+/// has is refused by name.
+#[test]
+fn bad_tool_definitions_name_the_field() {
+    let invalid = |param: &str, reason: &str| RequestError::Invalid {
+        param: param.into(),
+        reason: reason.into(),
+    };
+    let f = |def: Value| json!({"type": "function", "function": def});
+    let a = ANTHROPIC();
+    let o = opts(Operation::ChatCompletions, &a);
+    for (tools, want) in [
+        (json!([5]), invalid("tools[0]", "must be an object")),
+        (
+            json!([{"type": 1}]),
+            invalid("tools[0]", "must be a string"),
+        ),
+        (
+            json!([{"type": "function"}]),
+            invalid("tools[0].function", "is required"),
+        ),
+        (
+            json!([f(json!({"name": "a"})), {"function": 3}]),
+            invalid("tools[1].function", "must be an object"),
+        ),
+        (
+            json!([f(json!({"name": "a"})), f(json!({"description": "d"}))]),
+            invalid("tools[1].function.name", "is required"),
+        ),
+        (
+            json!([f(json!({"name": "a", "description": 1}))]),
+            invalid("tools[0].function.description", "must be a string"),
+        ),
+        (
+            json!([f(json!({"name": "a", "strict": "yes"}))]),
+            invalid("tools[0].function.strict", "must be a boolean"),
+        ),
+        (
+            json!([f(json!({"name": "a"})), {"type": "custom", "custom": {"name": "c"}}]),
+            RequestError::Unsupported {
+                param: "tools[1] (custom tools)".into(),
+                provider: "anthropic",
+            },
+        ),
+    ] {
+        assert_eq!(run(&chat(json!({ "tools": tools })), &o), Err(want));
+    }
+
+    let p = ProviderKind::OpenAi;
+    let o = opts(Operation::Messages, &p);
+    for (tools, want) in [
+        (json!([[]]), invalid("tools[0]", "must be an object")),
+        (
+            json!([{"input_schema": {}}]),
+            invalid("tools[0].name", "is required"),
+        ),
+        (
+            json!([{"name": "a", "description": false}]),
+            invalid("tools[0].description", "must be a string"),
+        ),
+        (
+            json!([{"name": "a"}, {"type": "custom", "name": "b", "strict": 0}]),
+            invalid("tools[1].strict", "must be a boolean"),
+        ),
+        (
+            json!([{"type": "web_search_20250305", "name": "web_search"}]),
+            RequestError::Unsupported {
+                param: "tools[0] (web_search_20250305 tools)".into(),
+                provider: "openai",
+            },
+        ),
+    ] {
+        assert_eq!(run(&messages(json!({ "tools": tools })), &o), Err(want));
+    }
+}
+
 #[test]
 fn bad_bodies_name_the_field() {
     let p = ANTHROPIC();

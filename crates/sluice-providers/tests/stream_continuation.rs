@@ -122,6 +122,26 @@ fn anthropic_continuation_goes_on_in_the_cut_text_block() {
     assert_eq!(cont.splice_state().unwrap().usage, total);
 }
 
+/// A continuation re-encodes an Anthropic stream for an Anthropic client: Anthropic's own
+/// stop reasons come through as they are, also those no other family has.
+#[test]
+fn an_anthropic_continuation_keeps_anthropics_stop_reasons() {
+    let provider = anthropic();
+    let first_opts = StreamOptions::new(Operation::Messages, &provider, "c");
+    let (first_out, first) = feed(&first_opts, &fixture("anthropic_basic.sse"), 4);
+    let splice = first.splice_state().expect("committed");
+    for reason in ["model_context_window_exceeded", "pause_turn", "refusal"] {
+        let input = ANTHROPIC_CONTINUATION.replace("\"end_turn\"", &format!("\"{reason}\""));
+        let mut opts = StreamOptions::new(Operation::Messages, &provider, "c");
+        opts.continuation = true;
+        opts.splice = Some(&splice);
+        let (out, _) = feed(&opts, input.as_bytes(), usize::MAX);
+        let mut m = anthropic_message(&first_out);
+        anthropic_continue(&mut m, &out);
+        assert_eq!(m.stop_reason.as_deref(), Some(reason));
+    }
+}
+
 #[test]
 fn anthropic_continuation_that_starts_with_a_tool_call_closes_the_cut_block_first() {
     let provider = anthropic();

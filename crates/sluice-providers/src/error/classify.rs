@@ -7,7 +7,7 @@ use std::time::Duration;
 use http::{HeaderMap, StatusCode};
 use serde_json::Value;
 
-use super::{ErrorClass, ProviderError};
+use super::{anthropic_status, ErrorClass, ProviderError};
 use crate::api::Family;
 
 /// At most this much of a provider's message is kept.
@@ -229,14 +229,17 @@ fn class_for(status: StatusCode, d: &Detail) -> ErrorClass {
 }
 
 /// At most [`MAX_MESSAGE_BYTES`], cut at a character boundary.
-pub(crate) fn cap_message(mut m: String) -> String {
-    if m.len() > MAX_MESSAGE_BYTES {
-        let mut end = MAX_MESSAGE_BYTES;
-        while !m.is_char_boundary(end) {
-            end -= 1;
-        }
-        m.truncate(end);
+pub(crate) fn capped(m: &str) -> &str {
+    let mut end = m.len().min(MAX_MESSAGE_BYTES);
+    while !m.is_char_boundary(end) {
+        end -= 1;
     }
+    &m[..end]
+}
+
+/// [`capped`], in place.
+fn cap_message(mut m: String) -> String {
+    m.truncate(capped(&m).len());
     m
 }
 
@@ -312,18 +315,10 @@ fn status_of(d: &Detail) -> StatusCode {
         }
     }
     let by_name = |name: &str| -> Option<u16> {
+        if let Some(status) = anthropic_status(name) {
+            return Some(status);
+        }
         Some(match name {
-            // Anthropic
-            "invalid_request_error" => 400,
-            "authentication_error" => 401,
-            "billing_error" => 402,
-            "permission_error" => 403,
-            "not_found_error" => 404,
-            "request_too_large" => 413,
-            "rate_limit_error" => 429,
-            "api_error" => 500,
-            "timeout_error" => 504,
-            "overloaded_error" => 529,
             // OpenAI
             "rate_limit_exceeded" | "insufficient_quota" | "tokens" | "requests" => 429,
             "server_error" => 500,

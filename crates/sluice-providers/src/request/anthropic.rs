@@ -298,11 +298,7 @@ fn read_source(
     param: &dyn std::fmt::Display,
     foreign: &mut Vec<String>,
 ) -> Result<Option<Media>, RequestError> {
-    let mut s = field::object(
-        b.remove("source").unwrap_or(Value::Null),
-        &format_args!("{param}.source"),
-    )?
-    .ok_or_else(|| invalid(&format_args!("{param}.source"), "is required"))?;
+    let mut s = field::required_object(b.remove("source"), &format_args!("{param}.source"))?;
     let kind = field::required_string(s.remove("type"), &format_args!("{param}.source.type"))?;
     Ok(match kind.as_str() {
         "base64" => Some(Media::Base64 {
@@ -323,32 +319,11 @@ fn read_source(
     })
 }
 
+/// Custom tools; server tools (web search, code execution, ...) run at Anthropic.
 fn read_tools(tools: Vec<Value>, foreign: &mut Vec<String>) -> Result<Vec<Tool>, RequestError> {
-    let mut out = Vec::with_capacity(tools.len());
-    for (i, t) in tools.into_iter().enumerate() {
-        let param = format_args!("tools[{i}]");
-        let mut t =
-            field::object(t, &param)?.ok_or_else(|| invalid(&param, "must be an object"))?;
-        let kind = field::string(t.remove("type").unwrap_or(Value::Null), &param)?;
-        if kind.as_deref().is_some_and(|k| k != "custom") {
-            // Server tools (web search, code execution, ...) run at Anthropic.
-            foreign.push(format!("tools[{i}] ({} tools)", kind.unwrap_or_default()));
-            continue;
-        }
-        out.push(Tool {
-            name: field::required_string(t.remove("name"), &format_args!("tools[{i}].name"))?,
-            description: field::string(
-                t.remove("description").unwrap_or(Value::Null),
-                &format_args!("tools[{i}].description"),
-            )?,
-            parameters: t.remove("input_schema").filter(|p| !p.is_null()),
-            strict: field::boolean(
-                t.get("strict").unwrap_or(&Value::Null),
-                &format_args!("tools[{i}].strict"),
-            )?,
-        });
-    }
-    Ok(out)
+    super::read_tools(tools, "custom", foreign, |t, i| {
+        super::read_function(t, &format_args!("tools[{i}]"), "input_schema")
+    })
 }
 
 fn read_tool_choice(mut c: Map<String, Value>, r: &mut ChatRequest) -> Result<(), RequestError> {

@@ -78,6 +78,14 @@ pub(crate) fn object(
     }
 }
 
+/// An object that must be there.
+pub(crate) fn required_object(
+    v: Option<Value>,
+    param: Param<'_>,
+) -> Result<Map<String, Value>, RequestError> {
+    object(v.unwrap_or(Value::Null), param)?.ok_or_else(|| invalid(param, "is required"))
+}
+
 pub(crate) fn array(v: Value, param: Param<'_>) -> Result<Option<Vec<Value>>, RequestError> {
     match v {
         Value::Null => Ok(None),

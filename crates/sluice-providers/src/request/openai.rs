@@ -96,11 +96,8 @@ fn read_response_format(
         None | Some("text") => Ok(None),
         Some("json_object") => Ok(Some(ResponseFormat::JsonObject)),
         Some("json_schema") => {
-            let mut js = field::object(
-                o.remove("json_schema").unwrap_or(Value::Null),
-                &"response_format.json_schema",
-            )?
-            .ok_or_else(|| invalid(&"response_format.json_schema", "is required"))?;
+            let mut js =
+                field::required_object(o.remove("json_schema"), &"response_format.json_schema")?;
             let schema = js.remove("schema").unwrap_or_else(|| json!({}));
             Ok(Some(ResponseFormat::JsonSchema {
                 name: field::string(
@@ -351,11 +348,7 @@ fn read_tool_call(c: Value, i: usize, j: usize) -> Result<ToolCall, RequestError
     let param = format_args!("messages[{i}].tool_calls[{j}]");
     let mut c = field::object(c, &param)?.ok_or_else(|| invalid(&param, "must be an object"))?;
     let id = field::required_string(c.remove("id"), &format_args!("{param}.id"))?;
-    let mut f = field::object(
-        c.remove("function").unwrap_or(Value::Null),
-        &format_args!("{param}.function"),
-    )?
-    .ok_or_else(|| invalid(&format_args!("{param}.function"), "is required"))?;
+    let mut f = field::required_object(c.remove("function"), &format_args!("{param}.function"))?;
     let name = field::required_string(f.remove("name"), &format_args!("{param}.function.name"))?;
     let args = field::string(
         f.remove("arguments").unwrap_or(Value::Null),
@@ -386,39 +379,13 @@ pub(crate) fn parse_arguments(args: &str) -> Result<Value, String> {
     }
 }
 
+/// Function tools (`{"type":"function","function":{...}}`); other types are OpenAI's own.
 fn read_tools(tools: Vec<Value>, foreign: &mut Vec<String>) -> Result<Vec<Tool>, RequestError> {
-    let mut out = Vec::with_capacity(tools.len());
-    for (i, t) in tools.into_iter().enumerate() {
-        let param = format_args!("tools[{i}]");
-        let mut t =
-            field::object(t, &param)?.ok_or_else(|| invalid(&param, "must be an object"))?;
-        let kind = field::string(t.remove("type").unwrap_or(Value::Null), &param)?;
-        if kind.as_deref().is_some_and(|k| k != "function") {
-            foreign.push(format!("tools[{i}] ({} tools)", kind.unwrap_or_default()));
-            continue;
-        }
-        let mut f = field::object(
-            t.remove("function").unwrap_or(Value::Null),
-            &format_args!("tools[{i}].function"),
-        )?
-        .ok_or_else(|| invalid(&format_args!("tools[{i}].function"), "is required"))?;
-        out.push(Tool {
-            name: field::required_string(
-                f.remove("name"),
-                &format_args!("tools[{i}].function.name"),
-            )?,
-            description: field::string(
-                f.remove("description").unwrap_or(Value::Null),
-                &format_args!("tools[{i}].function.description"),
-            )?,
-            parameters: f.remove("parameters").filter(|p| !p.is_null()),
-            strict: field::boolean(
-                f.get("strict").unwrap_or(&Value::Null),
-                &format_args!("tools[{i}].function.strict"),
-            )?,
-        });
-    }
-    Ok(out)
+    super::read_tools(tools, "function", foreign, |mut t, i| {
+        let param = format_args!("tools[{i}].function");
+        let f = field::required_object(t.remove("function"), &param)?;
+        super::read_function(f, &param, "parameters")
+    })
 }
 
 fn read_tool_choice(v: Value, r: &mut ChatRequest) -> Result<(), RequestError> {

@@ -275,6 +275,56 @@ impl UsageBody {
     }
 }
 
+/// `usage` as a stream reports it, in `message_start`'s message and in each `message_delta`
+/// (APY `usage.py`, `message_delta_usage.py`): a `message_delta` repeats only some counts, so
+/// every count may be absent. Counts are cumulative: [`UsageBody::update`] replaces the
+/// earlier ones with those given.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Deserialize)]
+pub struct UsageUpdate {
+    /// Prompt tokens neither read from nor written to the cache.
+    #[serde(default)]
+    pub input_tokens: Option<u64>,
+    /// Prompt tokens written to the cache.
+    #[serde(default)]
+    pub cache_creation_input_tokens: Option<u64>,
+    /// Prompt tokens read from the cache.
+    #[serde(default)]
+    pub cache_read_input_tokens: Option<u64>,
+    /// Generated tokens so far, thinking included.
+    #[serde(default)]
+    pub output_tokens: Option<u64>,
+    /// `thinking_tokens`.
+    #[serde(default)]
+    pub output_tokens_details: Option<OutputTokensDetails>,
+}
+
+impl UsageBody {
+    /// Applies a stream's usage update: each count it gives replaces this one.
+    pub fn update(&mut self, u: &UsageUpdate) {
+        if let Some(n) = u.input_tokens {
+            self.input_tokens = n;
+        }
+        if let Some(n) = u.cache_creation_input_tokens {
+            self.cache_creation_input_tokens = Some(n);
+        }
+        if let Some(n) = u.cache_read_input_tokens {
+            self.cache_read_input_tokens = Some(n);
+        }
+        if let Some(n) = u.output_tokens {
+            self.output_tokens = n;
+        }
+        if let Some(n) = u
+            .output_tokens_details
+            .as_ref()
+            .and_then(|d| d.thinking_tokens)
+        {
+            self.output_tokens_details = Some(OutputTokensDetails {
+                thinking_tokens: Some(n),
+            });
+        }
+    }
+}
+
 /// A `/messages/count_tokens` response (APY `message_tokens_count.py`).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct TokenCount {

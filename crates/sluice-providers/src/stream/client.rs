@@ -5,9 +5,9 @@ pub(crate) mod anthropic;
 pub(crate) mod openai;
 
 use super::fault::Fault;
-use super::finish::Finish;
 use super::json::{JsonStr, JsonString};
 use super::{Emitted, SpliceState, StreamOptions};
+use crate::finish::Finish;
 use crate::usage::Usage;
 
 /// A piece of a tool call, as the upstream gave it. `key` (given beside it) names the call

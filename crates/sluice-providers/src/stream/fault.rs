@@ -3,7 +3,15 @@
 //!
 //! NOTE: this reads just enough of an error event to re-express it (status, code, message);
 //! classifying it for the policy stage is `crate::error::classify_stream_error`'s job, on the
-//! client-format event this produces, so the code is kept as the upstream gave it.
+//! client-format event this produces, so the code is kept as the upstream gave it. The two
+//! share the Anthropic type-to-status table and the message cap, and otherwise read apart:
+//! this one reads only the upstream's own family (borrowed, once per failed stream) and
+//! keeps its code and message verbatim, with a status from that family's fields only (an
+//! OpenAI-shaped event's `type` or `code`, a Gemini `error.code` between 400 and 599), and a
+//! `upstream_error` event when the data cannot be read; `classify_stream_error` reads any
+//! family's shape (vLLM's and FastAPI's too, Gemini's `[{"error":..}]`) for a class, a
+//! retry hint and the most specific code. Reading both with one parser would change the
+//! events clients get today.
 
 use std::borrow::Cow;
 
@@ -12,9 +20,7 @@ use http::StatusCode;
 use serde::Deserialize;
 
 use crate::api::Family;
-
-/// Longest message kept (bytes).
-const MAX_MESSAGE: usize = 1024;
+use crate::error::{anthropic_status, capped};
 
 /// An error to end the client's stream with.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -66,18 +72,7 @@ impl Fault {
             return Fault::unreadable("anthropic");
         };
         let code = e.error.kind.unwrap_or(Cow::Borrowed("api_error"));
-        let status = match &*code {
-            "invalid_request_error" => 400,
-            "authentication_error" => 401,
-            "billing_error" => 402,
-            "permission_error" => 403,
-            "not_found_error" => 404,
-            "request_too_large" => 413,
-            "rate_limit_error" => 429,
-            "timeout_error" => 504,
-            "overloaded_error" => 529,
-            _ => 500,
-        };
+        let status = anthropic_status(&code).unwrap_or(500);
         Fault::new(
             status,
             &code,
@@ -165,14 +160,10 @@ impl Fault {
     }
 
     fn new(status: u16, code: &str, message: &str) -> Fault {
-        let mut end = message.len().min(MAX_MESSAGE);
-        while !message.is_char_boundary(end) {
-            end -= 1;
-        }
         Fault {
             status: StatusCode::from_u16(status).unwrap_or(StatusCode::BAD_GATEWAY),
             code: code.to_owned(),
-            message: message[..end].to_owned(),
+            message: capped(message).to_owned(),
         }
     }
 
@@ -212,6 +203,11 @@ mod tests {
         assert_eq!((g.status.as_u16(), g.code.as_str()), (503, "UNAVAILABLE"));
         let long = "é".repeat(2000);
         let f = Fault::new(500, "x", &long);
-        assert!(f.message.len() <= MAX_MESSAGE);
+        assert_eq!(f.message.len(), 1024);
+        let unknown = Fault::from_anthropic(br#"{"type":"error","error":{"type":"new_error"}}"#);
+        assert_eq!(
+            (unknown.status.as_u16(), unknown.code.as_str()),
+            (500, "new_error")
+        );
     }
 }

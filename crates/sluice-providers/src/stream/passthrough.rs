@@ -11,7 +11,7 @@ mod responses;
 
 use sluice_sse::Event;
 
-use super::{EventKind, StreamOptions, StreamTranslator};
+use super::{Emitted, EventKind, StreamOptions, StreamTranslator};
 use crate::api::{Family, Operation};
 
 /// The passthrough for `upstream`'s format.
@@ -36,6 +36,17 @@ pub(crate) fn classify(family: Family, event: &Event) -> EventKind {
         Family::Anthropic => anthropic::classify(event, false),
         Family::Gemini => gemini::classify(event.data()),
     }
+}
+
+/// Forwards `event` as the upstream's own bytes, as `kind`; the first content or trailer
+/// commits the stream.
+#[inline]
+fn forward(committed: &mut bool, event: &Event, kind: EventKind, out: &mut Vec<Emitted>) {
+    *committed |= matches!(kind, EventKind::Content | EventKind::Trailer);
+    out.push(Emitted {
+        bytes: event.raw().clone(),
+        kind,
+    });
 }
 
 /// After the commit, block starts and stops and unknown events are forwarded at once; before,

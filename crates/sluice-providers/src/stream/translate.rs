@@ -9,7 +9,7 @@ use super::fault::Fault;
 use super::upstream::anthropic::AnthropicReader;
 use super::upstream::gemini::GeminiReader;
 use super::upstream::openai::OpenAiReader;
-use super::upstream::Reader;
+use super::upstream::{is_blank, json_text, Reader};
 use super::{passthrough, Emitted, SpliceState, StreamOptions, StreamTranslator};
 use crate::api::{Family, Operation};
 use crate::usage::Usage;
@@ -56,10 +56,13 @@ impl<R: Reader, W: Writer> Translating<R, W> {
 
 impl<R: Reader, W: Writer> StreamTranslator for Translating<R, W> {
     fn event(&mut self, event: &Event, out: &mut Vec<Emitted>) {
-        if self.writer.closed() {
+        let data = event.data();
+        if self.writer.closed() || is_blank(data) {
             return;
         }
-        if let Err(what) = self.reader.event(event, &mut self.writer, out) {
+        let read =
+            json_text(data).and_then(|text| self.reader.event(event, text, &mut self.writer, out));
+        if let Err(what) = read {
             self.writer.fail(&Fault::malformed(R::PROVIDER, what), out);
         }
     }

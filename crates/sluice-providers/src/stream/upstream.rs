@@ -20,13 +20,15 @@ pub(crate) trait Reader: Send {
     /// The provider's name, for error messages.
     const PROVIDER: &'static str;
 
-    /// One upstream event.
+    /// One upstream event, whose data the translator has checked ([`json_text`]) into
+    /// `text`; blank events never get here.
     ///
     /// # Errors
     /// The event is not the JSON its type promises.
     fn event<W: Writer>(
         &mut self,
         event: &Event,
+        text: &str,
         w: &mut W,
         out: &mut Vec<Emitted>,
     ) -> Result<(), Unreadable>;

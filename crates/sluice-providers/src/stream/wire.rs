@@ -1,6 +1,16 @@
 //! The upstream event shapes the translators read, borrowed from the event's bytes: strings
 //! that are copied to the client stay `&RawValue` (their escaped JSON), enum-like strings are
 //! `Cow<str>`. Fields we do not use are skipped by serde without being kept.
+//!
+//! NOTE: these are kept apart from the owned shapes of [`crate::shape`], which whole request
+//! and response bodies are read into and written from. Most of them have no whole-body
+//! counterpart (OpenAI chunk deltas and tool call fragments, Anthropic's events); where one
+//! exists (a Gemini chunk is a whole `GenerateContentResponse`), reading each event into the
+//! owned type would unescape and copy every text into a `String`, the arguments into a
+//! `serde_json::Value` and the parts into a `Vec`, per event on the translator's hot path
+//! (`benches/stream.rs`), only for the writer to escape the text again. What the two kinds
+//! of shape mean is shared: finish reasons ([`crate::finish`]) and usage ([`crate::usage`],
+//! which reads the usage objects these leave as raw JSON into the owned usage shapes).
 
 pub(crate) mod anthropic;
 pub(crate) mod gemini;

@@ -12,16 +12,33 @@
 
 use super::{sum, ToolPart, Writer, WriterConfig};
 use crate::api::Family;
+use crate::finish::Finish;
+use crate::shape::anthropic::UsageBody;
 use crate::stream::fault::Fault;
-use crate::stream::finish::Finish;
 use crate::stream::json::{push_u64, EventEncoder, JsonStr, JsonString};
-use crate::stream::usage::push_anthropic;
 use crate::stream::{Emitted, EventKind, SpliceState};
 use crate::usage::Usage;
 
 /// Most argument bytes held for a tool call whose name has not come yet. Past this the
 /// stream ends with an error rather than hold more.
 pub(crate) const MAX_HELD_ARGUMENTS: usize = 1 << 20;
+
+/// Appends Anthropic's `usage` object for `u`: the counts of [`UsageBody::from_usage`] (cache
+/// reads apart from `input_tokens`; cache writes are not told apart once normalised), in the
+/// order Anthropic's own stream writes them; `output_tokens` 0 unless `output`
+/// (`message_start` reports input only).
+fn push_usage(out: &mut String, u: &Usage, output: bool) {
+    let b = UsageBody::from_usage(u);
+    out.push_str("{\"input_tokens\":");
+    push_u64(out, b.input_tokens);
+    out.push_str(",\"cache_creation_input_tokens\":");
+    push_u64(out, b.cache_creation_input_tokens.unwrap_or(0));
+    out.push_str(",\"cache_read_input_tokens\":");
+    push_u64(out, b.cache_read_input_tokens.unwrap_or(0));
+    out.push_str(",\"output_tokens\":");
+    push_u64(out, if output { b.output_tokens } else { 0 });
+    out.push('}');
+}
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum OpenKind {
@@ -246,7 +263,7 @@ impl Writer for AnthropicWriter {
         doc.push_str(",\"type\":\"message\",\"role\":\"assistant\",\"model\":");
         doc.push_str(self.cfg.model.literal());
         doc.push_str(",\"content\":[],\"stop_reason\":null,\"stop_sequence\":null,\"usage\":");
-        push_anthropic(doc, &usage, false);
+        push_usage(doc, &usage, false);
         doc.push_str("}}");
         self.enc
             .emit(Some("message_start"), EventKind::Preamble, out);
@@ -383,9 +400,9 @@ impl Writer for AnthropicWriter {
         let total = sum(self.prior, self.usage);
         let doc = self.enc.doc();
         doc.push_str("{\"type\":\"message_delta\",\"delta\":{\"stop_reason\":\"");
-        doc.push_str(stop.anthropic());
+        doc.push_str(stop.as_anthropic());
         doc.push_str("\",\"stop_sequence\":null},\"usage\":");
-        push_anthropic(doc, &total, true);
+        push_usage(doc, &total, true);
         doc.push('}');
         self.enc
             .emit(Some("message_delta"), EventKind::Trailer, out);

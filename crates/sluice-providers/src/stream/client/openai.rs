@@ -10,14 +10,41 @@ use bytes::Bytes;
 
 use super::{sum, ToolPart, Writer, WriterConfig};
 use crate::api::Family;
+use crate::finish::Finish;
+use crate::shape::openai::UsageBody;
 use crate::stream::fault::Fault;
-use crate::stream::finish::Finish;
 use crate::stream::json::{push_u64, EventEncoder, JsonStr, JsonString};
-use crate::stream::usage::push_openai;
 use crate::stream::{Emitted, EventKind, SpliceState};
 use crate::usage::Usage;
 
 const DONE: &[u8] = b"data: [DONE]\n\n";
+
+/// Appends OpenAI's chat `usage` object for `u`: the counts of [`UsageBody::from_usage`],
+/// written in its field order the way this writer writes every event (no serializer).
+fn push_usage(out: &mut String, u: &Usage) {
+    let b = UsageBody::from_usage(u);
+    out.push_str("{\"prompt_tokens\":");
+    push_u64(out, b.prompt_tokens);
+    out.push_str(",\"completion_tokens\":");
+    push_u64(out, b.completion_tokens);
+    out.push_str(",\"total_tokens\":");
+    push_u64(out, b.total_tokens);
+    out.push_str(",\"prompt_tokens_details\":{\"cached_tokens\":");
+    push_u64(
+        out,
+        b.prompt_tokens_details
+            .and_then(|d| d.cached_tokens)
+            .unwrap_or(0),
+    );
+    out.push_str("},\"completion_tokens_details\":{\"reasoning_tokens\":");
+    push_u64(
+        out,
+        b.completion_tokens_details
+            .and_then(|d| d.reasoning_tokens)
+            .unwrap_or(0),
+    );
+    out.push_str("}}");
+}
 
 /// Closes a chunk whose delta was just written and that has no finish reason.
 const NO_FINISH: &str = ",\"finish_reason\":null}]}";
@@ -211,7 +238,7 @@ impl Writer for OpenAiWriter {
         let reason = reason.after_tools(!self.tool_keys.is_empty());
         let doc = self.chunk();
         doc.push_str("{},\"finish_reason\":\"");
-        doc.push_str(reason.openai());
+        doc.push_str(reason.as_openai());
         doc.push_str("\"}]}");
         self.enc.emit(None, EventKind::Trailer, out);
     }
@@ -228,7 +255,7 @@ impl Writer for OpenAiWriter {
             let doc = self.enc.doc();
             doc.push_str(&self.header);
             doc.push_str(",\"choices\":[],\"usage\":");
-            push_openai(doc, &total);
+            push_usage(doc, &total);
             doc.push('}');
             self.enc.emit(None, EventKind::Trailer, out);
         }

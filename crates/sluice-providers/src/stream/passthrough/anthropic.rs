@@ -7,13 +7,12 @@ use std::sync::LazyLock;
 use memchr::memmem::Finder;
 use sluice_sse::Event;
 
-use super::structural;
+use super::{forward, structural};
 use crate::stream::json::JsonStr;
 use crate::stream::scan::{string_of, value_of, TEXT, USAGE};
-use crate::stream::usage::{raw_bytes, AnthropicUsage};
 use crate::stream::wire::anthropic::{BlockStart, MessageStart, TypeOnly};
 use crate::stream::{Emitted, EventKind, SpliceState, StreamOptions, StreamTranslator};
-use crate::usage::Usage;
+use crate::usage::{AnthropicStreamUsage, Usage};
 
 static TEXT_DELTA: LazyLock<Finder<'static>> = LazyLock::new(|| Finder::new("\"text_delta\""));
 
@@ -23,8 +22,7 @@ pub(crate) struct AnthropicPassthrough {
     committed: bool,
     track_text: bool,
     text: String,
-    usage: AnthropicUsage,
-    has_usage: bool,
+    usage: AnthropicStreamUsage,
     /// `message_start`'s id and model.
     head: Option<(String, String)>,
     open_text: Option<u32>,
@@ -37,8 +35,7 @@ impl AnthropicPassthrough {
             committed: false,
             track_text: opts.track_text,
             text: String::new(),
-            usage: AnthropicUsage::default(),
-            has_usage: false,
+            usage: AnthropicStreamUsage::default(),
             head: None,
             open_text: None,
             next_block: 0,
@@ -85,7 +82,7 @@ impl StreamTranslator for AnthropicPassthrough {
                 b"message_start" => {
                     if let Ok(m) = serde_json::from_slice::<MessageStart<'_>>(data) {
                         if let Some(u) = m.message.usage {
-                            self.has_usage |= self.usage.apply(raw_bytes(u));
+                            self.usage.apply(u.get().as_bytes());
                         }
                         let text = |raw| JsonStr::opt(raw).map(|s| s.unescape().into_owned());
                         self.head = Some((
@@ -103,24 +100,20 @@ impl StreamTranslator for AnthropicPassthrough {
                 b"content_block_stop" => self.open_text = None,
                 b"message_delta" => {
                     if let Some(u) = value_of(data, &USAGE) {
-                        self.has_usage |= self.usage.apply(u);
+                        self.usage.apply(u);
                     }
                 }
                 _ => {}
             }
             kind_of(kind, self.committed)
         });
-        self.committed |= matches!(kind, EventKind::Content | EventKind::Trailer);
-        out.push(Emitted {
-            bytes: event.raw().clone(),
-            kind,
-        });
+        forward(&mut self.committed, event, kind, out);
     }
 
     fn end(&mut self, _out: &mut Vec<Emitted>) {}
 
     fn usage(&self) -> Option<Usage> {
-        self.has_usage.then(|| self.usage.usage())
+        self.usage.usage()
     }
 
     fn text(&self) -> &str {

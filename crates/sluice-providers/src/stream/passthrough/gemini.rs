@@ -3,14 +3,15 @@
 
 use sluice_sse::Event;
 
+use super::forward;
+use crate::api::Family;
 use crate::stream::json::JsonStr;
 use crate::stream::scan::{
     has_value_starting, string_of, value_of, ERROR, FINISH_REASON_GEMINI, TEXT, USAGE_METADATA,
 };
-use crate::stream::usage::{gemini as read_usage, raw_bytes};
 use crate::stream::wire::gemini::Response;
 use crate::stream::{Emitted, EventKind, SpliceState, StreamOptions, StreamTranslator};
-use crate::usage::Usage;
+use crate::usage::{self, Usage};
 
 /// Passes a Gemini stream through.
 #[derive(Debug)]
@@ -89,13 +90,18 @@ impl StreamTranslator for GeminiPassthrough {
         };
         let kind = match &parsed {
             Some(r) => {
-                if let Some(u) = r.usage_metadata.and_then(|u| read_usage(raw_bytes(u))) {
+                if let Some(u) = r
+                    .usage_metadata
+                    .and_then(|u| usage::read(Family::Gemini, u.get().as_bytes()))
+                {
                     self.usage = Some(u);
                 }
                 response_kind(r)
             }
             None => {
-                if let Some(u) = value_of(data, &USAGE_METADATA).and_then(read_usage) {
+                if let Some(u) =
+                    value_of(data, &USAGE_METADATA).and_then(|u| usage::read(Family::Gemini, u))
+                {
                     self.usage = Some(u);
                 }
                 bytes_kind(data)
@@ -106,11 +112,7 @@ impl StreamTranslator for GeminiPassthrough {
                 self.text.push_str(&text.unescape());
             }
         }
-        self.committed |= matches!(kind, EventKind::Content | EventKind::Trailer);
-        out.push(Emitted {
-            bytes: event.raw().clone(),
-            kind,
-        });
+        forward(&mut self.committed, event, kind, out);
     }
 
     fn end(&mut self, _out: &mut Vec<Emitted>) {}

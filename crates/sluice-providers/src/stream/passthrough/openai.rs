@@ -2,16 +2,16 @@
 
 use sluice_sse::Event;
 
-use crate::api::Operation;
+use super::forward;
+use crate::api::{Family, Operation};
 use crate::stream::json::JsonStr;
 use crate::stream::scan::{
     has_value_starting, is_done, is_empty_array, string_of, value_of, Key, CHOICES, CONTENT, ERROR,
     FINISH_REASON, TEXT, TOOL_CALLS, USAGE,
 };
-use crate::stream::usage::{openai as read_usage, raw_bytes};
 use crate::stream::wire::openai::{self as wire, Choice, Chunk};
 use crate::stream::{Emitted, EventKind, SpliceState, StreamOptions, StreamTranslator};
-use crate::usage::Usage;
+use crate::usage::{self, Usage};
 
 /// What the splice state needs from the first chunk.
 #[derive(Debug)]
@@ -74,7 +74,10 @@ impl OpenAiPassthrough {
                 });
             }
         }
-        if let Some(u) = chunk.usage.and_then(|u| read_usage(raw_bytes(u))) {
+        if let Some(u) = chunk
+            .usage
+            .and_then(|u| usage::read(Family::OpenAi, u.get().as_bytes()))
+        {
             self.usage = Some(u);
         }
         let kind = chunk_kind(&chunk);
@@ -100,7 +103,7 @@ impl OpenAiPassthrough {
             EventKind::Content
         };
         if let Some(usage) = value_of(data, &USAGE).filter(|v| v.first() == Some(&b'{')) {
-            if let Some(u) = read_usage(usage) {
+            if let Some(u) = usage::read(Family::OpenAi, usage) {
                 self.usage = Some(u);
             }
             if value_of(data, &CHOICES).is_some_and(is_empty_array) {
@@ -207,11 +210,7 @@ impl StreamTranslator for OpenAiPassthrough {
             self.before_commit(event)
         };
         if let Some(kind) = kind {
-            self.committed |= matches!(kind, EventKind::Content | EventKind::Trailer);
-            out.push(Emitted {
-                bytes: event.raw().clone(),
-                kind,
-            });
+            forward(&mut self.committed, event, kind, out);
         }
     }
 

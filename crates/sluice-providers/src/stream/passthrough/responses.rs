@@ -4,11 +4,11 @@
 
 use sluice_sse::Event;
 
-use super::structural;
+use super::{forward, structural};
+use crate::api::Family;
 use crate::stream::scan::{string_at, string_of, value_of, DELTA, TYPE, USAGE};
-use crate::stream::usage::openai as read_usage;
 use crate::stream::{Emitted, EventKind, SpliceState, StreamOptions, StreamTranslator};
-use crate::usage::Usage;
+use crate::usage::{self, Usage};
 
 /// Passes a Responses stream through.
 #[derive(Debug)]
@@ -60,7 +60,7 @@ impl StreamTranslator for ResponsesPassthrough {
         let kind = kind_of(name, self.committed);
         let data = event.data();
         if kind == EventKind::Trailer {
-            if let Some(u) = value_of(data, &USAGE).and_then(read_usage) {
+            if let Some(u) = value_of(data, &USAGE).and_then(|u| usage::read(Family::OpenAi, u)) {
                 self.usage = Some(u);
             }
         }
@@ -69,11 +69,7 @@ impl StreamTranslator for ResponsesPassthrough {
                 self.text.push_str(&text.unescape());
             }
         }
-        self.committed |= matches!(kind, EventKind::Content | EventKind::Trailer);
-        out.push(Emitted {
-            bytes: event.raw().clone(),
-            kind,
-        });
+        forward(&mut self.committed, event, kind, out);
     }
 
     fn end(&mut self, _out: &mut Vec<Emitted>) {}

@@ -4,17 +4,16 @@
 
 use sluice_sse::Event;
 
-use super::{is_blank, json_text, Reader, Unreadable};
+use super::{Reader, Unreadable};
+use crate::finish::Finish;
 use crate::stream::client::{ToolPart, Writer};
 use crate::stream::fault::Fault;
-use crate::stream::finish::Finish;
 use crate::stream::json::JsonStr;
-use crate::stream::usage::{raw_bytes, AnthropicUsage};
 use crate::stream::wire::anthropic::{
     BlockDelta, BlockStart, MessageDelta, MessageStart, TypeOnly,
 };
 use crate::stream::Emitted;
-use crate::usage::Usage;
+use crate::usage::{AnthropicStreamUsage, Usage};
 
 /// What the current content block is.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -29,8 +28,7 @@ enum Block {
 /// Reads an Anthropic stream.
 #[derive(Debug, Default)]
 pub(crate) struct AnthropicReader {
-    usage: AnthropicUsage,
-    has_usage: bool,
+    usage: AnthropicStreamUsage,
     block: Option<Block>,
     stopped: bool,
 }
@@ -41,9 +39,8 @@ fn parse<'a, T: serde::Deserialize<'a>>(text: &'a str) -> Result<T, Unreadable> 
 
 impl AnthropicReader {
     fn apply_usage<W: Writer>(&mut self, raw: &[u8], w: &mut W) {
-        if self.usage.apply(raw) {
-            self.has_usage = true;
-            w.usage(self.usage.usage());
+        if let Some(u) = self.usage.apply(raw) {
+            w.usage(u);
         }
     }
 }
@@ -54,14 +51,11 @@ impl Reader for AnthropicReader {
     fn event<W: Writer>(
         &mut self,
         event: &Event,
+        text: &str,
         w: &mut W,
         out: &mut Vec<Emitted>,
     ) -> Result<(), Unreadable> {
         let data = event.data();
-        if is_blank(data) {
-            return Ok(());
-        }
-        let text = json_text(data)?;
         let named;
         let kind: &[u8] = match event.event_type() {
             b"message" => {
@@ -136,14 +130,14 @@ impl Reader for AnthropicReader {
             b"message_start" => {
                 let m: MessageStart<'_> = parse(text)?;
                 if let Some(u) = m.message.usage {
-                    self.apply_usage(raw_bytes(u), w);
+                    self.apply_usage(u.get().as_bytes(), w);
                 }
                 w.start(JsonStr::opt(m.message.id), out);
             }
             b"message_delta" => {
                 let m: MessageDelta<'_> = parse(text)?;
                 if let Some(u) = m.usage {
-                    self.apply_usage(raw_bytes(u), w);
+                    self.apply_usage(u.get().as_bytes(), w);
                 }
                 if let Some(reason) = m.delta.stop_reason {
                     w.finish(Finish::from_anthropic(&reason), out);
@@ -166,6 +160,6 @@ impl Reader for AnthropicReader {
     }
 
     fn usage(&self) -> Option<Usage> {
-        self.has_usage.then(|| self.usage.usage())
+        self.usage.usage()
     }
 }

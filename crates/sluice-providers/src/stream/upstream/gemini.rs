@@ -2,18 +2,24 @@
 //! chunk is a whole `GenerateContentResponse`; there is no end marker (the end of the stream
 //! is), function calls arrive whole, `usageMetadata` is cumulative, and a `finishReason` of
 //! `STOP` follows function calls.
+//!
+//! NOTE: a call's id reaches the client as Gemini gave it (the writer makes one up when there
+//! is none), and its `thoughtSignature` is not read; whole responses give the ids of
+//! [`crate::shape::gemini::client_call_id`] instead, which carry the signature back to Gemini
+//! on the client's next request. The two were written apart; making streams use those ids
+//! changes what clients see, so it is left to a change of its own.
 
 use sluice_sse::Event;
 
-use super::{is_blank, json_text, Reader, Unreadable};
+use super::{Reader, Unreadable};
+use crate::api::Family;
+use crate::finish::Finish;
 use crate::stream::client::{ToolPart, Writer};
 use crate::stream::fault::Fault;
-use crate::stream::finish::Finish;
 use crate::stream::json::{push_escaped, JsonStr};
-use crate::stream::usage::gemini as read_usage;
 use crate::stream::wire::gemini::Response;
 use crate::stream::Emitted;
-use crate::usage::Usage;
+use crate::usage::{self, Usage};
 
 /// Reads a Gemini stream.
 #[derive(Debug, Default)]
@@ -36,14 +42,11 @@ impl Reader for GeminiReader {
     fn event<W: Writer>(
         &mut self,
         event: &Event,
+        text: &str,
         w: &mut W,
         out: &mut Vec<Emitted>,
     ) -> Result<(), Unreadable> {
         let data = event.data();
-        if is_blank(data) {
-            return Ok(());
-        }
-        let text = json_text(data)?;
         let r: Response<'_> = serde_json::from_str(text)
             .map_err(|_| "a data chunk that is not a GenerateContentResponse")?;
         if r.error.is_some() {
@@ -64,7 +67,7 @@ impl Reader for GeminiReader {
         let Some(candidate) = r.candidates.and_then(|c| c.first) else {
             if r.prompt_feedback.and_then(|p| p.block_reason).is_some() {
                 self.finished = true;
-                w.finish(Finish::Filtered, out);
+                w.finish(Finish::ContentFilter, out);
             }
             return Ok(());
         };
@@ -101,7 +104,7 @@ impl Reader for GeminiReader {
         if let Some(reason) = candidate
             .finish_reason
             .as_deref()
-            .and_then(Finish::from_gemini)
+            .and_then(Finish::from_gemini_chunk)
         {
             self.finished = true;
             w.finish(reason, out);
@@ -121,6 +124,6 @@ impl Reader for GeminiReader {
     }
 
     fn usage(&self) -> Option<Usage> {
-        read_usage(self.usage.as_bytes())
+        usage::read(Family::Gemini, self.usage.as_bytes())
     }
 }

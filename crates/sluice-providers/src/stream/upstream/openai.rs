@@ -4,16 +4,16 @@
 
 use sluice_sse::Event;
 
-use super::{is_blank, json_text, Reader, Unreadable};
+use super::{Reader, Unreadable};
+use crate::api::Family;
+use crate::finish::Finish;
 use crate::stream::client::{ToolPart, Writer};
 use crate::stream::fault::Fault;
-use crate::stream::finish::Finish;
 use crate::stream::json::JsonStr;
 use crate::stream::scan::is_done;
-use crate::stream::usage::{openai as read_usage, raw_bytes};
 use crate::stream::wire::openai::{Chunk, Head};
 use crate::stream::Emitted;
-use crate::usage::Usage;
+use crate::usage::{self, Usage};
 
 /// Reads an OpenAI-shaped chat stream.
 #[derive(Debug, Default)]
@@ -30,14 +30,11 @@ impl Reader for OpenAiReader {
     fn event<W: Writer>(
         &mut self,
         event: &Event,
+        text: &str,
         w: &mut W,
         out: &mut Vec<Emitted>,
     ) -> Result<(), Unreadable> {
         let data = event.data();
-        if is_blank(data) {
-            return Ok(());
-        }
-        let text = json_text(data)?;
         if event.event_type() == b"error" {
             w.fail(&Fault::from_openai(data), out);
             return Ok(());
@@ -53,7 +50,10 @@ impl Reader for OpenAiReader {
             w.fail(&Fault::from_openai(data), out);
             return Ok(());
         }
-        if let Some(u) = chunk.usage.and_then(|u| read_usage(raw_bytes(u))) {
+        if let Some(u) = chunk
+            .usage
+            .and_then(|u| usage::read(Family::OpenAi, u.get().as_bytes()))
+        {
             self.usage = Some(u);
             w.usage(u);
         }
