@@ -10,6 +10,8 @@
 //! ```
 #![forbid(unsafe_code)]
 
+mod body_budget;
+mod client_ip;
 pub mod config;
 pub mod error;
 mod headers;
@@ -20,5 +22,6 @@ mod proxy;
 mod relay;
 pub mod route;
 pub mod telemetry;
+mod untrusted;
 
 pub use ingress::{Gateway, StartError};

@@ -42,6 +42,10 @@ pub enum EndReason {
     UpstreamError,
     /// Ended by a graceful shutdown's deadline.
     Shutdown,
+    /// The client did not send its request body in time.
+    ClientTimeout,
+    /// The gateway's memory budget for buffered bodies was spent.
+    OverBudget,
 }
 
 impl EndReason {
@@ -66,6 +70,12 @@ impl EndReason {
             E::Upstream { .. } | E::StreamFailed { .. } | E::RetryBudgetExhausted { .. } => {
                 EndReason::UpstreamError
             }
+            E::ClientBodyTimeout { .. } => EndReason::ClientTimeout,
+            E::OverBudget { .. } => EndReason::OverBudget,
+            E::TooManyCancels { .. }
+            | E::RequestRate { .. }
+            | E::BadHost(_)
+            | E::MalformedRequest { .. } => EndReason::BadRequest,
         }
     }
 
@@ -86,6 +96,8 @@ impl EndReason {
             EndReason::BadRequest => "bad_request",
             EndReason::UpstreamError => "upstream_error",
             EndReason::Shutdown => "shutdown",
+            EndReason::ClientTimeout => "client_timeout",
+            EndReason::OverBudget => "memory_budget",
         }
     }
 }
@@ -280,6 +292,11 @@ impl Telemetry {
         self.registry.register_collector(Box::new(pools));
     }
 
+    /// The registry, for a stage that owns its metrics (the ingress).
+    pub(crate) fn registry_mut(&mut self) -> &mut Registry {
+        &mut self.registry
+    }
+
     /// The Prometheus text exposition.
     pub fn encode(&self) -> String {
         let mut out = String::new();
@@ -390,6 +407,11 @@ pub(crate) struct RequestLog {
     /// The upstream that answered (the last one tried).
     pub(crate) upstream: String,
     pub(crate) model: String,
+    /// The client's address (see `client_ip`), when the request came through the ingress.
+    pub(crate) client_ip: Option<std::net::IpAddr>,
+    /// What went wrong, in full (addresses and OS errors included: the client got the
+    /// public version).
+    pub(crate) error: Option<String>,
     pub(crate) status: u16,
     started: Instant,
     first_byte: Option<Duration>,
@@ -410,6 +432,8 @@ impl RequestLog {
             route: String::new(),
             upstream: String::new(),
             model: String::new(),
+            client_ip: None,
+            error: None,
             status: 0,
             started,
             first_byte: None,
@@ -472,12 +496,15 @@ impl RequestLog {
         let ms = |d: Duration| d.as_secs_f64() * 1000.0;
         let p = self.timings;
         let attempts = AttemptList(&self.attempts);
+        // Client-supplied values are escaped and capped (log injection, log bloat).
+        use crate::untrusted::Untrusted;
         tracing::info!(
             target: "sluice::request",
-            request_id = %self.request_id,
+            request_id = %Untrusted::new(&self.request_id),
+            client_ip = self.client_ip.map(tracing::field::display),
             route = %self.route,
             upstream = %self.upstream,
-            model = %self.model,
+            model = %Untrusted::new(&self.model),
             status = self.status,
             end_reason = reason.as_str(),
             ttfb_ms = self.first_byte.map(|d| d.as_secs_f64() * 1000.0),
@@ -492,6 +519,7 @@ impl RequestLog {
             upstream_first_byte_ms = p.map(|p| ms(p.first_byte)),
             upstream_last_byte_ms = p.and_then(|p| p.last_byte).map(ms),
             attempts = %attempts,
+            error = self.error.as_deref().map(|e| tracing::field::display(Untrusted::message(e))),
             "request"
         );
     }
