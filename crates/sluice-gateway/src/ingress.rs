@@ -419,15 +419,17 @@ async fn run<T>(
                 closed_for = Some(reason);
                 match reason {
                     // Nothing in flight: a polite close (HTTP/2 GOAWAY), bounded.
-                    CloseReason::HeaderTimeout | CloseReason::KeepAliveTimeout | CloseReason::Evicted => {
+                    CloseReason::KeepAliveTimeout | CloseReason::Evicted => {
                         if !graceful {
                             conn.as_mut().graceful_shutdown();
                             graceful = true;
                         }
                         goodbye.as_mut().reset(Instant::now() + GOODBYE);
                     }
-                    // A client that does not read, or one that abuses resets: cut now.
-                    CloseReason::SendTimeout | CloseReason::Calm => break,
+                    // A head that did not come (nothing to be polite about: half a head
+                    // would keep an HTTP/1.1 graceful close waiting), a client that does not
+                    // read, or one that abuses resets: cut now.
+                    CloseReason::HeaderTimeout | CloseReason::SendTimeout | CloseReason::Calm => break,
                 }
             }
             _ = &mut goodbye => break,

@@ -7,10 +7,12 @@
 mod support;
 
 mod cancel;
+mod client_limits;
 mod errors;
 mod http1_upstream;
 mod lanes;
 mod policy;
+mod raw;
 mod relay;
 mod shutdown;
 mod timeouts;
