@@ -11,6 +11,7 @@ mod client_limits;
 mod errors;
 mod http1_upstream;
 mod lanes;
+mod memory;
 mod policy;
 mod raw;
 mod relay;
