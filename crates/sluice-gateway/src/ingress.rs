@@ -19,7 +19,7 @@ use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
 use hyper_util::server::conn::auto;
 use prometheus_client::metrics::counter::Counter;
 use sluice_upstream::Upstream;
-use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
@@ -399,8 +399,8 @@ async fn run<T>(
             }
         })
     };
-    let conn = builder.serve_connection(TokioIo::new(io), svc).into_owned();
-    tokio::pin!(conn);
+    // Boxed, not pinned on the stack: it is dropped below, before this function ends.
+    let mut conn = Box::pin(builder.serve_connection(TokioIo::new(io), svc).into_owned());
     let draining = ing.state.draining.clone();
     let mut graceful = false;
     let mut watching = true;
@@ -455,7 +455,13 @@ async fn run<T>(
                     let _ = tokio::time::timeout(Duration::from_secs(1), async {
                         io.write_all(&GOAWAY_ENHANCE_YOUR_CALM).await?;
                         io.flush().await?;
-                        io.shutdown().await
+                        io.shutdown().await?;
+                        // A lingering close: what the peer still sends is read and dropped,
+                        // so that closing with unread data does not turn into a TCP reset,
+                        // which would destroy the GOAWAY before the peer reads it.
+                        let mut sink = [0u8; 16 * 1024];
+                        while io.read(&mut sink).await? > 0 {}
+                        Ok::<_, std::io::Error>(())
                     })
                     .await;
                 }

@@ -15,6 +15,7 @@ mod memory;
 mod policy;
 mod raw;
 mod relay;
+mod resets;
 mod shutdown;
 mod timeouts;
 mod tls;
