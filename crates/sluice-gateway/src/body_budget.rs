@@ -98,7 +98,9 @@ impl BodyLease {
     pub(crate) fn release(&self, n: u64) {
         let n = self
             .held
-            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |h| Some(h.saturating_sub(n)))
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |h| {
+                Some(h.saturating_sub(n))
+            })
             .map_or(0, |before| before.min(n));
         self.budget.give_back(n);
     }

@@ -210,12 +210,22 @@ mod tests {
         let p = proxies(&["10.0.0.0/8"]);
         let mut h = headers(&[("x-forwarded-for", "6.6.6.6, 1.2.3.4, 10.1.1.1")]);
         let c = p.resolve(PEER.parse().unwrap(), &mut h);
-        assert_eq!(c.ip, "1.2.3.4".parse::<IpAddr>().unwrap(), "6.6.6.6 is what 1.2.3.4 claimed");
+        assert_eq!(
+            c.ip,
+            "1.2.3.4".parse::<IpAddr>().unwrap(),
+            "6.6.6.6 is what 1.2.3.4 claimed"
+        );
         assert!(c.forwarded);
         assert_eq!(h["x-forwarded-for"], "6.6.6.6, 1.2.3.4, 10.1.1.1, 10.0.0.5");
         // Two header lines are one list.
-        let mut h = headers(&[("x-forwarded-for", "1.2.3.4"), ("x-forwarded-for", "10.1.1.1")]);
-        assert_eq!(p.resolve(PEER.parse().unwrap(), &mut h).ip, "1.2.3.4".parse::<IpAddr>().unwrap());
+        let mut h = headers(&[
+            ("x-forwarded-for", "1.2.3.4"),
+            ("x-forwarded-for", "10.1.1.1"),
+        ]);
+        assert_eq!(
+            p.resolve(PEER.parse().unwrap(), &mut h).ip,
+            "1.2.3.4".parse::<IpAddr>().unwrap()
+        );
         // Garbage stops the walk: only the part to its right is believed.
         let mut h = headers(&[("x-forwarded-for", "1.2.3.4, bogus, 10.1.1.1")]);
         assert_eq!(

@@ -289,7 +289,10 @@ impl GatewayError {
 fn public_upstream_error(upstream: &str, e: &UpstreamError) -> String {
     match e {
         UpstreamError::Connect { source, .. } => {
-            format!("could not connect to upstream `{upstream}` ({})", source.kind())
+            format!(
+                "could not connect to upstream `{upstream}` ({})",
+                source.kind()
+            )
         }
         UpstreamError::ConnectTimeout(d) => {
             format!("connecting to upstream `{upstream}` timed out after {d:?}")

@@ -50,7 +50,10 @@ pub fn drop_invalid_request_id(h: &mut HeaderMap) {
 /// reads events from the bytes, so a stream must arrive as text. (A non-streaming body is
 /// passed through untouched, compressed or not, with its `Content-Encoding`.)
 pub fn request_identity(h: &mut HeaderMap) {
-    h.insert(header::ACCEPT_ENCODING, HeaderValue::from_static("identity"));
+    h.insert(
+        header::ACCEPT_ENCODING,
+        HeaderValue::from_static("identity"),
+    );
 }
 
 /// The response's content coding, if it is not `identity`: such a body cannot be read as an
@@ -276,7 +279,10 @@ mod tests {
         let mut h = map(&[("x-request-id", "a")]);
         h.append("x-request-id", HeaderValue::from_static("b"));
         drop_invalid_request_id(&mut h);
-        assert!(!h.contains_key("x-request-id"), "two ids: neither is the id");
+        assert!(
+            !h.contains_key("x-request-id"),
+            "two ids: neither is the id"
+        );
     }
 
     #[test]
@@ -284,8 +290,14 @@ mod tests {
         let mut h = map(&[("accept-encoding", "gzip, br")]);
         request_identity(&mut h);
         assert_eq!(h["accept-encoding"], "identity");
-        assert_eq!(content_coding(&map(&[("content-encoding", "gzip")])), Some("gzip"));
-        assert_eq!(content_coding(&map(&[("content-encoding", "identity")])), None);
+        assert_eq!(
+            content_coding(&map(&[("content-encoding", "gzip")])),
+            Some("gzip")
+        );
+        assert_eq!(
+            content_coding(&map(&[("content-encoding", "identity")])),
+            None
+        );
         assert_eq!(content_coding(&HeaderMap::new()), None);
     }
 

@@ -394,9 +394,7 @@ async fn run<T>(
         service_fn(move |req| {
             let ing = ing.clone();
             let tracker = tracker.clone();
-            async move {
-                Ok::<_, std::convert::Infallible>(request::serve(ing, tracker, req).await)
-            }
+            async move { Ok::<_, std::convert::Infallible>(request::serve(ing, tracker, req).await) }
         })
     };
     // Boxed, not pinned on the stack: it is dropped below, before this function ends.
@@ -467,6 +465,8 @@ async fn run<T>(
                 }
             }
         }
-        _ => tracing::debug!(peer = %tracker.peer, reason = reason.as_str(), "client connection closed"),
+        _ => {
+            tracing::debug!(peer = %tracker.peer, reason = reason.as_str(), "client connection closed")
+        }
     }
 }

@@ -122,14 +122,22 @@ mod tests {
 
     #[test]
     fn plain_values_are_printed_as_they_are() {
-        for v in ["gpt-4o", "claude-3.5-sonnet@2024", "sl-1f2e-7", "org/model:tag+1"] {
+        for v in [
+            "gpt-4o",
+            "claude-3.5-sonnet@2024",
+            "sl-1f2e-7",
+            "org/model:tag+1",
+        ] {
             assert_eq!(Untrusted::new(v).to_string(), v);
         }
     }
 
     #[test]
     fn anything_that_could_forge_a_line_or_a_field_is_quoted_and_escaped() {
-        assert_eq!(Untrusted::new("a status=999").to_string(), r#""a status=999""#);
+        assert_eq!(
+            Untrusted::new("a status=999").to_string(),
+            r#""a status=999""#
+        );
         assert_eq!(
             Untrusted::new("m\n2024-01-01 INFO request status=200").to_string(),
             r#""m\n2024-01-01 INFO request status=200""#

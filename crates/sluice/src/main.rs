@@ -9,6 +9,11 @@ mod sse_decode;
 
 use clap::{Parser, Subcommand};
 
+/// See the `jemalloc` feature in Cargo.toml: memory after a burst goes back to the OS.
+#[cfg(all(feature = "jemalloc", not(target_env = "msvc")))]
+#[global_allocator]
+static ALLOCATOR: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
+
 /// Sluice: an LLM inference gateway.
 #[derive(Debug, Parser)]
 #[command(name = "sluice", version, about)]

@@ -164,10 +164,9 @@ impl IpNet {
             Some((a, p)) => (a, Some(p)),
             None => (s, None),
         };
-        let addr: std::net::IpAddr = addr
-            .trim()
-            .parse()
-            .map_err(|_| format!("`{s}` is not an IP address or CIDR range, e.g. \"10.0.0.0/8\""))?;
+        let addr: std::net::IpAddr = addr.trim().parse().map_err(|_| {
+            format!("`{s}` is not an IP address or CIDR range, e.g. \"10.0.0.0/8\"")
+        })?;
         let max = if addr.is_ipv4() { 32 } else { 128 };
         let prefix = match prefix {
             None => max,
@@ -190,7 +189,9 @@ impl IpNet {
         };
         match (self.addr, ip) {
             (IpAddr::V4(net), IpAddr::V4(ip)) => {
-                let mask = u32::MAX.checked_shl(32 - u32::from(self.prefix)).unwrap_or(0);
+                let mask = u32::MAX
+                    .checked_shl(32 - u32::from(self.prefix))
+                    .unwrap_or(0);
                 u32::from(net) & mask == u32::from(ip) & mask
             }
             (IpAddr::V6(net), IpAddr::V6(ip)) => {
@@ -284,7 +285,8 @@ pub struct Timeouts {
     /// A target that misses it is abandoned for the next one while nothing has reached the
     /// client. Default: `first_byte`.
     pub first_token: Duration,
-    /// Longest gap between events (or upstream comments) of a stream. Default 30 s.
+    /// Longest gap between events (or upstream comments) of a stream, and between two pieces
+    /// of a non-streaming body. Default 300 s.
     pub idle: Duration,
     /// The whole exchange, stream included. Default 10 min.
     pub total: Duration,

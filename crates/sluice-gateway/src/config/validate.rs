@@ -12,8 +12,8 @@ use toml::de::DeTable;
 use super::diagnostics::{deserialize_error, line_of, locate, syntax_error};
 use super::interpolate::{self, Unresolved};
 use super::raw::{
-    RawAuth, RawBudget, RawClientResets, RawClientTimeouts, RawConfig, RawLane, RawPool,
-    RawRetry, RawRoute, RawServer, RawSessionHeader, RawTarget, RawTimeouts, RawTls, RawUpstream,
+    RawAuth, RawBudget, RawClientResets, RawClientTimeouts, RawConfig, RawLane, RawPool, RawRetry,
+    RawRoute, RawServer, RawSessionHeader, RawTarget, RawTimeouts, RawTls, RawUpstream,
 };
 use super::units::{DurationValue, SizeValue};
 use super::{
@@ -706,7 +706,9 @@ fn timeouts_config(path: &str, raw: RawTimeouts) -> Result<Timeouts, ConfigError
         connect: t("connect", connect, Duration::from_secs(5))?,
         first_byte,
         first_token: t("first_token", first_token, first_byte)?,
-        idle: t("idle", idle, Duration::from_secs(30))?,
+        // Reasoning models are silent for minutes mid-stream (see the README's "Limits and
+        // timeouts"); a dead HTTP/2 upstream is caught sooner by the pool's PING.
+        idle: t("idle", idle, Duration::from_secs(300))?,
         total: t("total", total, Duration::from_secs(600))?,
     };
     for (field, d) in [

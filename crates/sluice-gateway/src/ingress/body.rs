@@ -52,7 +52,9 @@ impl ClientBodyError {
 
 /// The client's error for a failed body read, if the gateway itself stopped it (a timeout or
 /// the memory budget); `None` for the client's own failures.
-pub(crate) fn client_body_error(e: &(dyn StdError + Send + Sync + 'static)) -> Option<GatewayError> {
+pub(crate) fn client_body_error(
+    e: &(dyn StdError + Send + Sync + 'static),
+) -> Option<GatewayError> {
     e.downcast_ref::<ClientBodyError>()
         .map(ClientBodyError::to_gateway_error)
 }

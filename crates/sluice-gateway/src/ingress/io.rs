@@ -35,9 +35,9 @@ const H2_PREFACE_START: &[u8] = b"PRI";
 /// processing, and a peer treats the streams at or below it as possibly processed, which is the
 /// safe side (it will not blindly replay them).
 pub(crate) const GOAWAY_ENHANCE_YOUR_CALM: [u8; 17] = [
-    0, 0, 8, // length
+    0, 0, 8,   // length
     0x7, // GOAWAY
-    0, // flags
+    0,   // flags
     0, 0, 0, 0, // stream 0
     0x7f, 0xff, 0xff, 0xff, // last stream id 2^31 - 1
     0, 0, 0, 0xb, // ENHANCE_YOUR_CALM

@@ -91,10 +91,7 @@ impl ConnLimits {
     /// lock, n ≤ `max_connections`); below the cap admission is O(1). We accept the scan
     /// because it only happens when the gateway is full, where closing the right connection
     /// matters more than the microseconds.
-    pub(crate) fn admit(
-        self: &Arc<Self>,
-        conn: &Arc<ConnTracker>,
-    ) -> Result<ConnSlot, Refusal> {
+    pub(crate) fn admit(self: &Arc<Self>, conn: &Arc<ConnTracker>) -> Result<ConnSlot, Refusal> {
         let ip = conn.peer_ip();
         let mut reg = self.reg.lock();
         if let Some(cap) = self.per_ip.filter(|_| !conn.trusted_peer) {
@@ -199,7 +196,11 @@ mod tests {
         let _s5 = l.admit(&conn(epoch, "10.0.0.5:1")).unwrap();
         assert_eq!(served.closing(), Some(CloseReason::Evicted));
         assert_eq!(busy.closing(), None, "a request in flight is never evicted");
-        assert_eq!(l.open(), 5, "the evicted hold their place until they are gone");
+        assert_eq!(
+            l.open(),
+            5,
+            "the evicted hold their place until they are gone"
+        );
     }
 
     #[tokio::test(start_paused = true)]
@@ -223,8 +224,14 @@ mod tests {
             Refusal::PerIp
         );
         l.admit(&conn(epoch, "10.0.0.2:1")).unwrap();
-        let proxy = Arc::new(ConnTracker::new(epoch, "10.0.0.1:4".parse().unwrap(), true, None));
-        l.admit(&proxy).expect("trusted proxies are not capped per address");
+        let proxy = Arc::new(ConnTracker::new(
+            epoch,
+            "10.0.0.1:4".parse().unwrap(),
+            true,
+            None,
+        ));
+        l.admit(&proxy)
+            .expect("trusted proxies are not capped per address");
     }
 
     #[test]

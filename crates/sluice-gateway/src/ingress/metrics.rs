@@ -88,7 +88,9 @@ impl IngressMetrics {
     }
 
     pub(crate) fn connection_closed(&self, reason: &'static str) {
-        self.connections_closed.get_or_create(&Reason { reason }).inc();
+        self.connections_closed
+            .get_or_create(&Reason { reason })
+            .inc();
     }
 
     pub(crate) fn request_refused(&self, r: RequestRefusal) {
@@ -98,9 +100,7 @@ impl IngressMetrics {
     /// The counter of one refusal reason (for the connection I/O, which counts on its own).
     pub(crate) fn requests_refused(&self, r: RequestRefusal) -> Counter {
         self.requests_refused
-            .get_or_create(&Reason {
-                reason: r.as_str(),
-            })
+            .get_or_create(&Reason { reason: r.as_str() })
             .clone()
     }
 }

@@ -173,8 +173,7 @@ impl Drop for RequestGuard {
     fn drop(&mut self) {
         self.conn.request_ended();
         // Ended by the gateway (a closing connection, a shutdown) is not the client's cancel.
-        if !self.done && self.conn.closing().is_none() && !self.ing.state.draining.is_cancelled()
-        {
+        if !self.done && self.conn.closing().is_none() && !self.ing.state.draining.is_cancelled() {
             self.ing.cancelled(&self.conn, self.client_ip);
         }
     }

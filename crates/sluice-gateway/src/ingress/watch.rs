@@ -239,7 +239,8 @@ impl ConnTracker {
 
     /// A non-streaming response starts sending.
     pub(crate) fn send_started(&self) {
-        self.send_progress_ms.store(self.now_ms(), Ordering::Release);
+        self.send_progress_ms
+            .store(self.now_ms(), Ordering::Release);
         if self.sending.fetch_add(1, Ordering::AcqRel) == 0 {
             self.notify.notify_one();
         }
@@ -247,12 +248,14 @@ impl ConnTracker {
 
     /// A non-streaming response handed a piece to the connection.
     pub(crate) fn send_progress(&self) {
-        self.send_progress_ms.store(self.now_ms(), Ordering::Release);
+        self.send_progress_ms
+            .store(self.now_ms(), Ordering::Release);
     }
 
     /// A non-streaming response was sent (or dropped).
     pub(crate) fn send_ended(&self) {
-        self.send_progress_ms.store(self.now_ms(), Ordering::Release);
+        self.send_progress_ms
+            .store(self.now_ms(), Ordering::Release);
         self.sending.fetch_sub(1, Ordering::AcqRel);
     }
 
@@ -376,11 +379,9 @@ mod tests {
         let watch = watchdog(&t, &w);
         tokio::pin!(watch);
         // Busy with a stream for a long time: no timeout applies.
-        assert!(
-            tokio::time::timeout(Duration::from_secs(600), &mut watch)
-                .await
-                .is_err()
-        );
+        assert!(tokio::time::timeout(Duration::from_secs(600), &mut watch)
+            .await
+            .is_err());
         t.request_ended();
         let idle = Instant::now();
         assert_eq!(watch.await, CloseReason::KeepAliveTimeout);
@@ -432,7 +433,12 @@ mod tests {
 
     #[tokio::test(start_paused = true)]
     async fn the_request_rate_is_a_token_bucket() {
-        let t = ConnTracker::new(Instant::now(), "127.0.0.1:1".parse().unwrap(), false, Some(5));
+        let t = ConnTracker::new(
+            Instant::now(),
+            "127.0.0.1:1".parse().unwrap(),
+            false,
+            Some(5),
+        );
         assert_eq!((0..10).filter(|_| t.take_request_token()).count(), 5);
         tokio::time::sleep(Duration::from_millis(400)).await;
         assert_eq!((0..10).filter(|_| t.take_request_token()).count(), 2);

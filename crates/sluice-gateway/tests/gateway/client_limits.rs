@@ -105,9 +105,11 @@ async fn a_trickled_or_stalled_request_body_gets_408() {
     // Ten bytes, then nothing: cut at the 200 ms gap.
     let raw = {
         let mut s = TcpStream::connect(gw.addr()).await.unwrap();
-        s.write_all(b"POST /v1/messages HTTP/1.1\r\nhost: gw\r\ncontent-length: 100\r\n\r\n{\"model\":")
-            .await
-            .unwrap();
+        s.write_all(
+            b"POST /v1/messages HTTP/1.1\r\nhost: gw\r\ncontent-length: 100\r\n\r\n{\"model\":",
+        )
+        .await
+        .unwrap();
         read_to_close(&mut s, Duration::from_secs(3)).await.unwrap()
     };
     let (status, _, body) = split_response(&String::from_utf8_lossy(&raw));
@@ -121,7 +123,10 @@ async fn a_trickled_or_stalled_request_body_gets_408() {
         metric(&gw, "sluice_request_end_total{reason=\"client_timeout\"}"),
         2.0
     );
-    assert!(mock.stats().snapshot().requests.is_empty(), "nothing went upstream");
+    assert!(
+        mock.stats().snapshot().requests.is_empty(),
+        "nothing went upstream"
+    );
 }
 
 #[tokio::test]
@@ -248,7 +253,10 @@ async fn busy_connections_at_the_cap_refuse_new_ones_and_per_ip_caps_apply() {
         }));
     }
     // Three from 127.0.0.1 are its cap: a 4th from it is refused.
-    wait_for(mock.stats(), "4 streams upstream", |s| s.totals.requests == 4).await;
+    wait_for(mock.stats(), "4 streams upstream", |s| {
+        s.totals.requests == 4
+    })
+    .await;
     let mut fourth = connect_from("127.0.0.1", addr).await;
     assert_eq!(
         read_to_close(&mut fourth, Duration::from_secs(2)).await,
@@ -263,7 +271,10 @@ async fn busy_connections_at_the_cap_refuse_new_ones_and_per_ip_caps_apply() {
         1.0
     );
     let mut fifth = connect_from("127.0.0.3", addr).await;
-    fifth.write_all(&post("/v1/chat/completions", "", CHAT)).await.unwrap();
+    fifth
+        .write_all(&post("/v1/chat/completions", "", CHAT))
+        .await
+        .unwrap();
     assert_eq!(
         read_to_close(&mut fifth, Duration::from_secs(2)).await,
         Some(Vec::new()),

@@ -8,8 +8,11 @@ mod support;
 
 mod cancel;
 mod client_limits;
+mod compression;
+mod edge;
 mod errors;
 mod http1_upstream;
+mod hygiene;
 mod lanes;
 mod memory;
 mod policy;
@@ -17,6 +20,7 @@ mod raw;
 mod relay;
 mod resets;
 mod shutdown;
+mod stalled_body;
 mod timeouts;
 mod tls;
 

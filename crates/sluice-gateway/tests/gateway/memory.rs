@@ -54,7 +54,10 @@ async fn stalled_uploads_fill_the_budget_and_the_next_one_gets_a_fast_503() {
     assert_eq!(status, 503, "{body}");
     assert!(body.contains("\"memory_budget_exceeded\""), "{body}");
     assert!(head.contains("retry-after: 1"), "{head}");
-    assert!(t0.elapsed() < Duration::from_secs(1), "refused before any wait");
+    assert!(
+        t0.elapsed() < Duration::from_secs(1),
+        "refused before any wait"
+    );
     assert_eq!(
         metric(
             &gw,
@@ -102,7 +105,11 @@ async fn a_client_that_does_not_read_its_response_is_cut_at_the_send_timeout() {
         },
     )
     .await;
-    let req = post("/v1/chat/completions", "x-mock: body_bytes=16000000\r\n", CHAT);
+    let req = post(
+        "/v1/chat/completions",
+        "x-mock: body_bytes=16000000\r\n",
+        CHAT,
+    );
     let mut first = non_reader(gw.addr()).await;
     first.write_all(&req).await.unwrap();
     eventually("the response is held", Duration::from_secs(5), || {
@@ -130,7 +137,11 @@ async fn a_client_that_does_not_read_its_response_is_cut_at_the_send_timeout() {
     .await;
     let got = read_to_close(&mut first, Duration::from_secs(10)).await;
     let got = got.expect("the connection was closed");
-    assert!(got.len() < 16_000_000, "cut before the end: {} bytes", got.len());
+    assert!(
+        got.len() < 16_000_000,
+        "cut before the end: {} bytes",
+        got.len()
+    );
     // A client that reads gets the whole body.
     let r = h1(
         gw.addr(),
