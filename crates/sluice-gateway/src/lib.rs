@@ -14,6 +14,7 @@ mod body_budget;
 mod client_ip;
 pub mod config;
 pub mod error;
+pub mod head;
 mod headers;
 mod ingress;
 mod policy;

@@ -161,15 +161,16 @@ fn error_response(
     r
 }
 
-/// The fields routing needs; serde skips the rest without building it.
+/// The fields routing needs; serde skips the rest without building it. (Also read by
+/// `head::route_request`, the fuzzed request-head path.)
 #[derive(Deserialize)]
-struct Probe<'a> {
+pub(crate) struct Probe<'a> {
     #[serde(borrow)]
-    model: Option<Cow<'a, str>>,
-    stream: Option<bool>,
-    max_tokens: Option<u64>,
-    max_completion_tokens: Option<u64>,
-    max_output_tokens: Option<u64>,
+    pub(crate) model: Option<Cow<'a, str>>,
+    pub(crate) stream: Option<bool>,
+    pub(crate) max_tokens: Option<u64>,
+    pub(crate) max_completion_tokens: Option<u64>,
+    pub(crate) max_output_tokens: Option<u64>,
 }
 
 /// Why a request ended before its response started: what the client gets, and the end reason
@@ -424,7 +425,10 @@ where
         .routes
         .iter()
         .position(|r| r.models.iter().any(|g| crate::config::glob_match(g, model)))
-        .ok_or_else(|| Failure::bad_request(GatewayError::UnknownModel(model.to_string())))?;
+        .ok_or_else(|| {
+            let shown = crate::untrusted::prefix(model, 1024).to_string();
+            Failure::bad_request(GatewayError::UnknownModel(shown))
+        })?;
     let route = &state.config.routes[route_idx];
     log.route.clone_from(&route.name);
     let idempotent = route.idempotent || parts.headers.contains_key("idempotency-key");

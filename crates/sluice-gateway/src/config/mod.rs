@@ -569,26 +569,38 @@ impl Config {
 
 /// `*` matches any run of characters (also empty), `?` exactly one; everything else itself.
 pub fn glob_match(glob: &str, s: &str) -> bool {
-    let (g, s): (Vec<char>, Vec<char>) = (glob.chars().collect(), s.chars().collect());
+    // On bytes, with `?` and backtracking stepping whole UTF-8 characters: no copy of `s`, whose
+    // length a client chooses (a 10 MB `model` must cost no 40 MB `Vec<char>`).
+    let (g, s) = (glob.as_bytes(), s.as_bytes());
+    let char_len = |i: usize| match s[i] {
+        b if b < 0x80 => 1,
+        b if b >= 0xf0 => 4,
+        b if b >= 0xe0 => 3,
+        _ => 2,
+    };
     // Iterative matcher with one backtrack point: linear for the globs configs use.
     let (mut gi, mut si) = (0, 0);
     let mut star: Option<(usize, usize)> = None;
     while si < s.len() {
-        if gi < g.len() && (g[gi] == '?' || g[gi] == s[si]) {
+        if gi < g.len() && g[gi] == b'?' {
             gi += 1;
-            si += 1;
-        } else if gi < g.len() && g[gi] == '*' {
+            si += char_len(si);
+        } else if gi < g.len() && g[gi] == b'*' {
             star = Some((gi, si));
             gi += 1;
+        } else if gi < g.len() && g[gi] == s[si] {
+            gi += 1;
+            si += 1;
         } else if let Some((sg, ss)) = star {
+            let next = ss + char_len(ss);
             gi = sg + 1;
-            si = ss + 1;
-            star = Some((sg, ss + 1));
+            si = next;
+            star = Some((sg, next));
         } else {
             return false;
         }
     }
-    g[gi..].iter().all(|&c| c == '*')
+    g[gi..].iter().all(|&c| c == b'*')
 }
 
 #[cfg(test)]
@@ -606,5 +618,8 @@ mod glob_tests {
         assert!(glob_match("*mini*", "gpt-4o-mini-2024"));
         assert!(glob_match("claude", "claude"));
         assert!(!glob_match("claude", "claude-3"));
+        assert!(glob_match("模?-*", "模型-v1"));
+        assert!(glob_match("*é", "aéé"));
+        assert!(!glob_match("?", "éé"));
     }
 }
