@@ -77,7 +77,11 @@ impl IngressMetrics {
             "Requests refused at the ingress before any work, by reason",
             m.requests_refused.clone(),
         );
-        registry.register_collector(Box::new(Gauges { limits, budget }));
+        registry.register_collector(Box::new(Gauges {
+            limits,
+            budget,
+            runtime: tokio::runtime::Handle::try_current().ok(),
+        }));
         m
     }
 
@@ -110,6 +114,8 @@ impl IngressMetrics {
 struct Gauges {
     limits: Arc<ConnLimits>,
     budget: Arc<BodyBudget>,
+    /// The gateway's runtime, for its live task count (a leak shows there first).
+    runtime: Option<tokio::runtime::Handle>,
 }
 
 impl Collector for Gauges {
@@ -137,6 +143,14 @@ impl Collector for Gauges {
             "Bytes of request and non-streaming response bodies held now",
             as_i64(self.budget.used()),
         )?;
+        if let Some(rt) = &self.runtime {
+            gauge(
+                &mut encoder,
+                "runtime_alive_tasks",
+                "Tasks alive in the gateway's runtime",
+                as_i64(rt.metrics().num_alive_tasks() as u64),
+            )?;
+        }
         gauge(
             &mut encoder,
             "body_budget_bytes",

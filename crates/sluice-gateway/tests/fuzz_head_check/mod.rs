@@ -68,16 +68,27 @@ pub fn check(config: &Config, data: &[u8]) {
         Ok(Routed::Local(_)) => assert_eq!(*method, Method::GET),
         Ok(Routed::Model { route, .. }) => {
             assert_eq!(*method, Method::POST);
-            let v: serde_json::Value = serde_json::from_slice(body).expect("routed bodies are JSON");
-            let model = v["model"].as_str().expect("routed bodies have a string model");
+            let v: serde_json::Value =
+                serde_json::from_slice(body).expect("routed bodies are JSON");
+            let model = v["model"]
+                .as_str()
+                .expect("routed bodies have a string model");
             let matches = |i: usize| config.routes[i].models.iter().any(|g| glob_match(g, model));
             assert!(matches(route), "{model:?} does not match route {route}");
-            assert!(!(0..route).any(matches), "{model:?} matches an earlier route");
+            assert!(
+                !(0..route).any(matches),
+                "{model:?} matches an earlier route"
+            );
         }
         Err(e) => {
             assert!(e.status().is_client_error(), "{e}: {}", e.status());
             let msg = e.message();
-            assert!(msg.len() <= 600, "a {} byte message for {} input bytes", msg.len(), data.len());
+            assert!(
+                msg.len() <= 600,
+                "a {} byte message for {} input bytes",
+                msg.len(),
+                data.len()
+            );
             assert!(!msg.contains('\n') && !msg.contains('\u{1b}'), "{msg:?}");
         }
     }
