@@ -376,6 +376,47 @@ mod tests {
     }
 
     #[test]
+    fn client_messages_name_upstreams_but_no_address_or_os_error() {
+        let e = GatewayError::Upstream {
+            upstream: "local".into(),
+            source: UpstreamError::Connect {
+                upstream: "local".into(),
+                addr: "10.1.2.3:28500".parse().unwrap(),
+                source: std::io::Error::from_raw_os_error(111),
+            },
+        };
+        assert!(e.to_string().contains("10.1.2.3:28500"), "the log keeps it");
+        assert_eq!(
+            e.message(),
+            "could not connect to upstream `local` (connection refused)"
+        );
+        let e = GatewayError::Upstream {
+            upstream: "local".into(),
+            source: UpstreamError::Tls(
+                "TLS handshake with upstream `local` at 10.1.2.3:443 failed".into(),
+            ),
+        };
+        assert_eq!(
+            e.message(),
+            "the TLS handshake with upstream `local` failed"
+        );
+        let e = GatewayError::UpstreamBody {
+            upstream: "local".into(),
+            source: BodyError::Protocol("connection reset by peer (os error 104)".into()),
+        };
+        assert_eq!(
+            e.message(),
+            "upstream `local` broke off its response: protocol error in the upstream response"
+        );
+        let e = GatewayError::UnknownModel(format!("m\n{}", "x".repeat(5000)));
+        let m = e.message();
+        assert!(
+            m.len() < 200 && m.contains("m\\n") && m.contains("[cut "),
+            "{m}"
+        );
+    }
+
+    #[test]
     fn a_saturated_pool_names_upstream_lane_and_setting() {
         let e = GatewayError::Upstream {
             upstream: "local".into(),

@@ -60,11 +60,11 @@ fn broken_configs_get_the_field_the_line_and_the_fix() {
         ),
         (
             format!("[server]\nserver_timing = \"yes\"\n{MIN}"),
-            "line 2: server.server_timing: expected a boolean, found string \"yes\"",
+            "line 3: server.server_timing: expected a boolean, found string \"yes\"",
         ),
         (
             format!("[server]\nmax_request_body = 1.5\n{MIN}"),
-            "line 2: server.max_request_body: expected a size such as \"16MiB\" or a whole \
+            "line 3: server.max_request_body: expected a size such as \"16MiB\" or a whole \
              number of bytes, found the number 1.5: sizes are whole numbers",
         ),
         (
@@ -144,12 +144,12 @@ fn broken_configs_get_the_field_the_line_and_the_fix() {
         ),
         (
             format!("[server]\nmax_request_body = \"16M\"\n{MIN}"),
-            "line 2: server.max_request_body: `16M`: `M` is ambiguous; write 16MiB (powers of \
+            "line 3: server.max_request_body: `16M`: `M` is ambiguous; write 16MiB (powers of \
              1024) or 16MB (powers of 1000)",
         ),
         (
             format!("[server]\nheartbeat = \"0s\"\n{MIN}"),
-            "line 2: server.heartbeat: must be greater than zero",
+            "line 3: server.heartbeat: must be greater than zero",
         ),
         // Validation across fields, the file system and the connection layer.
         (
@@ -178,7 +178,7 @@ fn broken_configs_get_the_field_the_line_and_the_fix() {
         ),
         (
             format!("[server]\nlisten = \"localhost\"\n{MIN}"),
-            "line 2: server.listen: must be IP:PORT, e.g. \"127.0.0.1:8080\" or \"[::]:8443\"",
+            "line 3: server.listen: must be IP:PORT, e.g. \"127.0.0.1:8080\" or \"[::]:8443\"",
         ),
         (
             with_upstream_line("auth = { type = \"bearer\", env = \"MISSING\" }"),
@@ -335,7 +335,7 @@ upstream = "remote"
     let warnings: Vec<String> = checked.warnings.iter().map(|w| w.to_string()).collect();
     assert!(
         warnings.contains(
-            &"line 2: server.tls.cert: not checked: the file's path needs `CERT_DIR`, which is \
+            &"line 3: server.tls.cert: not checked: the file's path needs `CERT_DIR`, which is \
               not set (--skip-env)"
                 .to_string()
         ),
@@ -520,4 +520,61 @@ fn a_certificate_near_its_end_is_a_warning() {
         "{:?}",
         checked.warnings
     );
+}
+
+#[test]
+fn server_edge_limits_have_defaults_and_are_checked() {
+    let c = Config::from_toml(MIN, &env).unwrap();
+    let s = &c.server;
+    assert_eq!(s.client_timeouts, ClientTimeouts::default());
+    assert_eq!(s.client_timeouts.keep_alive, Duration::from_secs(75));
+    assert_eq!(s.client_resets, ClientResets::default());
+    assert_eq!(s.max_connections, None, "derived at startup");
+    assert_eq!(s.max_header_bytes, 32 << 10);
+    assert_eq!(s.memory_budget, 512 << 20);
+    assert!(s.trusted_proxies.is_empty());
+    assert_eq!(c.upstreams[0].timeouts.idle, Duration::from_secs(300));
+    let with = |line: &str| {
+        MIN.replacen(
+            "[[upstream]]",
+            &format!("[server]\n{line}\n\n[[upstream]]"),
+            1,
+        )
+    };
+    let c = Config::from_toml(
+        &with("trusted_proxies = [\"10.0.0.0/8\", \"::1\"]\nclient_timeouts = { header = \"2s\" }\nclient_resets = { per_ip = 5 }"),
+        &env,
+    )
+    .unwrap();
+    assert!(c.server.trusted_proxies[0].contains("10.9.9.9".parse().unwrap()));
+    assert!(c.server.trusted_proxies[1].contains("::1".parse().unwrap()));
+    assert_eq!(c.server.client_timeouts.header, Duration::from_secs(2));
+    assert_eq!(c.server.client_timeouts.body, Duration::from_secs(60));
+    assert_eq!(c.server.client_resets.per_ip, 5);
+    for (line, want) in [
+        (
+            "trusted_proxies = [\"10.0.0.0/33\"]",
+            "line 3: server.trusted_proxies[0]: `10.0.0.0/33`: the prefix length must be 0 to 32",
+        ),
+        (
+            "memory_budget = \"1MiB\"",
+            "line 3: server.memory_budget: 1048576 bytes is less than one request or response \
+             body may be (max_request_body 16777216, max_response_body 8388608); raise it or \
+             lower those",
+        ),
+        (
+            "client_timeouts = { keep_alive = \"0s\" }",
+            "line 3: server.client_timeouts.keep_alive: must be greater than zero",
+        ),
+        (
+            "client_resets = { per_connection = 0 }",
+            "line 3: server.client_resets.per_connection: must be at least 1",
+        ),
+        (
+            "max_header_bytes = \"4KiB\"",
+            "line 3: server.max_header_bytes: must be from 8KiB to 1MiB",
+        ),
+    ] {
+        assert_eq!(err(&with(line)).to_string(), want, "{line}");
+    }
 }

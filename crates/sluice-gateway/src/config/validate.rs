@@ -406,7 +406,9 @@ fn server_config(raw: RawServer, ctx: &mut Ctx<'_>) -> Result<ServerConfig, Conf
         return Err(ConfigError::new(
             "server.memory_budget",
             format!(
-                "{memory_budget} bytes is less than one request or response body may be                  (max_request_body {max_request_body}, max_response_body {max_response_body});                  raise it or lower those"
+                "{memory_budget} bytes is less than one request or response body may be \
+                 (max_request_body {max_request_body}, max_response_body {max_response_body}); \
+                 raise it or lower those"
             ),
         ));
     }
