@@ -60,11 +60,11 @@ fn broken_configs_get_the_field_the_line_and_the_fix() {
         ),
         (
             format!("[server]\nserver_timing = \"yes\"\n{MIN}"),
-            "line 3: server.server_timing: expected a boolean, found string \"yes\"",
+            "line 2: server.server_timing: expected a boolean, found string \"yes\"",
         ),
         (
             format!("[server]\nmax_request_body = 1.5\n{MIN}"),
-            "line 3: server.max_request_body: expected a size such as \"16MiB\" or a whole \
+            "line 2: server.max_request_body: expected a size such as \"16MiB\" or a whole \
              number of bytes, found the number 1.5: sizes are whole numbers",
         ),
         (
@@ -144,12 +144,12 @@ fn broken_configs_get_the_field_the_line_and_the_fix() {
         ),
         (
             format!("[server]\nmax_request_body = \"16M\"\n{MIN}"),
-            "line 3: server.max_request_body: `16M`: `M` is ambiguous; write 16MiB (powers of \
+            "line 2: server.max_request_body: `16M`: `M` is ambiguous; write 16MiB (powers of \
              1024) or 16MB (powers of 1000)",
         ),
         (
             format!("[server]\nheartbeat = \"0s\"\n{MIN}"),
-            "line 3: server.heartbeat: must be greater than zero",
+            "line 2: server.heartbeat: must be greater than zero",
         ),
         // Validation across fields, the file system and the connection layer.
         (
@@ -178,7 +178,7 @@ fn broken_configs_get_the_field_the_line_and_the_fix() {
         ),
         (
             format!("[server]\nlisten = \"localhost\"\n{MIN}"),
-            "line 3: server.listen: must be IP:PORT, e.g. \"127.0.0.1:8080\" or \"[::]:8443\"",
+            "line 2: server.listen: must be IP:PORT, e.g. \"127.0.0.1:8080\" or \"[::]:8443\"",
         ),
         (
             with_upstream_line("auth = { type = \"bearer\", env = \"MISSING\" }"),
@@ -335,7 +335,7 @@ upstream = "remote"
     let warnings: Vec<String> = checked.warnings.iter().map(|w| w.to_string()).collect();
     assert!(
         warnings.contains(
-            &"line 3: server.tls.cert: not checked: the file's path needs `CERT_DIR`, which is \
+            &"line 2: server.tls.cert: not checked: the file's path needs `CERT_DIR`, which is \
               not set (--skip-env)"
                 .to_string()
         ),
