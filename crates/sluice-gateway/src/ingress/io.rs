@@ -111,14 +111,19 @@ impl<T> ConnIo<T> {
         self.tracker.bytes_read();
     }
 
+    /// Whether hyper may be writing its automatic error response now: no request in flight,
+    /// and bytes came that did not become a request.
+    fn may_be_auto_error(&self) -> bool {
+        let t = &self.tracker;
+        self.rewrite
+            && self.replacement.is_none()
+            && t.in_flight() == 0
+            && (t.requests() == 0 || t.head_pending())
+    }
+
     /// Whether `head` is hyper's automatic error response, written now.
     fn is_auto_error(&self, head: &[u8]) -> Option<StatusCode> {
-        let t = &self.tracker;
-        if !self.rewrite
-            || self.replacement.is_some()
-            || t.in_flight() > 0
-            || (t.requests() > 0 && !t.head_pending())
-        {
+        if !self.may_be_auto_error() {
             return None;
         }
         auto_error_status(head)
@@ -189,10 +194,12 @@ fn auto_error_status(head: &[u8]) -> Option<StatusCode> {
         b"HTTP/1.1 431 " => StatusCode::REQUEST_HEADER_FIELDS_TOO_LARGE,
         _ => return None,
     };
-    let zero = head
-        .windows(21)
-        .any(|w| w.eq_ignore_ascii_case(b"\r\ncontent-length: 0\r\n"));
-    zero.then_some(status)
+    let has = |line: &[u8]| {
+        head.windows(line.len())
+            .any(|w| w.eq_ignore_ascii_case(line))
+    };
+    // Every response of the request path carries the request id; hyper's own never does.
+    (has(b"\r\ncontent-length: 0\r\n") && !has(b"\r\nx-request-id:")).then_some(status)
 }
 
 impl<T: AsyncRead + Unpin> AsyncRead for ConnIo<T> {
@@ -241,7 +248,7 @@ impl<T: AsyncWrite + Unpin> AsyncWrite for ConnIo<T> {
     ) -> Poll<io::Result<usize>> {
         let this = self.get_mut();
         let total: usize = bufs.iter().map(|b| b.len()).sum();
-        if this.rewrite && this.tracker.in_flight() == 0 && total <= 512 {
+        if total <= 512 && this.may_be_auto_error() {
             let flat: Vec<u8> = bufs.iter().flat_map(|b| b.iter().copied()).collect();
             if let Some(status) = this.is_auto_error(&flat) {
                 this.replace(status);
@@ -305,5 +312,11 @@ mod tests {
         assert_eq!(auto_error_status(with_body), None);
         let partial = b"HTTP/1.1 400 Bad Request\r\ncontent-length: 0\r\n";
         assert_eq!(auto_error_status(partial), None);
+        let ours = b"HTTP/1.1 400 Bad Request\r\ncontent-length: 0\r\nx-request-id: sl-1\r\n\r\n";
+        assert_eq!(
+            auto_error_status(ours),
+            None,
+            "an upstream's empty 400, passed on"
+        );
     }
 }
