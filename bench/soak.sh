@@ -99,7 +99,7 @@ while [ $SECONDS -lt $END ]; do
   LAST=$(grep -v '^$' "$WORK/rps.jsonl" 2>/dev/null | tail -1 || true)
   RPS=$(printf '%s' "$LAST" | python3 -c 'import json,sys
 try:
-  d=json.load(sys.stdin); print(round(d.get("throughput_rps", d.get("rps", 0)),1), round(d["latency"]["p99_ms"],1) if "latency" in d else d.get("p99_ms","-"), d.get("errors",0)+d.get("timeouts",0))
+  d=json.load(sys.stdin); print(round(d.get("throughput_per_s", 0),1), round(d["latency"]["p99_ms"],1) if "latency" in d else d.get("p99_ms","-"), d.get("errors",0)+d.get("timeouts",0))
 except Exception: print("- - -")')
   set -- $RPS
   T=$((SECONDS - START))
