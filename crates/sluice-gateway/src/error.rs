@@ -140,6 +140,55 @@ pub enum GatewayError {
     /// The gateway is shutting down.
     #[error("the gateway is shutting down")]
     ShuttingDown,
+    /// The client did not send its request body in time (`server.client_timeouts.body_idle`
+    /// between two pieces, `body` in all).
+    #[error("the request body did not arrive in time: {what} ({timeout:?})")]
+    ClientBodyTimeout {
+        /// The timeout that fired.
+        timeout: Duration,
+        /// Which one, in words.
+        what: &'static str,
+    },
+    /// The gateway holds as many buffered bodies as `server.memory_budget` allows.
+    #[error(
+        "the gateway is holding as many request and response bodies as its memory budget \
+         ({limit} bytes) allows; retry shortly"
+    )]
+    OverBudget {
+        /// The budget in bytes.
+        limit: u64,
+    },
+    /// This client address cancelled too many requests right after starting them
+    /// (`server.client_resets`); its new requests are refused for a while.
+    #[error(
+        "too many requests from this client were cancelled right after they started; new \
+         requests are refused for {} s",
+        retry_after.as_secs().max(1)
+    )]
+    TooManyCancels {
+        /// How much longer the block lasts.
+        retry_after: Duration,
+    },
+    /// The connection starts requests faster than `server.max_connection_request_rate`.
+    #[error(
+        "this connection starts more than {limit} requests a second \
+         (server.max_connection_request_rate); slow down or open another connection"
+    )]
+    RequestRate {
+        /// Requests per second per connection.
+        limit: u32,
+    },
+    /// An HTTP/1.1 request without exactly one `Host` header (RFC 9112 §3.2).
+    #[error("{0}")]
+    BadHost(&'static str),
+    /// A request head that could not be parsed (answered at the connection level).
+    #[error("{detail}")]
+    MalformedRequest {
+        /// 400, 414 or 431.
+        status: StatusCode,
+        /// What is wrong.
+        detail: &'static str,
+    },
 }
 
 impl GatewayError {
@@ -171,6 +220,11 @@ impl GatewayError {
             }
             RetryBudgetExhausted { .. } => StatusCode::SERVICE_UNAVAILABLE,
             ShuttingDown => StatusCode::SERVICE_UNAVAILABLE,
+            ClientBodyTimeout { .. } => StatusCode::REQUEST_TIMEOUT,
+            OverBudget { .. } => StatusCode::SERVICE_UNAVAILABLE,
+            TooManyCancels { .. } | RequestRate { .. } => StatusCode::TOO_MANY_REQUESTS,
+            BadHost(_) => StatusCode::BAD_REQUEST,
+            MalformedRequest { status, .. } => *status,
         }
     }
 
@@ -201,6 +255,16 @@ impl GatewayError {
             IdleTimeout { .. } => "idle_timeout",
             RetryBudgetExhausted { .. } => "retry_budget_exhausted",
             ShuttingDown => "shutting_down",
+            ClientBodyTimeout { .. } => "request_body_timeout",
+            OverBudget { .. } => "memory_budget_exceeded",
+            TooManyCancels { .. } => "too_many_cancellations",
+            RequestRate { .. } => "connection_request_rate",
+            BadHost(_) => "invalid_host",
+            MalformedRequest { status, .. } => match *status {
+                StatusCode::REQUEST_HEADER_FIELDS_TOO_LARGE => "request_header_too_large",
+                StatusCode::URI_TOO_LONG => "uri_too_long",
+                _ => "malformed_request",
+            },
         }
     }
 
@@ -209,16 +273,73 @@ impl GatewayError {
         sluice_providers::error::error_body(family, self.status(), self.code(), &self.message())
     }
 
-    /// The message of the error body: the error itself, except that a saturated upstream pool
-    /// names the upstream, the lane, the limit it hit and the setting to raise (never an
-    /// address).
+    /// The message of the error body: what the client may read. Upstreams are named by their
+    /// configured name only: addresses, OS errors and TLS details stay in the log (the
+    /// error's `Display`). Client input is quoted as a short escaped prefix (see
+    /// [`crate::untrusted::echo`]), never whole. A saturated upstream pool names the upstream,
+    /// the lane, the limit it hit and the setting to raise.
     pub fn message(&self) -> String {
+        use crate::untrusted::{echo, echo_at_most};
+        use GatewayError::*;
         match self {
-            GatewayError::Upstream { upstream, source } if source.is_pool_saturated() => {
+            Upstream { upstream, source } if source.is_pool_saturated() => {
                 saturated(upstream, source)
             }
+            Upstream { upstream, source } => public_upstream_error(upstream, source),
+            UpstreamBody { upstream, source } => format!(
+                "upstream `{upstream}` broke off its response: {}",
+                public_body_error(source)
+            ),
+            NotFound(path) => format!(
+                "unknown path {}; Sluice serves /v1/chat/completions, /v1/completions, \
+                 /v1/embeddings, /v1/responses, /v1/messages and /v1/models",
+                echo(path)
+            ),
+            MethodNotAllowed { path, expected } => format!("{} takes {expected}", echo(path)),
+            UnknownModel(model) => format!(
+                "the model `{}` does not exist or is not routed by this gateway",
+                echo(model)
+            ),
+            // serde's messages quote the offending value: kept short, with what was expected.
+            BadJson(e) => format!(
+                "the request body is not valid JSON: {}",
+                echo_at_most(e, 160)
+            ),
+            BodyRead(e) => format!("could not read the request body: {}", echo(e)),
             other => other.to_string(),
         }
+    }
+}
+
+/// An upstream failure as the client may read it: the upstream's configured name and what
+/// kind of failure, never the address or the OS's words.
+fn public_upstream_error(upstream: &str, e: &UpstreamError) -> String {
+    match e {
+        UpstreamError::Connect { source, .. } => {
+            format!(
+                "could not connect to upstream `{upstream}` ({})",
+                source.kind()
+            )
+        }
+        UpstreamError::ConnectTimeout(d) => {
+            format!("connecting to upstream `{upstream}` timed out after {d:?}")
+        }
+        UpstreamError::Tls(_) => format!("the TLS handshake with upstream `{upstream}` failed"),
+        // Fixed texts, with nothing of the peer in them.
+        UpstreamError::Deadline
+        | UpstreamError::Refused
+        | UpstreamError::GoAway
+        | UpstreamError::Reset(_)
+        | UpstreamError::Closed => format!("upstream `{upstream}`: {e}"),
+        other => format!("upstream `{upstream}` failed ({})", other.metric_label()),
+    }
+}
+
+/// A broken-off upstream body as the client may read it.
+pub(crate) fn public_body_error(e: &BodyError) -> String {
+    match e {
+        BodyError::Reset(_) | BodyError::Closed | BodyError::Incomplete => e.to_string(),
+        other => format!("{} error in the upstream response", other.metric_label()),
     }
 }
 
@@ -279,6 +400,47 @@ mod tests {
         assert_eq!(a["type"], "error");
         assert_eq!(a["error"]["type"], "not_found_error");
         assert_eq!(e.status(), 404);
+    }
+
+    #[test]
+    fn client_messages_name_upstreams_but_no_address_or_os_error() {
+        let e = GatewayError::Upstream {
+            upstream: "local".into(),
+            source: UpstreamError::Connect {
+                upstream: "local".into(),
+                addr: "10.1.2.3:28500".parse().unwrap(),
+                source: std::io::Error::from_raw_os_error(111),
+            },
+        };
+        assert!(e.to_string().contains("10.1.2.3:28500"), "the log keeps it");
+        assert_eq!(
+            e.message(),
+            "could not connect to upstream `local` (connection refused)"
+        );
+        let e = GatewayError::Upstream {
+            upstream: "local".into(),
+            source: UpstreamError::Tls(
+                "TLS handshake with upstream `local` at 10.1.2.3:443 failed".into(),
+            ),
+        };
+        assert_eq!(
+            e.message(),
+            "the TLS handshake with upstream `local` failed"
+        );
+        let e = GatewayError::UpstreamBody {
+            upstream: "local".into(),
+            source: BodyError::Protocol("connection reset by peer (os error 104)".into()),
+        };
+        assert_eq!(
+            e.message(),
+            "upstream `local` broke off its response: protocol error in the upstream response"
+        );
+        let e = GatewayError::UnknownModel(format!("m\n{}", "x".repeat(5000)));
+        let m = e.message();
+        assert!(
+            m.len() < 200 && m.contains("m\\n") && m.contains("[cut "),
+            "{m}"
+        );
     }
 
     #[test]

@@ -28,6 +28,44 @@ const HOP_BY_HOP: &[&str] = &[
     "content-length",
 ];
 
+/// The longest `X-Request-Id` kept from a client.
+pub const MAX_REQUEST_ID: usize = 128;
+
+/// Removes the client's `X-Request-Id` unless it is one short token (1 to
+/// [`MAX_REQUEST_ID`] bytes of ASCII letters, digits and `-._:/+=@`), so that one is generated
+/// instead. A request id goes into every log line of its request, upstream and back to the
+/// client: spaces, quotes and control characters in it could forge log fields or lines.
+pub fn drop_invalid_request_id(h: &mut HeaderMap) {
+    let valid = |v: &HeaderValue| {
+        let b = v.as_bytes();
+        (1..=MAX_REQUEST_ID).contains(&b.len())
+            && b.iter()
+                .all(|c| c.is_ascii_alphanumeric() || b"-._:/+=@".contains(c))
+    };
+    let all: Vec<&HeaderValue> = h.get_all(REQUEST_ID).iter().collect();
+    if all.len() != 1 || !valid(all[0]) {
+        h.remove(REQUEST_ID);
+    }
+}
+
+/// Asks the upstream for an uncompressed body (`Accept-Encoding: identity`): the SSE relay
+/// reads events from the bytes, so a stream must arrive as text. (A non-streaming body is
+/// passed through untouched, compressed or not, with its `Content-Encoding`.)
+pub fn request_identity(h: &mut HeaderMap) {
+    h.insert(
+        header::ACCEPT_ENCODING,
+        HeaderValue::from_static("identity"),
+    );
+}
+
+/// The response's content coding, if it is not `identity`: such a body cannot be read as an
+/// event stream.
+pub fn content_coding(h: &HeaderMap) -> Option<&str> {
+    h.get(header::CONTENT_ENCODING)
+        .map(|v| v.to_str().unwrap_or("?").trim())
+        .filter(|v| !v.is_empty() && !v.eq_ignore_ascii_case("identity"))
+}
+
 /// Headers whose names mark a session, for the "upstream 4xx mentions a session" log.
 pub fn session_header_names(h: &HeaderMap) -> Vec<&str> {
     h.keys()
@@ -328,6 +366,44 @@ mod tests {
         );
         assert_eq!(h["x-api-key"], "sk-ant");
         assert!(!h.contains_key("authorization"));
+    }
+
+    #[test]
+    fn only_short_token_request_ids_are_kept() {
+        for ok in ["client-7", "req_01HZX", "a1b2:c3/d4+e5=@x.y"] {
+            let mut h = map(&[("x-request-id", ok)]);
+            drop_invalid_request_id(&mut h);
+            assert_eq!(h["x-request-id"], ok);
+        }
+        let long = "x".repeat(MAX_REQUEST_ID + 1);
+        for bad in ["a status=999", "a\"b", "", long.as_str()] {
+            let mut h = map(&[("x-request-id", bad)]);
+            drop_invalid_request_id(&mut h);
+            assert!(!h.contains_key("x-request-id"), "{bad:?}");
+        }
+        let mut h = map(&[("x-request-id", "a")]);
+        h.append("x-request-id", HeaderValue::from_static("b"));
+        drop_invalid_request_id(&mut h);
+        assert!(
+            !h.contains_key("x-request-id"),
+            "two ids: neither is the id"
+        );
+    }
+
+    #[test]
+    fn streams_ask_for_identity_and_codings_are_read() {
+        let mut h = map(&[("accept-encoding", "gzip, br")]);
+        request_identity(&mut h);
+        assert_eq!(h["accept-encoding"], "identity");
+        assert_eq!(
+            content_coding(&map(&[("content-encoding", "gzip")])),
+            Some("gzip")
+        );
+        assert_eq!(
+            content_coding(&map(&[("content-encoding", "identity")])),
+            None
+        );
+        assert_eq!(content_coding(&HeaderMap::new()), None);
     }
 
     #[test]

@@ -1,23 +1,62 @@
 //! Accepting clients: HTTP/1.1 and h2c prior knowledge on one port, or TLS with ALPN (h2,
 //! http/1.1); and graceful shutdown.
 
+mod body;
+mod io;
+mod limits;
+mod metrics;
+mod request;
+mod resets;
+mod watch;
+
 use std::net::SocketAddr;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
 use hyper::service::service_fn;
 use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
 use hyper_util::server::conn::auto;
-use hyper_util::server::graceful::GracefulShutdown;
+use prometheus_client::metrics::counter::Counter;
 use sluice_upstream::Upstream;
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
+use tokio::time::Instant;
 use tokio_rustls::TlsAcceptor;
 use tokio_util::sync::CancellationToken;
 
-use crate::config::{Config, TlsFiles};
-use crate::proxy::{self, State};
+pub(crate) use body::client_body_error;
+use io::{ConnIo, GOAWAY_ENHANCE_YOUR_CALM};
+use limits::{ConnLimits, ConnSlot, Refusal};
+use metrics::{IngressMetrics, RequestRefusal};
+use resets::ResetGuard;
+use watch::{CloseReason, ConnTracker};
+
+use crate::body_budget::BodyBudget;
+use crate::client_ip::TrustedProxies;
+use crate::config::{ClientTimeouts, Config, ServerConfig, TlsFiles};
+use crate::proxy::State;
 use crate::telemetry::Telemetry;
+
+/// What every connection of the ingress shares: the request path's state, and the edge's
+/// limits and their accounting.
+pub(crate) struct Ingress {
+    pub(crate) state: Arc<State>,
+    budget: Arc<BodyBudget>,
+    resets: ResetGuard,
+    trusted: TrustedProxies,
+    timeouts: ClientTimeouts,
+    request_rate: Option<u32>,
+    metrics: IngressMetrics,
+    limits: Arc<ConnLimits>,
+    /// `sluice_client_requests_refused_total{reason="malformed_head"}`, counted by the I/O.
+    malformed: Counter,
+    /// The clock the connections' times count from.
+    epoch: Instant,
+    last_refusal_log_ms: AtomicU64,
+}
 
 /// Why the gateway could not start. Nothing is left half-started.
 #[derive(Debug, thiserror::Error)]
@@ -93,10 +132,32 @@ impl Gateway {
                 .zip(upstreams.iter().cloned())
                 .collect(),
         ));
+        let server = &config.server;
+        let fds = sluice_upstream::fd_limit();
+        let max_connections = server
+            .max_connections
+            .unwrap_or_else(|| limits::default_max_connections(&fds));
+        tracing::info!(
+            max_connections,
+            memory_budget = server.memory_budget,
+            "{fds}; client connections are capped at {max_connections}"
+        );
+        let conn_limits = ConnLimits::new(max_connections, server.max_connections_per_ip);
+        let budget = BodyBudget::new(server.memory_budget);
+        let metrics = IngressMetrics::register(
+            telemetry.registry_mut(),
+            conn_limits.clone(),
+            budget.clone(),
+        );
+        let epoch = Instant::now();
+        let grace = server.shutdown_grace;
+        let (resets, trusted, timeouts, request_rate) = (
+            ResetGuard::new(server.client_resets, epoch),
+            TrustedProxies::new(server.trusted_proxies.clone()),
+            server.client_timeouts,
+            server.max_connection_request_rate,
+        );
         let telemetry = Arc::new(telemetry);
-        let grace = config.server.shutdown_grace;
-        // The descriptor limit caps the connections of every HTTP/1.1 lane: say what it is.
-        tracing::info!("{}", sluice_upstream::fd_limit());
         let targets = crate::targets::build(&config, &upstreams)?;
         let state = Arc::new(State::new(config, upstreams, targets, telemetry.clone()));
         let admin = crate::admin::start(state.clone(), admin_addr)
@@ -105,8 +166,21 @@ impl Gateway {
                 addr: admin_addr,
                 source,
             })?;
+        let ingress = Arc::new(Ingress {
+            state,
+            budget,
+            resets,
+            trusted,
+            timeouts,
+            request_rate,
+            malformed: metrics.requests_refused(RequestRefusal::MalformedHead),
+            metrics,
+            limits: conn_limits,
+            epoch,
+            last_refusal_log_ms: AtomicU64::new(0),
+        });
         let stop = CancellationToken::new();
-        let task = tokio::spawn(serve(listener, tls, state, stop.clone(), grace));
+        let task = tokio::spawn(serve(listener, tls, ingress, stop.clone(), grace));
         Ok(Gateway {
             addr,
             admin,
@@ -157,23 +231,51 @@ fn tls_acceptor(files: &TlsFiles) -> Result<TlsAcceptor, StartError> {
         .map_err(|e| StartError::Tls(e.to_string()))
 }
 
-fn builder() -> auto::Builder<TokioExecutor> {
+/// hyper's connection settings. HTTP/1.1's own header-read timeout is off: it starts when a
+/// kept-alive connection becomes idle, so it would double as the keep-alive timeout; the
+/// connection's watch times heads instead (`client_timeouts.header`).
+fn builder(cfg: &ServerConfig) -> auto::Builder<TokioExecutor> {
     let mut b = auto::Builder::new(TokioExecutor::new());
     // half_close stays off: a client's EOF while we stream must end the response (and so
     // cancel the upstream), not be taken as "done sending".
-    b.http1().timer(TokioTimer::new()).half_close(false);
-    b.http2().timer(TokioTimer::new());
+    // The read buffer's cap is the HTTP/1.1 head limit: a head that does not fit gets 431
+    // (hyper-util's auto builder does not expose hyper's `max_header_size`). It also caps the
+    // write buffer, which keeps a response that the client does not take in our hands, where
+    // the send timeout sees it.
+    b.http1()
+        .timer(TokioTimer::new())
+        .half_close(false)
+        .header_read_timeout(None)
+        .max_buf_size((cfg.max_header_bytes as usize).max(MIN_BUF));
+    b.http2()
+        .timer(TokioTimer::new())
+        .max_header_list_size(cfg.max_header_bytes)
+        .max_concurrent_streams(cfg.max_concurrent_streams);
     b
+}
+
+/// hyper's smallest HTTP/1.1 buffer cap.
+const MIN_BUF: usize = 8192;
+
+/// How long a connection closed for a timeout gets to say goodbye (HTTP/2 GOAWAY and its
+/// PING round trip) before it is dropped.
+const GOODBYE: Duration = Duration::from_secs(5);
+
+/// At most one "connection refused" warning this often: under a flood the counter says how
+/// many.
+const REFUSAL_LOG_EVERY_MS: u64 = 10_000;
+
+async fn all_closed(conns: &mut tokio::task::JoinSet<()>) {
+    while conns.join_next().await.is_some() {}
 }
 
 async fn serve(
     listener: TcpListener,
     tls: Option<TlsAcceptor>,
-    state: Arc<State>,
+    ing: Arc<Ingress>,
     stop: CancellationToken,
     grace: Duration,
 ) {
-    let graceful = GracefulShutdown::new();
     // Connections are owned by the server: whatever is left when shutdown ends is aborted, so no
     // task outlives the gateway.
     let mut conns = tokio::task::JoinSet::new();
@@ -182,14 +284,11 @@ async fn serve(
             _ = stop.cancelled() => break,
             Some(_) = conns.join_next(), if !conns.is_empty() => {}
             accepted = listener.accept() => match accepted {
-                Ok((tcp, _)) => {
-                    let _ = tcp.set_nodelay(true);
-                    let state = state.clone();
-                    let watcher = graceful.watcher();
-                    let tls = tls.clone();
-                    conns.spawn(async move {
-                        serve_conn(tcp, tls, state, watcher).await;
-                    });
+                Ok((tcp, peer)) => {
+                    if let Some((tracker, slot)) = ing.admit(peer) {
+                        let _ = tcp.set_nodelay(true);
+                        conns.spawn(serve_conn(ing.clone(), tcp, tls.clone(), tracker, slot));
+                    }
                 }
                 Err(e) => {
                     // EMFILE and friends: back off instead of spinning.
@@ -200,48 +299,200 @@ async fn serve(
         }
     }
     drop(listener);
-    state.draining.cancel();
+    // Every connection watches this: HTTP/2 gets GOAWAY, HTTP/1.1 closes after its response.
+    ing.state.draining.cancel();
     tracing::info!(grace = ?grace, "shutting down: no new connections; GOAWAY sent to HTTP/2 clients");
-    let all_closed = graceful.shutdown();
-    tokio::pin!(all_closed);
-    if tokio::time::timeout(grace, &mut all_closed).await.is_err() {
+    if tokio::time::timeout(grace, all_closed(&mut conns))
+        .await
+        .is_err()
+    {
         // Streams still running get their final error event now, then their connections close.
-        state.streams_deadline.cancel();
+        ing.state.streams_deadline.cancel();
         tracing::warn!("shutdown grace period over; ending the remaining streams");
         // Bounded: a client that never reads its last event must not hold the process.
-        let _ = tokio::time::timeout(Duration::from_secs(5), all_closed).await;
+        let _ = tokio::time::timeout(Duration::from_secs(5), all_closed(&mut conns)).await;
     }
     conns.shutdown().await;
 }
 
+impl Ingress {
+    /// Admits a new connection or refuses it (blocked address, a cap), counted and logged.
+    fn admit(&self, peer: SocketAddr) -> Option<(Arc<ConnTracker>, ConnSlot)> {
+        let ip = crate::client_ip::canonical(peer.ip());
+        let trusted = self.trusted.trusts(ip);
+        let refused = if !trusted && self.resets.blocked(ip).is_some() {
+            Refusal::Blocked
+        } else {
+            let tracker = Arc::new(ConnTracker::new(
+                self.epoch,
+                peer,
+                trusted,
+                self.request_rate,
+            ));
+            match self.limits.admit(&tracker) {
+                Ok(slot) => {
+                    if let Some(evicted) = slot.evicted {
+                        tracing::debug!(%evicted, "at max_connections: closed the longest-idle connection");
+                    }
+                    return Some((tracker, slot));
+                }
+                Err(r) => r,
+            }
+        };
+        self.metrics.connection_refused(refused.as_str());
+        let now = u64::try_from(self.epoch.elapsed().as_millis()).unwrap_or(u64::MAX);
+        let last = self.last_refusal_log_ms.load(Ordering::Relaxed);
+        if (last == 0 || now.saturating_sub(last) >= REFUSAL_LOG_EVERY_MS)
+            && self
+                .last_refusal_log_ms
+                .compare_exchange(last, now.max(1), Ordering::AcqRel, Ordering::Relaxed)
+                .is_ok()
+        {
+            tracing::warn!(
+                peer = %peer,
+                reason = refused.as_str(),
+                max_connections = self.limits.max(),
+                "refusing client connections (sluice_client_connections_refused_total counts them; this is logged at most every 10 s)"
+            );
+        }
+        None
+    }
+}
+
 async fn serve_conn(
+    ing: Arc<Ingress>,
     tcp: TcpStream,
     tls: Option<TlsAcceptor>,
-    state: Arc<State>,
-    watcher: hyper_util::server::graceful::Watcher,
+    tracker: Arc<ConnTracker>,
+    slot: ConnSlot,
 ) {
-    let svc = service_fn(move |req| {
-        let state = state.clone();
-        async move { Ok::<_, std::convert::Infallible>(proxy::handle(state, req).await) }
-    });
+    // The place is held for as long as the connection lives.
+    let _slot = slot;
+    let cfg = &ing.state.config.server;
     match tls {
         None => {
-            let b = builder();
-            let conn = b.serve_connection(TokioIo::new(tcp), svc).into_owned();
-            let _ = watcher.watch(conn).await;
+            let (tx, rx) = oneshot::channel();
+            let io = ConnIo::new(tcp, tracker.clone(), tx, false, ing.malformed.clone());
+            run(&ing, io, &tracker, builder(cfg), rx).await;
         }
         Some(acceptor) => {
-            let Ok(stream) = acceptor.accept(tcp).await else {
-                return;
+            // The handshake is part of the first request's head: the watch's header timeout
+            // (or an eviction) ends it.
+            let stream = tokio::select! {
+                r = acceptor.accept(tcp) => match r {
+                    Ok(s) => s,
+                    Err(e) => {
+                        tracing::debug!(peer = %tracker.peer, error = %e, "TLS handshake failed");
+                        return;
+                    }
+                },
+                reason = watch::watchdog(&tracker, &ing.timeouts) => {
+                    ing.metrics.connection_closed(reason.as_str());
+                    return;
+                }
             };
             let h2 = stream.get_ref().1.alpn_protocol() == Some(b"h2");
             let b = if h2 {
-                builder().http2_only()
+                builder(cfg).http2_only()
             } else {
-                builder().http1_only()
+                builder(cfg).http1_only()
             };
-            let conn = b.serve_connection(TokioIo::new(stream), svc).into_owned();
-            let _ = watcher.watch(conn).await;
+            let (tx, rx) = oneshot::channel();
+            let io = ConnIo::new(stream, tracker.clone(), tx, h2, ing.malformed.clone());
+            run(&ing, io, &tracker, b, rx).await;
+        }
+    }
+}
+
+/// Serves one connection until it ends, the gateway drains, or its watch closes it.
+async fn run<T>(
+    ing: &Arc<Ingress>,
+    io: ConnIo<T>,
+    tracker: &Arc<ConnTracker>,
+    builder: auto::Builder<TokioExecutor>,
+    give_back: oneshot::Receiver<T>,
+) where
+    T: AsyncRead + AsyncWrite + Unpin + Send + 'static,
+{
+    let svc = {
+        let ing = ing.clone();
+        let tracker = tracker.clone();
+        service_fn(move |req| {
+            let ing = ing.clone();
+            let tracker = tracker.clone();
+            async move { Ok::<_, std::convert::Infallible>(request::serve(ing, tracker, req).await) }
+        })
+    };
+    // Boxed, not pinned on the stack: it is dropped below, before this function ends.
+    let mut conn = Box::pin(builder.serve_connection(TokioIo::new(io), svc).into_owned());
+    let draining = ing.state.draining.clone();
+    let mut graceful = false;
+    let mut watching = true;
+    let goodbye = tokio::time::sleep(Duration::MAX / 4);
+    tokio::pin!(goodbye);
+    let mut closed_for = None;
+    loop {
+        tokio::select! {
+            _ = conn.as_mut() => break,
+            _ = draining.cancelled(), if !graceful => {
+                conn.as_mut().graceful_shutdown();
+                graceful = true;
+            }
+            reason = watch::watchdog(tracker, &ing.timeouts), if watching => {
+                watching = false;
+                closed_for = Some(reason);
+                match reason {
+                    // Nothing in flight: a polite close (HTTP/2 GOAWAY), bounded.
+                    CloseReason::KeepAliveTimeout | CloseReason::Evicted => {
+                        if !graceful {
+                            conn.as_mut().graceful_shutdown();
+                            graceful = true;
+                        }
+                        goodbye.as_mut().reset(Instant::now() + GOODBYE);
+                    }
+                    // A head that did not come (nothing to be polite about: half a head
+                    // would keep an HTTP/1.1 graceful close waiting), a client that does not
+                    // read, or one that abuses resets: cut now.
+                    CloseReason::HeaderTimeout | CloseReason::SendTimeout | CloseReason::Calm => break,
+                }
+            }
+            _ = &mut goodbye => break,
+        }
+    }
+    // Dropping hyper's connection drops the I/O, which hands the socket back for a GOAWAY if
+    // the connection is cut for abuse.
+    drop(conn);
+    let Some(reason) = closed_for else {
+        return;
+    };
+    ing.metrics.connection_closed(reason.as_str());
+    match reason {
+        CloseReason::SendTimeout => tracing::warn!(
+            peer = %tracker.peer,
+            timeout = ?ing.timeouts.send,
+            "a client did not take its response; connection closed (server.client_timeouts.send)"
+        ),
+        CloseReason::Calm => {
+            if let Ok(mut io) = give_back.await {
+                if tracker.is_h2() {
+                    // Bounded: a peer that does not read gets no more of our time.
+                    let _ = tokio::time::timeout(Duration::from_secs(1), async {
+                        io.write_all(&GOAWAY_ENHANCE_YOUR_CALM).await?;
+                        io.flush().await?;
+                        io.shutdown().await?;
+                        // A lingering close: what the peer still sends is read and dropped,
+                        // so that closing with unread data does not turn into a TCP reset,
+                        // which would destroy the GOAWAY before the peer reads it.
+                        let mut sink = [0u8; 16 * 1024];
+                        while io.read(&mut sink).await? > 0 {}
+                        Ok::<_, std::io::Error>(())
+                    })
+                    .await;
+                }
+            }
+        }
+        _ => {
+            tracing::debug!(peer = %tracker.peer, reason = reason.as_str(), "client connection closed")
         }
     }
 }

@@ -11,8 +11,11 @@
 #![forbid(unsafe_code)]
 
 mod admin;
+mod body_budget;
+mod client_ip;
 pub mod config;
 pub mod error;
+pub mod head;
 mod headers;
 mod ingress;
 mod live;
@@ -26,5 +29,6 @@ pub mod route;
 mod targets;
 pub mod telemetry;
 pub mod trace;
+mod untrusted;
 
 pub use ingress::{Gateway, StartError};

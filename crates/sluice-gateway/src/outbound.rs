@@ -145,9 +145,10 @@ pub(crate) fn upstream_request(
         },
         &ctx.request_id,
     );
-    if up.stream {
-        // The relay parses the stream: it must arrive as sent, not compressed.
-        req.headers_mut().remove(http::header::ACCEPT_ENCODING);
+    if up.stream || up.translated {
+        // The relay parses a stream, and a translated body is read: either must arrive as
+        // sent, not compressed.
+        headers::request_identity(req.headers_mut());
     }
     req.extensions_mut().insert(opts.lane);
     let built = Built {

@@ -84,7 +84,7 @@ impl State {
         }
     }
 
-    fn request_id(&self, req: &http::request::Parts) -> HeaderValue {
+    pub(crate) fn request_id(&self, req: &http::request::Parts) -> HeaderValue {
         if let Some(v) = req.headers.get(REQUEST_ID) {
             if !v.is_empty() && v.len() <= 200 {
                 return v.clone();
@@ -150,15 +150,16 @@ fn error_response(
     r
 }
 
-/// The fields routing needs; serde skips the rest without building it.
+/// The fields routing needs; serde skips the rest without building it. (Also read by
+/// `head::route_request`, the fuzzed request-head path.)
 #[derive(Deserialize)]
-struct Probe<'a> {
+pub(crate) struct Probe<'a> {
     #[serde(borrow)]
-    model: Option<Cow<'a, str>>,
-    stream: Option<bool>,
-    max_tokens: Option<u64>,
-    max_completion_tokens: Option<u64>,
-    max_output_tokens: Option<u64>,
+    pub(crate) model: Option<Cow<'a, str>>,
+    pub(crate) stream: Option<bool>,
+    pub(crate) max_tokens: Option<u64>,
+    pub(crate) max_completion_tokens: Option<u64>,
+    pub(crate) max_output_tokens: Option<u64>,
 }
 
 /// Why the body did not fit [`Probe`]: not JSON, not an object, or a routing field of the
@@ -233,8 +234,9 @@ fn fail(
     request_id: &HeaderValue,
 ) -> Response<GatewayBody> {
     log.status = f.error.status().as_u16();
+    // The whole story (addresses, OS errors) goes to the log; the client gets `message()`.
+    log.error = Some(f.error.to_string());
     log.finish(f.reason);
-    tracing::debug!(request_id = %log.request_id, error = %f.error, "request failed");
     error_response(family, &f.error, request_id)
 }
 
@@ -252,6 +254,10 @@ where
         request_id.to_str().unwrap_or("-").to_string(),
         started,
     );
+    log.client_ip = parts
+        .extensions
+        .get::<crate::client_ip::ClientAddr>()
+        .map(|c| c.ip);
     let family = route::family_of(parts.uri.path());
     let op = match route::endpoint(&parts.method, parts.uri.path()) {
         Err(e) => return fail(family, &mut log, Failure::bad_request(e), &request_id),
@@ -351,7 +357,14 @@ where
     match Limited::new(body, limit as usize).collect().await {
         Ok(c) => Ok(c.to_bytes()),
         Err(e) if e.is::<http_body_util::LengthLimitError>() => Err(too_large()),
-        Err(e) => Err(Failure::bad_request(GatewayError::BodyRead(e.to_string()))),
+        Err(e) => match crate::ingress::client_body_error(&*e) {
+            // A timeout or the memory budget, decided by the ingress.
+            Some(g) => {
+                let reason = EndReason::of_error(&g);
+                Err(Failure::new(g, reason))
+            }
+            None => Err(Failure::bad_request(GatewayError::BodyRead(e.to_string()))),
+        },
     }
 }
 
@@ -414,13 +427,17 @@ where
         .model
         .as_deref()
         .ok_or_else(|| Failure::bad_request(GatewayError::MissingModel))?;
-    log.model = model.to_string();
+    // Capped: a client's 10 MB `model` is not kept whole for the log line.
+    log.model = crate::untrusted::prefix(model, 1024).to_string();
     let route_idx = state
         .config
         .routes
         .iter()
         .position(|r| r.models.iter().any(|g| crate::config::glob_match(g, model)))
-        .ok_or_else(|| Failure::bad_request(GatewayError::UnknownModel(model.to_string())))?;
+        .ok_or_else(|| {
+            let shown = crate::untrusted::prefix(model, 1024).to_string();
+            Failure::bad_request(GatewayError::UnknownModel(shown))
+        })?;
     let route = &state.config.routes[route_idx];
     log.route.clone_from(&route.name);
     let idempotent = route.idempotent || parts.headers.contains_key("idempotency-key");
@@ -460,6 +477,8 @@ pub(crate) struct Reply {
     pub(crate) upstream: Option<usize>,
     /// The upstream's own answer, passed on (non-streaming responses).
     pub(crate) answer: Option<Box<Answer>>,
+    /// The gateway's error in full, for the log (the client gets `message`).
+    pub(crate) detail: Option<String>,
 }
 
 /// Turns a give-up into the client's error: the upstream's last answer, or the gateway's
@@ -476,6 +495,7 @@ pub(crate) fn give_up_reply(policy: &Policy, g: GiveUp) -> Reply {
                 message: e.message(),
                 upstream,
                 answer: None,
+                detail: Some(e.to_string()),
             }
         }
         Err((_, answer)) => {
@@ -493,6 +513,7 @@ pub(crate) fn give_up_reply(policy: &Policy, g: GiveUp) -> Reply {
                 message,
                 upstream,
                 answer: Some(answer),
+                detail: None,
             }
         }
     }
@@ -583,11 +604,12 @@ fn contains_ci(hay: &[u8], needle: &[u8]) -> bool {
 /// The client's error response when every attempt failed.
 fn answer_failure(
     family: Family,
-    reply: Reply,
+    mut reply: Reply,
     log: &mut RequestLog,
     request_id: &HeaderValue,
 ) -> Response<GatewayBody> {
     log.status = reply.status.as_u16();
+    log.error = reply.detail.take();
     log.finish(reply.reason);
     match reply.answer {
         // The upstream's own error, in its own words (the client speaks its format).
@@ -724,9 +746,31 @@ async fn read_whole(
     let (rparts, mut rbody) = attempt.resp.into_parts();
     let max = state.config.server.max_response_body;
     let upstream = ucfg.name.clone();
-    let read = tokio::time::timeout_at(policy.deadline, read_bounded(&mut rbody, max)).await;
+    let lease = policy
+        .ctx
+        .parts
+        .extensions
+        .get::<Arc<crate::body_budget::BodyLease>>()
+        .cloned();
+    let idle = ucfg.timeouts.idle;
+    let read = tokio::time::timeout_at(
+        policy.deadline,
+        read_bounded(&mut rbody, max, idle, lease.as_deref()),
+    )
+    .await;
     let bytes = match read {
         Ok(Ok(b)) => b,
+        Ok(Err(Unread::Idle)) => {
+            let error = GatewayError::IdleTimeout {
+                upstream,
+                timeout: idle,
+            };
+            return Err(Whole::Final(Failure::new(error, EndReason::IdleTimeout)));
+        }
+        Ok(Err(Unread::OverBudget(o))) => {
+            let error = GatewayError::OverBudget { limit: o.limit };
+            return Err(Whole::Final(Failure::new(error, EndReason::OverBudget)));
+        }
         Err(_) => {
             let error = GatewayError::TotalTimeout {
                 upstream,
@@ -734,7 +778,7 @@ async fn read_whole(
             };
             return Err(Whole::Final(Failure::new(error, EndReason::TotalTimeout)));
         }
-        Ok(Err(None)) => {
+        Ok(Err(Unread::TooLarge)) => {
             let error = GatewayError::ResponseTooLarge {
                 upstream,
                 limit: max,
@@ -744,7 +788,7 @@ async fn read_whole(
                 EndReason::ResponseTooLarge,
             )));
         }
-        Ok(Err(Some(source))) => {
+        Ok(Err(Unread::Broken(source))) => {
             log.timings = Some(rbody.timings());
             return Err(Whole::Failed(
                 attempt.target,
@@ -804,17 +848,59 @@ async fn read_whole(
     Ok(r)
 }
 
-/// Reads a whole body up to `max` bytes. `Err(None)`: over the limit; `Err(Some(e))`: the
-/// upstream broke off. Keeps the body (unlike `Limited`), so its timings stay readable.
+/// Why a non-streaming body was not read whole.
+enum Unread {
+    /// Over `max_response_body`.
+    TooLarge,
+    /// The upstream broke off.
+    Broken(sluice_upstream::BodyError),
+    /// No byte for the upstream's `idle` timeout.
+    Idle,
+    /// The memory budget could not take it.
+    OverBudget(crate::body_budget::OverBudget),
+}
+
+/// Reads a whole body up to `max` bytes, each piece within `idle` of the last, charged to the
+/// request's memory lease (if it came through the ingress). Keeps the body (unlike `Limited`),
+/// so its timings stay readable.
 async fn read_bounded(
     body: &mut sluice_upstream::ResponseBody,
     max: u64,
-) -> Result<Bytes, Option<sluice_upstream::BodyError>> {
+    idle: Duration,
+    lease: Option<&crate::body_budget::BodyLease>,
+) -> Result<Bytes, Unread> {
     let mut buf = bytes::BytesMut::new();
-    while let Some(frame) = body.frame().await {
-        if let Ok(data) = frame.map_err(Some)?.into_data() {
+    let give_back = |charged: usize| {
+        if let Some(l) = lease {
+            l.release(charged as u64);
+        }
+    };
+    loop {
+        let frame = match tokio::time::timeout(idle, body.frame()).await {
+            Ok(Some(f)) => f,
+            Ok(None) => break,
+            Err(_) => {
+                give_back(buf.len());
+                return Err(Unread::Idle);
+            }
+        };
+        let data = match frame {
+            Ok(f) => f.into_data(),
+            Err(e) => {
+                give_back(buf.len());
+                return Err(Unread::Broken(e));
+            }
+        };
+        if let Ok(data) = data {
             if (buf.len() + data.len()) as u64 > max {
-                return Err(None);
+                give_back(buf.len());
+                return Err(Unread::TooLarge);
+            }
+            if let Some(l) = lease {
+                if let Err(o) = l.charge(data.len() as u64) {
+                    give_back(buf.len());
+                    return Err(Unread::OverBudget(o));
+                }
             }
             buf.extend_from_slice(&data);
         }

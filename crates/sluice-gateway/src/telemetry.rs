@@ -42,6 +42,10 @@ pub enum EndReason {
     UpstreamError,
     /// Ended by a graceful shutdown's deadline.
     Shutdown,
+    /// The client did not send its request body in time.
+    ClientTimeout,
+    /// The gateway's memory budget for buffered bodies was spent.
+    OverBudget,
 }
 
 impl EndReason {
@@ -69,6 +73,12 @@ impl EndReason {
             | E::StreamFailed { .. }
             | E::RetryBudgetExhausted { .. }
             | E::ResponseMalformed { .. } => EndReason::UpstreamError,
+            E::ClientBodyTimeout { .. } => EndReason::ClientTimeout,
+            E::OverBudget { .. } => EndReason::OverBudget,
+            E::TooManyCancels { .. }
+            | E::RequestRate { .. }
+            | E::BadHost(_)
+            | E::MalformedRequest { .. } => EndReason::BadRequest,
         }
     }
 
@@ -89,6 +99,8 @@ impl EndReason {
             EndReason::BadRequest => "bad_request",
             EndReason::UpstreamError => "upstream_error",
             EndReason::Shutdown => "shutdown",
+            EndReason::ClientTimeout => "client_timeout",
+            EndReason::OverBudget => "memory_budget",
         }
     }
 }
@@ -318,6 +330,11 @@ impl Telemetry {
         self.tracer = crate::trace::Tracer::start(cfg, &mut self.registry);
     }
 
+    /// The registry, for a stage that owns its metrics (the ingress).
+    pub(crate) fn registry_mut(&mut self) -> &mut Registry {
+        &mut self.registry
+    }
+
     /// The Prometheus text exposition.
     pub fn encode(&self) -> String {
         let mut out = String::new();
@@ -461,6 +478,11 @@ pub(crate) struct RequestLog {
     /// The upstream that answered (the last one tried).
     pub(crate) upstream: String,
     pub(crate) model: String,
+    /// The client's address (see `client_ip`), when the request came through the ingress.
+    pub(crate) client_ip: Option<std::net::IpAddr>,
+    /// What went wrong, in full (addresses and OS errors included: the client got the
+    /// public version).
+    pub(crate) error: Option<String>,
     pub(crate) status: u16,
     started: Instant,
     first_byte: Option<Duration>,
@@ -491,6 +513,8 @@ impl RequestLog {
             route: String::new(),
             upstream: String::new(),
             model: String::new(),
+            client_ip: None,
+            error: None,
             status: 0,
             started,
             first_byte: None,
@@ -612,12 +636,15 @@ impl RequestLog {
         let ms = |d: Duration| d.as_secs_f64() * 1000.0;
         let p = self.timings;
         let attempts = AttemptList(&self.attempts);
+        // Client-supplied values are escaped and capped (log injection, log bloat).
+        use crate::untrusted::Untrusted;
         tracing::info!(
             target: "sluice::request",
-            request_id = %self.request_id,
+            request_id = %Untrusted::new(&self.request_id),
+            client_ip = self.client_ip.map(tracing::field::display),
             route = %self.route,
             upstream = %self.upstream,
-            model = %self.model,
+            model = %Untrusted::new(&self.model),
             status = self.status,
             end_reason = reason.as_str(),
             ttfb_ms = self.first_byte.map(|d| d.as_secs_f64() * 1000.0),
@@ -637,6 +664,7 @@ impl RequestLog {
             cached_tokens = has_usage.then_some(u.cached_input),
             reasoning_tokens = has_usage.then_some(u.reasoning),
             usage_partial = self.usage_partial,
+            error = self.error.as_deref().map(|e| tracing::field::display(Untrusted::message(e))),
             "request"
         );
     }

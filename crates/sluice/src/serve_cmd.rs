@@ -129,6 +129,9 @@ pub fn serve(args: ServeArgs) -> anyhow::Result<()> {
     }
     let rt = tokio::runtime::Runtime::new().context("cannot start the tokio runtime")?;
     rt.block_on(async {
+        // Installed before the first line is printed: whoever reads it may signal at once, and
+        // an uninstalled SIGHUP would end the process.
+        let signals = Signals::install();
         let gateway = Gateway::start(cfg).await?;
         println!("listening on {}", gateway.addr());
         // A reader that only wanted the first line may have gone: that is no reason to stop.
@@ -139,7 +142,7 @@ pub fn serve(args: ServeArgs) -> anyhow::Result<()> {
         }
         let stop = gateway.stop_token();
         tokio::spawn(async move {
-            wait_for_signal().await;
+            signals.wait().await;
             stop.cancel();
         });
         gateway.wait().await;
@@ -147,33 +150,42 @@ pub fn serve(args: ServeArgs) -> anyhow::Result<()> {
     })
 }
 
-async fn wait_for_signal() {
+/// The signals `serve` handles: SIGTERM and SIGINT stop it gracefully; SIGHUP is
+/// acknowledged (its default action would end the process, and `systemctl reload` sends it).
+struct Signals {
     #[cfg(unix)]
-    {
-        use tokio::signal::unix::{signal, SignalKind};
-        // SIGHUP's default action ends the process: `systemctl reload` (deploy/sluice.service)
-        // must never do that. Until hot reload lands, it is acknowledged and changes nothing.
-        let hup = signal(SignalKind::hangup());
-        match signal(SignalKind::terminate()) {
-            Ok(mut term) => {
-                let mut hup = hup.ok();
-                loop {
-                    tokio::select! {
-                        _ = term.recv() => break,
-                        _ = tokio::signal::ctrl_c() => break,
-                        Some(()) = async { hup.as_mut()?.recv().await } => {
-                            tracing::warn!("SIGHUP: config reload is not supported yet; nothing changed (restart to apply a new config)");
-                        }
-                    }
-                }
-            }
-            Err(_) => {
-                let _ = tokio::signal::ctrl_c().await;
+    term: Option<tokio::signal::unix::Signal>,
+    #[cfg(unix)]
+    hup: Option<tokio::signal::unix::Signal>,
+}
+
+impl Signals {
+    fn install() -> Signals {
+        #[cfg(unix)]
+        {
+            use tokio::signal::unix::{signal, SignalKind};
+            Signals {
+                term: signal(SignalKind::terminate()).ok(),
+                hup: signal(SignalKind::hangup()).ok(),
             }
         }
+        #[cfg(not(unix))]
+        Signals {}
     }
-    #[cfg(not(unix))]
-    {
+
+    /// Until SIGTERM or SIGINT.
+    async fn wait(mut self) {
+        #[cfg(unix)]
+        loop {
+            tokio::select! {
+                Some(()) = async { self.term.as_mut()?.recv().await } => break,
+                _ = tokio::signal::ctrl_c() => break,
+                Some(()) = async { self.hup.as_mut()?.recv().await } => {
+                    tracing::warn!("SIGHUP: config reload is not supported yet; nothing changed (restart to apply a new config)");
+                }
+            }
+        }
+        #[cfg(not(unix))]
         let _ = tokio::signal::ctrl_c().await;
     }
 }

@@ -60,6 +60,15 @@ fn server_json(s: &ServerConfig) -> Value {
         server_timing,
         admin_listen: _,
         admin_token,
+        max_connections,
+        max_connections_per_ip,
+        max_header_bytes,
+        max_concurrent_streams,
+        max_connection_request_rate,
+        memory_budget,
+        trusted_proxies,
+        client_timeouts,
+        client_resets,
     } = s;
     json!({
         "listen": listen.to_string(),
@@ -75,6 +84,26 @@ fn server_json(s: &ServerConfig) -> Value {
         "server_timing": server_timing,
         "admin_listen": s.admin_addr().to_string(),
         "admin_token": admin_token.as_ref().map(|_| REDACTED),
+        "max_connections": max_connections,
+        "max_connections_per_ip": max_connections_per_ip,
+        "max_header_bytes": max_header_bytes,
+        "max_concurrent_streams": max_concurrent_streams,
+        "max_connection_request_rate": max_connection_request_rate,
+        "memory_budget": memory_budget,
+        "trusted_proxies": trusted_proxies.iter().map(ToString::to_string).collect::<Vec<_>>(),
+        "client_timeouts": {
+            "header": dur(client_timeouts.header),
+            "body_idle": dur(client_timeouts.body_idle),
+            "body": dur(client_timeouts.body),
+            "keep_alive": dur(client_timeouts.keep_alive),
+            "send": dur(client_timeouts.send),
+        },
+        "client_resets": {
+            "per_connection": client_resets.per_connection,
+            "per_ip": client_resets.per_ip,
+            "window": dur(client_resets.window),
+            "block": dur(client_resets.block),
+        },
     })
 }
 

@@ -72,6 +72,156 @@ pub struct ServerConfig {
     /// Bearer token the admin plane requires (except on `/healthz` and `/readyz`); required
     /// when the admin address is not loopback.
     pub admin_token: Option<AdminToken>,
+    /// Most client connections open at once; past it the longest-idle connection (no request
+    /// in flight) is closed to make room, or, if every connection is busy, the new one is
+    /// refused. `None`: derived at startup from the open-file limit, (soft limit − 256) / 2,
+    /// which leaves the other half for the upstream lanes (each capped at a quarter).
+    pub max_connections: Option<usize>,
+    /// Most client connections from one peer address. Default none (opt-in); connections
+    /// from `trusted_proxies` are never capped by it.
+    pub max_connections_per_ip: Option<usize>,
+    /// Largest request head: HTTP/1.1 request line and header fields, or an HTTP/2 header
+    /// list (as SETTINGS_MAX_HEADER_LIST_SIZE counts it). Larger gets 431. Default 32 KiB.
+    pub max_header_bytes: u32,
+    /// HTTP/2 streams one client connection may have open at once. Default 200.
+    pub max_concurrent_streams: u32,
+    /// New requests one client connection may start per second (a token bucket with a burst
+    /// of the same size); past it requests get a fast 429. Default none (opt-in): one
+    /// multiplexed connection from a busy backend legitimately carries thousands of calls a
+    /// second, and abuse is recognised by its resets (`client_resets`) instead.
+    pub max_connection_request_rate: Option<u32>,
+    /// Bytes of request and non-streaming response bodies the gateway may hold at once,
+    /// across all requests; past it new bodies get a fast 503. Default 512 MiB.
+    pub memory_budget: u64,
+    /// Peers whose `X-Forwarded-For` / `Forwarded` / `X-Real-IP` are believed. Default none:
+    /// the client address is the TCP peer's.
+    pub trusted_proxies: Vec<IpNet>,
+    /// Timeouts on the client side of the gateway.
+    pub client_timeouts: ClientTimeouts,
+    /// Limits on requests a client cancels (HTTP/2 RST_STREAM, or a closed connection).
+    pub client_resets: ClientResets,
+}
+
+/// `[server.client_timeouts]`: how long the gateway waits for a client.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ClientTimeouts {
+    /// A new connection must deliver its first request head within this (TLS handshake and
+    /// protocol detection included); on a kept-alive HTTP/1.1 connection, a request head must
+    /// be complete this long after its first byte. Default 10 s.
+    pub header: Duration,
+    /// Longest gap between two pieces of a request body. Default 15 s.
+    pub body_idle: Duration,
+    /// The whole request body, from the request head. Default 60 s.
+    pub body: Duration,
+    /// A connection with no request in flight is closed after this long. Default 75 s.
+    pub keep_alive: Duration,
+    /// A non-streaming response the client does not take for this long is cut, and its
+    /// connection closed. Default 30 s.
+    pub send: Duration,
+}
+
+impl Default for ClientTimeouts {
+    fn default() -> Self {
+        ClientTimeouts {
+            header: Duration::from_secs(10),
+            body_idle: Duration::from_secs(15),
+            body: Duration::from_secs(60),
+            keep_alive: Duration::from_secs(75),
+            send: Duration::from_secs(30),
+        }
+    }
+}
+
+/// `[server.client_resets]`: requests cancelled by their client (HTTP/2 RST_STREAM, or the
+/// connection closed) before their response ended, counted in a sliding `window`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ClientResets {
+    /// More cancels than this on one connection within `window`: the connection is closed
+    /// with GOAWAY(ENHANCE_YOUR_CALM). Default 100.
+    pub per_connection: u32,
+    /// More cancels than this from one client address within `window`: the address is
+    /// blocked for `block` (new connections refused, new requests a fast 429). Default 200.
+    pub per_ip: u32,
+    /// The counting window. Default 10 s.
+    pub window: Duration,
+    /// How long a blocked address stays blocked. Default 10 s.
+    pub block: Duration,
+}
+
+impl Default for ClientResets {
+    fn default() -> Self {
+        ClientResets {
+            per_connection: 100,
+            per_ip: 200,
+            window: Duration::from_secs(10),
+            block: Duration::from_secs(10),
+        }
+    }
+}
+
+/// An address range in CIDR notation (`10.0.0.0/8`, `fd00::/8`); a bare address is the range
+/// of that one address.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct IpNet {
+    addr: std::net::IpAddr,
+    prefix: u8,
+}
+
+impl IpNet {
+    /// Parses `ADDR/PREFIX` or `ADDR`.
+    ///
+    /// # Errors
+    /// A message naming what is wrong.
+    pub fn parse(s: &str) -> Result<IpNet, String> {
+        let (addr, prefix) = match s.split_once('/') {
+            Some((a, p)) => (a, Some(p)),
+            None => (s, None),
+        };
+        let addr: std::net::IpAddr = addr.trim().parse().map_err(|_| {
+            format!("`{s}` is not an IP address or CIDR range, e.g. \"10.0.0.0/8\"")
+        })?;
+        let max = if addr.is_ipv4() { 32 } else { 128 };
+        let prefix = match prefix {
+            None => max,
+            Some(p) => p
+                .trim()
+                .parse::<u8>()
+                .ok()
+                .filter(|p| *p <= max)
+                .ok_or_else(|| format!("`{s}`: the prefix length must be 0 to {max}"))?,
+        };
+        Ok(IpNet { addr, prefix })
+    }
+
+    /// Whether `ip` is in the range (an IPv4-mapped IPv6 address counts as its IPv4 one).
+    pub fn contains(&self, ip: std::net::IpAddr) -> bool {
+        use std::net::IpAddr;
+        let ip = match ip {
+            IpAddr::V6(v6) => v6.to_ipv4_mapped().map_or(ip, IpAddr::V4),
+            v4 => v4,
+        };
+        match (self.addr, ip) {
+            (IpAddr::V4(net), IpAddr::V4(ip)) => {
+                let mask = u32::MAX
+                    .checked_shl(32 - u32::from(self.prefix))
+                    .unwrap_or(0);
+                u32::from(net) & mask == u32::from(ip) & mask
+            }
+            (IpAddr::V6(net), IpAddr::V6(ip)) => {
+                let mask = u128::MAX
+                    .checked_shl(128 - u32::from(self.prefix))
+                    .unwrap_or(0);
+                u128::from(net) & mask == u128::from(ip) & mask
+            }
+            _ => false,
+        }
+    }
+}
+
+impl fmt::Display for IpNet {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}/{}", self.addr, self.prefix)
+    }
 }
 
 impl ServerConfig {
@@ -169,7 +319,8 @@ pub struct Timeouts {
     /// A target that misses it is abandoned for the next one while nothing has reached the
     /// client. Default: `first_byte`.
     pub first_token: Duration,
-    /// Longest gap between events (or upstream comments) of a stream. Default 30 s.
+    /// Longest gap between events (or upstream comments) of a stream, and between two pieces
+    /// of a non-streaming body. Default 300 s.
     pub idle: Duration,
     /// The whole exchange, stream included. Default 10 min.
     pub total: Duration,
@@ -476,26 +627,38 @@ impl Config {
 
 /// `*` matches any run of characters (also empty), `?` exactly one; everything else itself.
 pub fn glob_match(glob: &str, s: &str) -> bool {
-    let (g, s): (Vec<char>, Vec<char>) = (glob.chars().collect(), s.chars().collect());
+    // On bytes, with `?` and backtracking stepping whole UTF-8 characters: no copy of `s`, whose
+    // length a client chooses (a 10 MB `model` must cost no 40 MB `Vec<char>`).
+    let (g, s) = (glob.as_bytes(), s.as_bytes());
+    let char_len = |i: usize| match s[i] {
+        b if b < 0x80 => 1,
+        b if b >= 0xf0 => 4,
+        b if b >= 0xe0 => 3,
+        _ => 2,
+    };
     // Iterative matcher with one backtrack point: linear for the globs configs use.
     let (mut gi, mut si) = (0, 0);
     let mut star: Option<(usize, usize)> = None;
     while si < s.len() {
-        if gi < g.len() && (g[gi] == '?' || g[gi] == s[si]) {
+        if gi < g.len() && g[gi] == b'?' {
             gi += 1;
-            si += 1;
-        } else if gi < g.len() && g[gi] == '*' {
+            si += char_len(si);
+        } else if gi < g.len() && g[gi] == b'*' {
             star = Some((gi, si));
             gi += 1;
+        } else if gi < g.len() && g[gi] == s[si] {
+            gi += 1;
+            si += 1;
         } else if let Some((sg, ss)) = star {
+            let next = ss + char_len(ss);
             gi = sg + 1;
-            si = ss + 1;
-            star = Some((sg, ss + 1));
+            si = next;
+            star = Some((sg, next));
         } else {
             return false;
         }
     }
-    g[gi..].iter().all(|&c| c == '*')
+    g[gi..].iter().all(|&c| c == b'*')
 }
 
 #[cfg(test)]
@@ -513,5 +676,8 @@ mod glob_tests {
         assert!(glob_match("*mini*", "gpt-4o-mini-2024"));
         assert!(glob_match("claude", "claude"));
         assert!(!glob_match("claude", "claude-3"));
+        assert!(glob_match("模?-*", "模型-v1"));
+        assert!(glob_match("*é", "aéé"));
+        assert!(!glob_match("?", "éé"));
     }
 }

@@ -49,6 +49,36 @@ pub(super) struct RawServer {
     pub(super) server_timing: Option<bool>,
     pub(super) admin_listen: Option<String>,
     pub(super) admin_token: Option<String>,
+    pub(super) max_connections: Option<usize>,
+    pub(super) max_connections_per_ip: Option<usize>,
+    pub(super) max_header_bytes: Option<SizeValue>,
+    pub(super) max_concurrent_streams: Option<u32>,
+    pub(super) max_connection_request_rate: Option<u32>,
+    pub(super) memory_budget: Option<SizeValue>,
+    pub(super) trusted_proxies: Option<Vec<String>>,
+    pub(super) client_timeouts: Option<RawClientTimeouts>,
+    pub(super) client_resets: Option<RawClientResets>,
+}
+
+/// `server.client_timeouts`.
+#[derive(Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawClientTimeouts {
+    pub(super) header: Option<DurationValue>,
+    pub(super) body_idle: Option<DurationValue>,
+    pub(super) body: Option<DurationValue>,
+    pub(super) keep_alive: Option<DurationValue>,
+    pub(super) send: Option<DurationValue>,
+}
+
+/// `server.client_resets`.
+#[derive(Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawClientResets {
+    pub(super) per_connection: Option<u32>,
+    pub(super) per_ip: Option<u32>,
+    pub(super) window: Option<DurationValue>,
+    pub(super) block: Option<DurationValue>,
 }
 
 #[derive(Deserialize)]

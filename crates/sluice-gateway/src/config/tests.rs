@@ -521,3 +521,60 @@ fn a_certificate_near_its_end_is_a_warning() {
         checked.warnings
     );
 }
+
+#[test]
+fn server_edge_limits_have_defaults_and_are_checked() {
+    let c = Config::from_toml(MIN, &env).unwrap();
+    let s = &c.server;
+    assert_eq!(s.client_timeouts, ClientTimeouts::default());
+    assert_eq!(s.client_timeouts.keep_alive, Duration::from_secs(75));
+    assert_eq!(s.client_resets, ClientResets::default());
+    assert_eq!(s.max_connections, None, "derived at startup");
+    assert_eq!(s.max_header_bytes, 32 << 10);
+    assert_eq!(s.memory_budget, 512 << 20);
+    assert!(s.trusted_proxies.is_empty());
+    assert_eq!(c.upstreams[0].timeouts.idle, Duration::from_secs(300));
+    let with = |line: &str| {
+        MIN.replacen(
+            "[[upstream]]",
+            &format!("[server]\n{line}\n\n[[upstream]]"),
+            1,
+        )
+    };
+    let c = Config::from_toml(
+        &with("trusted_proxies = [\"10.0.0.0/8\", \"::1\"]\nclient_timeouts = { header = \"2s\" }\nclient_resets = { per_ip = 5 }"),
+        &env,
+    )
+    .unwrap();
+    assert!(c.server.trusted_proxies[0].contains("10.9.9.9".parse().unwrap()));
+    assert!(c.server.trusted_proxies[1].contains("::1".parse().unwrap()));
+    assert_eq!(c.server.client_timeouts.header, Duration::from_secs(2));
+    assert_eq!(c.server.client_timeouts.body, Duration::from_secs(60));
+    assert_eq!(c.server.client_resets.per_ip, 5);
+    for (line, want) in [
+        (
+            "trusted_proxies = [\"10.0.0.0/33\"]",
+            "line 3: server.trusted_proxies[0]: `10.0.0.0/33`: the prefix length must be 0 to 32",
+        ),
+        (
+            "memory_budget = \"1MiB\"",
+            "line 3: server.memory_budget: 1048576 bytes is less than one request or response \
+             body may be (max_request_body 16777216, max_response_body 8388608); raise it or \
+             lower those",
+        ),
+        (
+            "client_timeouts = { keep_alive = \"0s\" }",
+            "line 3: server.client_timeouts.keep_alive: must be greater than zero",
+        ),
+        (
+            "client_resets = { per_connection = 0 }",
+            "line 3: server.client_resets.per_connection: must be at least 1",
+        ),
+        (
+            "max_header_bytes = \"4KiB\"",
+            "line 3: server.max_header_bytes: must be from 8KiB to 1MiB",
+        ),
+    ] {
+        assert_eq!(err(&with(line)).to_string(), want, "{line}");
+    }
+}

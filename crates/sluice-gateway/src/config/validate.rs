@@ -12,15 +12,15 @@ use toml::de::DeTable;
 use super::diagnostics::{deserialize_error, line_of, locate, syntax_error};
 use super::interpolate::{self, Unresolved};
 use super::raw::{
-    BalanceName, ProviderName, RawAuth, RawBudget, RawConfig, RawHealthCheck, RawLane, RawOutlier,
-    RawPool, RawRetry, RawRoute, RawServer, RawSessionHeader, RawTarget, RawTimeouts, RawTls,
-    RawUpstream,
+    BalanceName, ProviderName, RawAuth, RawBudget, RawClientResets, RawClientTimeouts, RawConfig,
+    RawHealthCheck, RawLane, RawOutlier, RawPool, RawRetry, RawRoute, RawServer, RawSessionHeader,
+    RawTarget, RawTimeouts, RawTls, RawUpstream,
 };
 use super::units::{DurationValue, SizeValue};
 use super::{
-    Checked, Config, ConfigError, ConfigWarning, EnvMode, OnClientDisconnect, RouteConfig,
-    ServerConfig, SessionHeaderToBody, TargetConfig, Timeouts, TlsFiles, UpstreamAuth,
-    UpstreamConfig, UpstreamProtocol,
+    Checked, ClientResets, ClientTimeouts, Config, ConfigError, ConfigWarning, EnvMode, IpNet,
+    OnClientDisconnect, RouteConfig, ServerConfig, SessionHeaderToBody, TargetConfig, Timeouts,
+    TlsFiles, UpstreamAuth, UpstreamConfig, UpstreamProtocol,
 };
 
 /// The ceiling of `max_event_bytes`: the SSE decoder's own limit.
@@ -499,6 +499,15 @@ fn server_config(raw: RawServer, ctx: &mut Ctx<'_>) -> Result<ServerConfig, Conf
         server_timing,
         admin_listen,
         admin_token,
+        max_connections,
+        max_connections_per_ip,
+        max_header_bytes,
+        max_concurrent_streams,
+        max_connection_request_rate,
+        memory_budget,
+        trusted_proxies,
+        client_timeouts,
+        client_resets,
     } = raw;
     let listen = listen
         .as_deref()
@@ -556,14 +565,46 @@ fn server_config(raw: RawServer, ctx: &mut Ctx<'_>) -> Result<ServerConfig, Conf
             Ok(token)
         })
         .transpose()?;
+    let max_request_body = size("server.max_request_body", max_request_body, 16 << 20)?;
+    let max_response_body = size("server.max_response_body", max_response_body, 8 << 20)?;
+    let memory_budget = size("server.memory_budget", memory_budget, 512 << 20)?;
+    if memory_budget < max_request_body.max(max_response_body) {
+        return Err(ConfigError::new(
+            "server.memory_budget",
+            format!(
+                "{memory_budget} bytes is less than one request or response body may be \
+                 (max_request_body {max_request_body}, max_response_body {max_response_body}); \
+                 raise it or lower those"
+            ),
+        ));
+    }
+    let max_header_bytes = size("server.max_header_bytes", max_header_bytes, 32 << 10)?;
+    if !(8 << 10..=1 << 20).contains(&max_header_bytes) {
+        return Err(ConfigError::new(
+            "server.max_header_bytes",
+            "must be from 8KiB to 1MiB",
+        ));
+    }
+    let positive = |path: &str, v: Option<usize>| match v {
+        Some(0) => Err(ConfigError::new(path, "must be at least 1")),
+        v => Ok(v),
+    };
+    let trusted_proxies = trusted_proxies
+        .unwrap_or_default()
+        .iter()
+        .enumerate()
+        .map(|(i, p)| {
+            IpNet::parse(p).map_err(|e| ConfigError::new(format!("server.trusted_proxies[{i}]"), e))
+        })
+        .collect::<Result<Vec<_>, _>>()?;
     let server = ServerConfig {
         admin_listen,
         admin_token,
         listen,
         tls,
         heartbeat: duration("server.heartbeat", heartbeat, Duration::from_secs(15))?,
-        max_request_body: size("server.max_request_body", max_request_body, 16 << 20)?,
-        max_response_body: size("server.max_response_body", max_response_body, 8 << 20)?,
+        max_request_body,
+        max_response_body,
         shutdown_grace: duration(
             "server.shutdown_grace",
             shutdown_grace,
@@ -571,6 +612,23 @@ fn server_config(raw: RawServer, ctx: &mut Ctx<'_>) -> Result<ServerConfig, Conf
         )?,
         max_event_bytes: usize::try_from(max_event_bytes).unwrap_or(usize::MAX),
         server_timing: server_timing.unwrap_or(false),
+        max_connections: positive("server.max_connections", max_connections)?,
+        max_connections_per_ip: positive("server.max_connections_per_ip", max_connections_per_ip)?,
+        max_header_bytes: u32::try_from(max_header_bytes).unwrap_or(u32::MAX),
+        max_concurrent_streams: positive(
+            "server.max_concurrent_streams",
+            max_concurrent_streams.map(|n| n as usize),
+        )?
+        .map_or(200, |n| u32::try_from(n).unwrap_or(u32::MAX)),
+        max_connection_request_rate: positive(
+            "server.max_connection_request_rate",
+            max_connection_request_rate.map(|n| n as usize),
+        )?
+        .map(|n| u32::try_from(n).unwrap_or(u32::MAX)),
+        memory_budget,
+        trusted_proxies,
+        client_timeouts: client_timeouts_config(client_timeouts.unwrap_or_default())?,
+        client_resets: client_resets_config(client_resets.unwrap_or_default())?,
     };
     let admin = server.admin_addr();
     if admin.port() != 0 && admin == server.listen {
@@ -590,6 +648,46 @@ fn server_config(raw: RawServer, ctx: &mut Ctx<'_>) -> Result<ServerConfig, Conf
         ));
     }
     Ok(server)
+}
+
+fn client_timeouts_config(raw: RawClientTimeouts) -> Result<ClientTimeouts, ConfigError> {
+    let RawClientTimeouts {
+        header,
+        body_idle,
+        body,
+        keep_alive,
+        send,
+    } = raw;
+    let d = ClientTimeouts::default();
+    let p = |f: &str| format!("server.client_timeouts.{f}");
+    Ok(ClientTimeouts {
+        header: duration(&p("header"), header, d.header)?,
+        body_idle: duration(&p("body_idle"), body_idle, d.body_idle)?,
+        body: duration(&p("body"), body, d.body)?,
+        keep_alive: duration(&p("keep_alive"), keep_alive, d.keep_alive)?,
+        send: duration(&p("send"), send, d.send)?,
+    })
+}
+
+fn client_resets_config(raw: RawClientResets) -> Result<ClientResets, ConfigError> {
+    let RawClientResets {
+        per_connection,
+        per_ip,
+        window,
+        block,
+    } = raw;
+    let d = ClientResets::default();
+    let p = |f: &str| format!("server.client_resets.{f}");
+    let count = |f: &str, v: Option<u32>, def: u32| match v {
+        Some(0) => Err(ConfigError::new(p(f), "must be at least 1")),
+        v => Ok(v.unwrap_or(def)),
+    };
+    Ok(ClientResets {
+        per_connection: count("per_connection", per_connection, d.per_connection)?,
+        per_ip: count("per_ip", per_ip, d.per_ip)?,
+        window: duration(&p("window"), window, d.window)?,
+        block: duration(&p("block"), block, d.block)?,
+    })
 }
 
 /// Loads the listener's certificate and key exactly as startup does, and warns of expiry.
@@ -870,7 +968,9 @@ fn timeouts_config(path: &str, raw: RawTimeouts) -> Result<Timeouts, ConfigError
         connect: t("connect", connect, Duration::from_secs(5))?,
         first_byte,
         first_token: t("first_token", first_token, first_byte)?,
-        idle: t("idle", idle, Duration::from_secs(30))?,
+        // Reasoning models are silent for minutes mid-stream (see the README's "Limits and
+        // timeouts"); a dead HTTP/2 upstream is caught sooner by the pool's PING.
+        idle: t("idle", idle, Duration::from_secs(300))?,
         total: t("total", total, Duration::from_secs(600))?,
     };
     for (field, d) in [

@@ -162,8 +162,9 @@ impl SseRelay {
         telemetry.stream_started();
         let translator = new_translator(&policy, &attempt);
         let upstream_family = attempt.built.provider.family();
+        let compressed = compressed_stream(attempt.resp.headers());
         let (_, body) = attempt.resp.into_parts();
-        SseRelay {
+        let mut relay = SseRelay {
             upstream: Some(body),
             decoder: new_decoder(max_event_bytes),
             max_event_bytes,
@@ -198,7 +199,11 @@ impl SseRelay {
             last_yield: None,
             on_disconnect,
             peak_buffered: 0,
+        };
+        if let Some(f) = compressed {
+            relay.retry(f);
         }
+        relay
     }
 
     /// Drops the upstream body (cancelling it if unfinished), keeping its phase timings for
@@ -416,6 +421,7 @@ impl SseRelay {
         let is_sse = crate::proxy::is_event_stream(attempt.resp.headers());
         self.translator = new_translator(&policy, &attempt);
         self.upstream_family = attempt.built.provider.family();
+        let compressed = compressed_stream(attempt.resp.headers());
         let (_, body) = attempt.resp.into_parts();
         self.upstream = Some(body);
         self.idle.as_mut().reset(attempt.first_token_by);
@@ -429,6 +435,8 @@ impl SseRelay {
             self.retry(AttemptFailure::before_content(
                 "the upstream answered a stream request without an event stream".into(),
             ));
+        } else if let Some(f) = compressed {
+            self.retry(f);
         }
     }
 
@@ -508,7 +516,8 @@ impl SseRelay {
         g: GiveUp,
     ) -> Poll<Option<Result<Frame<Bytes>, Never>>> {
         self.log.attempts = policy.records();
-        let reply = crate::proxy::give_up_reply(&policy, g);
+        let mut reply = crate::proxy::give_up_reply(&policy, g);
+        self.log.error = reply.detail.take();
         self.fail(reply.reason, reply.status, &reply.code, &reply.message)
     }
 }
@@ -522,6 +531,19 @@ fn new_translator(policy: &Policy, attempt: &Attempt) -> Box<dyn StreamTranslato
     opts.track_text = policy.route().continuation;
     opts.created = crate::proxy::now_unix();
     sluice_providers::stream::translator(&opts)
+}
+
+/// An event stream in a content coding (the gateway asks for `identity`, but an upstream or a
+/// proxy in front of it may compress anyway): its bytes are not events, so the attempt fails
+/// with a reason that says so instead of as an EOF mid-event.
+fn compressed_stream(h: &http::HeaderMap) -> Option<AttemptFailure> {
+    crate::headers::content_coding(h).map(|c| {
+        AttemptFailure::before_content(format!(
+            "the upstream sent its event stream with Content-Encoding `{}`, although the \
+             gateway asked for identity; it cannot be relayed",
+            crate::untrusted::echo(c)
+        ))
+    })
 }
 
 fn new_decoder(max_event_bytes: usize) -> Decoder {
@@ -705,7 +727,12 @@ impl Body for SseRelay {
                     }
                 }
                 Poll::Ready(Some(Err(e))) => {
-                    let msg = format!("the upstream broke off the stream: {e}");
+                    // The client reads no OS error or address; the log has it whole.
+                    this.log.error = Some(format!("the upstream broke off the stream: {e}"));
+                    let msg = format!(
+                        "the upstream broke off the stream: {}",
+                        crate::error::public_body_error(&e)
+                    );
                     if this.uncommitted.is_some() {
                         this.retry(AttemptFailure::before_content(msg));
                         continue;

@@ -98,7 +98,7 @@ async fn admin_config_is_redacted_and_hashed() {
     let v = r.json();
     assert_eq!(v["config"]["upstream"][0]["auth"]["secret"], "<redacted>");
     assert_eq!(v["config"]["server"]["admin_token"], "<redacted>");
-    assert_eq!(v["config"]["upstream"][0]["timeouts"]["idle"], "30s");
+    assert_eq!(v["config"]["upstream"][0]["timeouts"]["idle"], "5m");
     let hash = v["hash"].as_str().unwrap();
     assert!(
         hash.starts_with("sha256:") && hash.len() == 7 + 64,

@@ -1,0 +1,67 @@
+//! The request head's way to a route, as one function without I/O: method and path to an
+//! endpoint, body to the routing fields, model to the first route whose glob matches. The
+//! request path runs the same pieces (`route::endpoint`, the body probe, `glob_match`); this
+//! composition is what the fuzz target (`fuzz/fuzz_targets/route_head.rs`) and its `cargo
+//! test` twin feed with arbitrary input.
+
+use http::Method;
+
+use crate::config::{glob_match, Config};
+use crate::error::GatewayError;
+use crate::proxy::Probe;
+use crate::route::{self, Endpoint};
+
+/// Where a request goes.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Routed {
+    /// Answered by the gateway itself (models list, health, metrics, admin).
+    Local(Endpoint),
+    /// A model call.
+    Model {
+        /// The endpoint.
+        endpoint: Endpoint,
+        /// The index of the route in [`Config::routes`].
+        route: usize,
+        /// Whether the body asks for a stream.
+        stream: bool,
+        /// `max_tokens` (or `max_completion_tokens`, `max_output_tokens`), 0 if absent.
+        max_tokens: u64,
+    },
+}
+
+/// Decides the route of a request.
+///
+/// # Errors
+/// What the client would get: unknown path, wrong method, a body that is not JSON or has no
+/// string `model`, a model no route matches.
+pub fn route_request(
+    config: &Config,
+    method: &Method,
+    path: &str,
+    body: &[u8],
+) -> Result<Routed, GatewayError> {
+    let endpoint = route::endpoint(method, path)?;
+    if !matches!(endpoint, Endpoint::Model(_)) {
+        return Ok(Routed::Local(endpoint));
+    }
+    let probe: Probe<'_> =
+        serde_json::from_slice(body).map_err(|e| GatewayError::BadJson(e.to_string()))?;
+    let model = probe.model.as_deref().ok_or(GatewayError::MissingModel)?;
+    let route = config
+        .routes
+        .iter()
+        .position(|r| r.models.iter().any(|g| glob_match(g, model)))
+        .ok_or_else(|| {
+            GatewayError::UnknownModel(crate::untrusted::prefix(model, 1024).to_string())
+        })?;
+    Ok(Routed::Model {
+        endpoint,
+        route,
+        stream: probe.stream == Some(true),
+        max_tokens: probe
+            .max_tokens
+            .or(probe.max_completion_tokens)
+            .or(probe.max_output_tokens)
+            .unwrap_or(0),
+    })
+}
