@@ -80,7 +80,7 @@ async fn a_separate_pool_never_shares() {
 async fn through_the_gateway_lanes_keep_probes_off_the_streams_connections() {
     let mock = mock().await;
     let text = format!(
-        "[server]\nlisten = \"127.0.0.1:0\"\nshutdown_grace = \"1s\"\n\n[[upstream]]\nname = \"mock\"\n\
+        "[server]\nlisten = \"127.0.0.1:0\"\naccess_log = \"off\"\nshutdown_grace = \"1s\"\n\n[[upstream]]\nname = \"mock\"\n\
          base_url = \"{}/v1\"\nprotocol = \"h2c\"\n\n[[route]]\nmodels = [\"*\"]\nupstream = \"mock\"\n",
         mock.url()
     );

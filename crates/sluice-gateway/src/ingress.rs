@@ -78,6 +78,14 @@ pub enum StartError {
     /// A route's balancer settings were rejected.
     #[error("{0}")]
     Balance(#[from] sluice_upstream::BalanceConfigError),
+    /// The access log's file cannot be opened.
+    #[error("server.access_log: cannot open {sink}")]
+    AccessLog {
+        /// The sink as configured.
+        sink: String,
+        /// The OS error.
+        source: std::io::Error,
+    },
     /// The admin address is reachable from other hosts and no `server.admin_token` is set.
     #[error("server.admin_listen: {0} is not loopback: set server.admin_token")]
     AdminUnprotected(SocketAddr),
@@ -123,6 +131,16 @@ impl Gateway {
             return Err(StartError::AdminUnprotected(admin_addr));
         }
         let mut telemetry = Telemetry::new();
+        telemetry
+            .start_access_log(
+                &config.server.access_log,
+                config.server.log_format,
+                config.server.access_log_queue,
+            )
+            .map_err(|source| StartError::AccessLog {
+                sink: format!("{:?}", config.server.access_log),
+                source,
+            })?;
         telemetry.start_tracer(&config.telemetry);
         telemetry.register_pools(crate::pools::PoolCollector::new(
             config

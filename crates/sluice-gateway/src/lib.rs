@@ -10,6 +10,7 @@
 //! ```
 #![forbid(unsafe_code)]
 
+pub mod access_log;
 mod admin;
 mod body_budget;
 mod client_ip;

@@ -271,6 +271,8 @@ where
         Ok(local) => {
             let r = local_endpoint(local, &request_id);
             log.status = r.status().as_u16();
+            // Probes of a load balancer are not requests worth a log line each.
+            log.quiet = local == Endpoint::Health;
             log.finish(EndReason::Completed);
             return r;
         }

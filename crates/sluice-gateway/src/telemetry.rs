@@ -170,6 +170,8 @@ pub struct Telemetry {
     continuations: Family<Reason, Counter>,
     /// What the dashboard reads.
     pub(crate) live: crate::live::Live,
+    /// The access log (one line per request), once the gateway has opened its sink.
+    access_log: Option<crate::access_log::AccessLog>,
     /// Trace export, when `[telemetry] endpoint` is set.
     tracer: Option<crate::trace::Tracer>,
 }
@@ -296,6 +298,7 @@ impl Telemetry {
         );
         Telemetry {
             live: crate::live::Live::default(),
+            access_log: None,
             tracer: None,
             registry,
             tokens,
@@ -328,6 +331,25 @@ impl Telemetry {
     /// counters in this registry. Call on the runtime that will serve.
     pub(crate) fn start_tracer(&mut self, cfg: &crate::config::TelemetryConfig) {
         self.tracer = crate::trace::Tracer::start(cfg, &mut self.registry);
+    }
+
+    /// Opens the access log's sink and starts its writer (`server.access_log`).
+    ///
+    /// # Errors
+    /// The file cannot be opened.
+    pub(crate) fn start_access_log(
+        &mut self,
+        sink: &crate::access_log::AccessLogSink,
+        format: crate::access_log::LogFormat,
+        queue: usize,
+    ) -> std::io::Result<()> {
+        let log = crate::access_log::AccessLog::start(sink, format, queue)?;
+        self.registry
+            .register_collector(Box::new(crate::access_log::AccessLogCollector(
+                log.stats.clone(),
+            )));
+        self.access_log = Some(log);
+        Ok(())
     }
 
     /// The registry, for a stage that owns its metrics (the ingress).
@@ -498,6 +520,9 @@ pub(crate) struct RequestLog {
     pub(crate) usage_partial: bool,
     /// The `model` label of the token metrics (see `Policy::usage_label`).
     pub(crate) usage_label: String,
+    /// Not written to the access log (health checks: a load balancer's probes would drown
+    /// the requests).
+    pub(crate) quiet: bool,
     /// The request's trace span, when it is sampled.
     span: Option<Box<crate::trace::RequestSpan>>,
     /// Set while the request is a stream being relayed (the dashboard's stream ages).
@@ -525,6 +550,7 @@ impl RequestLog {
             usage: None,
             usage_partial: false,
             usage_label: String::new(),
+            quiet: false,
             span: None,
             stream: None,
             finished: false,
@@ -631,42 +657,67 @@ impl RequestLog {
         if let Some(u) = &self.usage {
             t.tokens(&self.route, &self.usage_label, u);
         }
-        let u = self.usage.unwrap_or_default();
-        let has_usage = self.usage.is_some();
-        let ms = |d: Duration| d.as_secs_f64() * 1000.0;
-        let p = self.timings;
-        let attempts = AttemptList(&self.attempts);
-        // Client-supplied values are escaped and capped (log injection, log bloat).
-        use crate::untrusted::Untrusted;
-        tracing::info!(
-            target: "sluice::request",
-            request_id = %Untrusted::new(&self.request_id),
-            client_ip = self.client_ip.map(tracing::field::display),
-            route = %self.route,
-            upstream = %self.upstream,
-            model = %Untrusted::new(&self.model),
-            status = self.status,
-            end_reason = reason.as_str(),
-            ttfb_ms = self.first_byte.map(|d| d.as_secs_f64() * 1000.0),
-            duration_ms = duration.as_secs_f64() * 1000.0,
-            bytes = self.bytes,
-            events = self.events,
-            acquire_ms = p.map(|p| ms(p.acquire)),
-            dns_ms = p.and_then(|p| p.dns).map(ms),
-            connect_ms = p.and_then(|p| p.connect).map(ms),
-            tls_ms = p.and_then(|p| p.tls).map(ms),
-            written_ms = p.map(|p| ms(p.written)),
-            upstream_first_byte_ms = p.map(|p| ms(p.first_byte)),
-            upstream_last_byte_ms = p.and_then(|p| p.last_byte).map(ms),
-            attempts = %attempts,
-            input_tokens = has_usage.then_some(u.input),
-            output_tokens = has_usage.then_some(u.output),
-            cached_tokens = has_usage.then_some(u.cached_input),
-            reasoning_tokens = has_usage.then_some(u.reasoning),
-            usage_partial = self.usage_partial,
-            error = self.error.as_deref().map(|e| tracing::field::display(Untrusted::message(e))),
-            "request"
-        );
+        self.write_access_log(reason, duration);
+    }
+
+    /// The request's access log line (client values escaped and capped), handed to the
+    /// writer without waiting.
+    fn write_access_log(&self, reason: EndReason, duration: Duration) {
+        let Some(log) = self.telemetry.access_log.as_ref().filter(|l| l.enabled()) else {
+            return;
+        };
+        if self.quiet {
+            return;
+        }
+        let mut l = log.line();
+        l.now("ts").str("request_id", &self.request_id);
+        if let Some(ip) = self.client_ip {
+            l.display("client_ip", ip);
+        }
+        l.word("route", &self.route)
+            .word("upstream", &self.upstream)
+            .str("model", &self.model)
+            .u64("status", u64::from(self.status))
+            .word("end_reason", reason.as_str());
+        if let Some(t) = self.first_byte {
+            l.ms("ttfb_ms", t);
+        }
+        l.ms("duration_ms", duration)
+            .u64("bytes", self.bytes)
+            .u64("events", self.events);
+        if let Some(p) = self.timings {
+            l.ms("acquire_ms", p.acquire);
+            for (k, v) in [
+                ("dns_ms", p.dns),
+                ("connect_ms", p.connect),
+                ("tls_ms", p.tls),
+            ] {
+                if let Some(v) = v {
+                    l.ms(k, v);
+                }
+            }
+            l.ms("written_ms", p.written)
+                .ms("upstream_first_byte_ms", p.first_byte);
+            if let Some(v) = p.last_byte {
+                l.ms("upstream_last_byte_ms", v);
+            }
+        }
+        if !self.attempts.is_empty() {
+            l.display("attempts", AttemptList(&self.attempts));
+        }
+        if let Some(u) = &self.usage {
+            l.u64("input_tokens", u.input)
+                .u64("output_tokens", u.output)
+                .u64("cached_tokens", u.cached_input)
+                .u64("reasoning_tokens", u.reasoning);
+            if self.usage_partial {
+                l.bool("usage_partial", true);
+            }
+        }
+        if let Some(e) = &self.error {
+            l.message("error", e);
+        }
+        log.send(l);
     }
 }
 

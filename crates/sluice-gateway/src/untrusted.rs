@@ -75,7 +75,7 @@ pub(crate) fn prefix(s: &str, max: usize) -> &str {
 }
 
 /// At most `max` bytes of `s`, cut at a character boundary, and how many bytes were left out.
-fn split_at_most(s: &str, max: usize) -> (&str, usize) {
+pub(crate) fn split_at_most(s: &str, max: usize) -> (&str, usize) {
     if s.len() <= max {
         return (s, 0);
     }

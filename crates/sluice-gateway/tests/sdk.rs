@@ -27,7 +27,7 @@ async fn official_sdks_through_the_gateway() {
     let mock = MockServer::start(MockConfig::default()).await.unwrap();
     for protocol in ["h2c", "http1"] {
         let text = format!(
-            "[server]\nlisten = \"127.0.0.1:0\"\n[[upstream]]\nname = \"mock\"\nbase_url = \"{}/v1\"\nprotocol = \"{protocol}\"\n[[route]]\nmodels = [\"mock-gpt-4o\", \"*\"]\nupstream = \"mock\"\n",
+            "[server]\nlisten = \"127.0.0.1:0\"\naccess_log = \"off\"\n[[upstream]]\nname = \"mock\"\nbase_url = \"{}/v1\"\nprotocol = \"{protocol}\"\n[[route]]\nmodels = [\"mock-gpt-4o\", \"*\"]\nupstream = \"mock\"\n",
             mock.url()
         );
         let gw = Gateway::start(Config::from_toml(&text, &|_| None).unwrap())
@@ -68,7 +68,7 @@ async fn official_sdks_through_translation() {
     let mock = MockServer::start(MockConfig::default()).await.unwrap();
     let url = mock.url();
     let text = format!(
-        "[server]\nlisten = \"127.0.0.1:0\"\n\
+        "[server]\nlisten = \"127.0.0.1:0\"\naccess_log = \"off\"\n\
          [[upstream]]\nname = \"oa\"\nbase_url = \"{url}/v1\"\nprotocol = \"h2c\"\nprovider = \"openai\"\n\
          [[upstream]]\nname = \"an\"\nbase_url = \"{url}/v1\"\nprotocol = \"h2c\"\nprovider = \"anthropic\"\n\
          [[upstream]]\nname = \"ge\"\nbase_url = \"{url}/v1beta\"\nprotocol = \"h2c\"\nprovider = \"gemini\"\n\

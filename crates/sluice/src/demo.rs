@@ -140,7 +140,7 @@ impl Setup {
             Setup::Lanes => ("", ""),
         };
         format!(
-            "[server]\nlisten = \"127.0.0.1:0\"\nshutdown_grace = \"1s\"\n\n\
+            "[server]\nlisten = \"127.0.0.1:0\"\naccess_log = \"off\"\nshutdown_grace = \"1s\"\n\n\
              [[upstream]]\nname = \"mock\"\nbase_url = \"{mock_url}/v1\"\nprotocol = \"h2c\"\n{pool}\n\n\
              [[route]]\nmodels = [\"*\"]\nupstream = \"mock\"\n{route}\n"
         )

@@ -212,7 +212,7 @@ impl FailoverPlan {
             )
         };
         format!(
-            "[server]\nlisten = \"127.0.0.1:0\"\nshutdown_grace = \"1s\"\n\n{}{}\
+            "[server]\nlisten = \"127.0.0.1:0\"\naccess_log = \"off\"\nshutdown_grace = \"1s\"\n\n{}{}\
              [[route]]\nmodels = [\"*\"]\ntargets = [{{ upstream = \"primary\" }}]\n\
              fallbacks = [{{ upstream = \"fallback\" }}]\n\
              retry = {{ attempts = {}, backoff = \"10ms\", max_backoff = \"100ms\", max_retry_after = \"250ms\" }}\n",

@@ -52,9 +52,10 @@ pub struct ServeArgs {
     /// needs `server.admin_token`). The second stdout line, `admin on IP:PORT`, names it.
     #[arg(long, value_name = "ADDR")]
     admin_listen: Option<SocketAddr>,
-    /// Log format (the filter comes from RUST_LOG, default `info`).
-    #[arg(long, value_enum, default_value = "text")]
-    log_format: LogFormat,
+    /// Log format of the access log and the operational log, instead of `server.log_format`
+    /// (default text). The operational log's filter is RUST_LOG, else `server.log_level`.
+    #[arg(long, value_enum)]
+    log_format: Option<LogFormat>,
 }
 
 /// Options of `sluice check-config`.
@@ -98,8 +99,11 @@ pub fn check(args: CheckArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
-fn init_logs(format: LogFormat) {
+/// The operational log (warnings, errors, lifecycle), on stderr; the access log is apart
+/// (`server.access_log`). RUST_LOG overrides `server.log_level`.
+fn init_logs(format: LogFormat, level: &str) {
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .or_else(|_| tracing_subscriber::EnvFilter::try_new(level))
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
     let b = tracing_subscriber::fmt()
         .with_env_filter(filter)
@@ -113,14 +117,26 @@ fn init_logs(format: LogFormat) {
 
 /// Runs the gateway until SIGINT or SIGTERM, then shuts down gracefully.
 pub fn serve(args: ServeArgs) -> anyhow::Result<()> {
-    init_logs(args.log_format);
     let file = args.config.path();
     let checked = Config::check_file(file, EnvMode::Required)
         .with_context(|| format!("{} is not a valid config", file.display()))?;
+    let format = args
+        .log_format
+        .unwrap_or(match checked.config.server.log_format {
+            sluice_gateway::access_log::LogFormat::Text => LogFormat::Text,
+            sluice_gateway::access_log::LogFormat::Json => LogFormat::Json,
+        });
+    init_logs(format, &checked.config.server.log_level);
     for w in &checked.warnings {
         tracing::warn!(config = %file.display(), "{w}");
     }
     let mut cfg = checked.config;
+    if let Some(f) = args.log_format {
+        cfg.server.log_format = match f {
+            LogFormat::Text => sluice_gateway::access_log::LogFormat::Text,
+            LogFormat::Json => sluice_gateway::access_log::LogFormat::Json,
+        };
+    }
     if let Some(listen) = args.listen {
         cfg.server.listen = listen;
     }

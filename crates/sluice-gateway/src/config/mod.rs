@@ -65,6 +65,19 @@ pub struct ServerConfig {
     /// written, ttfb) on every response; without it, only when the client sends
     /// `X-Sluice-Timing: 1`. Default false.
     pub server_timing: bool,
+    /// Where the access log (one line per request) goes: `stdout`, a file path (appended to),
+    /// or `off`. Written by its own thread; a sink that cannot keep up loses lines (counted),
+    /// never slows requests. Default `stdout`.
+    pub access_log: crate::access_log::AccessLogSink,
+    /// Access log lines waiting for the writer, at most; past it lines are dropped (and
+    /// counted). Default 16384.
+    pub access_log_queue: usize,
+    /// `text` (`key=value`) or `json`, for the access log and the operational log alike.
+    /// Default `text`.
+    pub log_format: crate::access_log::LogFormat,
+    /// The operational log's filter (`info`, `warn`, `sluice=debug,h2=info`, ...); `RUST_LOG`
+    /// overrides it. Default `info`.
+    pub log_level: String,
     /// Where the admin plane listens (`/metrics`, `/admin/*`, the dashboard, `/readyz`).
     /// `None`: [`DEFAULT_ADMIN_LISTEN`], or an ephemeral loopback port when `listen`'s port
     /// is 0 (tests); see [`ServerConfig::admin_addr`].

@@ -47,6 +47,10 @@ pub(super) struct RawServer {
     pub(super) shutdown_grace: Option<DurationValue>,
     pub(super) max_event_bytes: Option<SizeValue>,
     pub(super) server_timing: Option<bool>,
+    pub(super) access_log: Option<String>,
+    pub(super) access_log_queue: Option<usize>,
+    pub(super) log_format: Option<LogFormatName>,
+    pub(super) log_level: Option<String>,
     pub(super) admin_listen: Option<String>,
     pub(super) admin_token: Option<String>,
     pub(super) max_connections: Option<usize>,
@@ -257,6 +261,14 @@ pub(super) struct RawRetry {
     pub(super) backoff: Option<DurationValue>,
     pub(super) max_backoff: Option<DurationValue>,
     pub(super) max_retry_after: Option<DurationValue>,
+}
+
+/// `server.log_format`, as spelled in the file.
+#[derive(Deserialize, Clone, Copy, Debug)]
+#[serde(rename_all = "lowercase")]
+pub(super) enum LogFormatName {
+    Text,
+    Json,
 }
 
 /// `route[].lane`, as spelled in the file.

@@ -12,9 +12,9 @@ use toml::de::DeTable;
 use super::diagnostics::{deserialize_error, line_of, locate, syntax_error};
 use super::interpolate::{self, Unresolved};
 use super::raw::{
-    BalanceName, ProviderName, RawAuth, RawBudget, RawClientResets, RawClientTimeouts, RawConfig,
-    RawHealthCheck, RawLane, RawOutlier, RawPool, RawRetry, RawRoute, RawServer, RawSessionHeader,
-    RawTarget, RawTimeouts, RawTls, RawUpstream,
+    BalanceName, LogFormatName, ProviderName, RawAuth, RawBudget, RawClientResets,
+    RawClientTimeouts, RawConfig, RawHealthCheck, RawLane, RawOutlier, RawPool, RawRetry, RawRoute,
+    RawServer, RawSessionHeader, RawTarget, RawTimeouts, RawTls, RawUpstream,
 };
 use super::units::{DurationValue, SizeValue};
 use super::{
@@ -497,6 +497,10 @@ fn server_config(raw: RawServer, ctx: &mut Ctx<'_>) -> Result<ServerConfig, Conf
         shutdown_grace,
         max_event_bytes,
         server_timing,
+        access_log,
+        access_log_queue,
+        log_format,
+        log_level,
         admin_listen,
         admin_token,
         max_connections,
@@ -612,6 +616,31 @@ fn server_config(raw: RawServer, ctx: &mut Ctx<'_>) -> Result<ServerConfig, Conf
         )?,
         max_event_bytes: usize::try_from(max_event_bytes).unwrap_or(usize::MAX),
         server_timing: server_timing.unwrap_or(false),
+        access_log: match access_log.as_deref() {
+            None | Some("stdout") => crate::access_log::AccessLogSink::Stdout,
+            Some("off") => crate::access_log::AccessLogSink::Off,
+            Some("") => {
+                return Err(ConfigError::new(
+                    "server.access_log",
+                    "write \"stdout\", \"off\" or a file path",
+                ))
+            }
+            Some(path) => crate::access_log::AccessLogSink::File(path.into()),
+        },
+        access_log_queue: match access_log_queue {
+            Some(0) => {
+                return Err(ConfigError::new(
+                    "server.access_log_queue",
+                    "must be at least 1",
+                ))
+            }
+            v => v.unwrap_or(crate::access_log::DEFAULT_QUEUE),
+        },
+        log_format: match log_format {
+            None | Some(LogFormatName::Text) => crate::access_log::LogFormat::Text,
+            Some(LogFormatName::Json) => crate::access_log::LogFormat::Json,
+        },
+        log_level: log_level.unwrap_or_else(|| "info".into()),
         max_connections: positive("server.max_connections", max_connections)?,
         max_connections_per_ip: positive("server.max_connections_per_ip", max_connections_per_ip)?,
         max_header_bytes: u32::try_from(max_header_bytes).unwrap_or(u32::MAX),

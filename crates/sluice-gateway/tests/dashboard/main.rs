@@ -49,7 +49,7 @@ async fn dashboard_shows_live_streams_in_chromium() {
     let (chromium, chromedriver) = webdriver::binaries();
     let mock = mock("").await;
     let text = format!(
-        "[server]\nlisten = \"127.0.0.1:0\"\n\n[[upstream]]\nname = \"mock\"\nbase_url = \"{}/v1\"\nprotocol = \"h2c\"\n\n\
+        "[server]\nlisten = \"127.0.0.1:0\"\naccess_log = \"off\"\n\n[[upstream]]\nname = \"mock\"\nbase_url = \"{}/v1\"\nprotocol = \"h2c\"\n\n\
          [[route]]\nname = \"chat\"\nmodels = [\"gpt-*\"]\nupstream = \"mock\"\n\n[[route]]\nname = \"claude\"\nmodels = [\"claude-*\"]\nupstream = \"mock\"\n",
         mock.url()
     );

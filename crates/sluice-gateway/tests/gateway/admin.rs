@@ -155,14 +155,14 @@ async fn the_admin_token_is_required_where_it_is_set() {
 #[tokio::test]
 async fn a_non_loopback_admin_address_needs_a_token() {
     let base = "[[upstream]]\nname = \"m\"\nbase_url = \"http://127.0.0.1:9/v1\"\n[[route]]\nmodels = [\"*\"]\nupstream = \"m\"\n";
-    let open = format!("[server]\nlisten = \"127.0.0.1:0\"\nadmin_listen = \"0.0.0.0:0\"\n{base}");
+    let open = format!("[server]\nlisten = \"127.0.0.1:0\"\naccess_log = \"off\"\nadmin_listen = \"0.0.0.0:0\"\n{base}");
     let e = Config::from_toml(&open, &|_| None).unwrap_err();
     assert_eq!(e.path, "server.admin_listen");
     assert!(e.reason.contains("admin_token"), "{e}");
-    assert_eq!(e.line, Some(3));
+    assert_eq!(e.line, Some(4));
     // With the token it starts, and the token guards it.
     let guarded = format!(
-        "[server]\nlisten = \"127.0.0.1:0\"\nadmin_listen = \"0.0.0.0:0\"\nadmin_token = \"${{ADMIN_TOKEN}}\"\n{base}"
+        "[server]\nlisten = \"127.0.0.1:0\"\naccess_log = \"off\"\nadmin_listen = \"0.0.0.0:0\"\nadmin_token = \"${{ADMIN_TOKEN}}\"\n{base}"
     );
     let cfg = Config::from_toml(&guarded, &|k| {
         (k == "ADMIN_TOKEN").then(|| TOKEN.to_string())

@@ -33,7 +33,7 @@ async fn gateway_over(
     targets: &str,
     route_extra: &str,
 ) -> Gateway {
-    let mut text = String::from("[server]\nlisten = \"127.0.0.1:0\"\n");
+    let mut text = String::from("[server]\nlisten = \"127.0.0.1:0\"\naccess_log = \"off\"\n");
     let mut all = Vec::new();
     for (i, m) in mocks.iter().enumerate() {
         let name = (b'a' + i as u8) as char;

@@ -22,7 +22,7 @@ async fn models_lists_literal_routes_and_what_glob_routes_reach() {
     assert!(!reported.is_empty());
     let glob = format!("{}*", &reported[0][..3]);
     let text = format!(
-        "[server]\nlisten = \"127.0.0.1:0\"\n[[upstream]]\nname = \"m\"\nbase_url = \"{}/v1\"\nprotocol = \"h2c\"\n\
+        "[server]\nlisten = \"127.0.0.1:0\"\naccess_log = \"off\"\n[[upstream]]\nname = \"m\"\nbase_url = \"{}/v1\"\nprotocol = \"h2c\"\n\
          [[route]]\nmodels = [\"alias-1\", \"{glob}\"]\nupstream = \"m\"\n\
          [[route]]\nmodels = [\"alias-1\", \"alias-2\"]\nupstream = \"m\"\n",
         m.url()

@@ -4,60 +4,51 @@
 //! Now client values are escaped and capped in logs, request ids are validated, error bodies
 //! quote a short escaped prefix, and name upstreams by their configured name only.
 
-use std::io::Write;
-use std::sync::{Arc, Mutex};
-
 use crate::support::*;
 use crate::{gateway, gateway_at, Setup};
 
-/// The gateway's log, in the default text format, as written.
-#[derive(Clone, Default)]
-struct Logs(Arc<Mutex<Vec<u8>>>);
-
-impl Write for Logs {
-    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-        self.0.lock().unwrap().extend_from_slice(buf);
-        Ok(buf.len())
-    }
-    fn flush(&mut self) -> std::io::Result<()> {
-        Ok(())
-    }
-}
+/// The gateway's access log, in the default text format, as written to its file.
+struct Logs(std::path::PathBuf);
 
 impl Logs {
-    /// Captures this thread's logs (the test runtime is single-threaded: the gateway's tasks
-    /// run here too).
-    fn capture() -> (Logs, tracing::subscriber::DefaultGuard) {
-        let logs = Logs::default();
-        let w = logs.clone();
-        let sub = tracing_subscriber::fmt()
-            .with_ansi(false)
-            .with_max_level(tracing::Level::INFO)
-            .with_writer(move || w.clone())
-            .finish();
-        (logs.clone(), tracing::subscriber::set_default(sub))
+    fn new(name: &str) -> Logs {
+        let p =
+            std::env::temp_dir().join(format!("sluice-hygiene-{name}-{}.log", std::process::id()));
+        let _ = std::fs::remove_file(&p);
+        Logs(p)
+    }
+
+    /// The `server` lines that send the access log here.
+    fn setting(&self) -> String {
+        format!("access_log = \"{}\"", self.0.display())
     }
 
     fn text(&self) -> String {
-        String::from_utf8_lossy(&self.0.lock().unwrap()).into_owned()
+        std::fs::read_to_string(&self.0).unwrap_or_default()
     }
 
-    fn request_lines(&self) -> Vec<String> {
-        self.text()
-            .lines()
-            .filter(|l| l.contains("sluice::request"))
-            .map(str::to_string)
-            .collect()
+    /// The request lines, once `n` have been written (the writer is its own thread).
+    async fn request_lines(&self, n: usize) -> Vec<String> {
+        for _ in 0..200 {
+            let lines: Vec<String> = self.text().lines().map(str::to_string).collect();
+            if lines.len() >= n {
+                return lines;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+        }
+        self.text().lines().map(str::to_string).collect()
     }
 }
 
 #[tokio::test]
 async fn client_values_cannot_forge_log_lines_or_fields() {
-    let (logs, _guard) = Logs::capture();
+    let logs = Logs::new("forge");
     let mock = mock("").await;
+    let setting = logs.setting();
     let gw = gateway(
         &mock,
         Setup {
+            server: &setting,
             models: r#"["gpt-4o*"]"#,
             ..Default::default()
         },
@@ -90,9 +81,9 @@ async fn client_values_cannot_forge_log_lines_or_fields() {
     let msg = r.json()["error"]["message"].as_str().unwrap().to_string();
     assert!(msg.contains("xyyy") && msg.contains("[cut "), "{msg}");
 
+    let lines = logs.request_lines(2).await;
     let text = logs.text();
     assert!(!text.contains('\u{1b}'), "no raw escape reaches the log");
-    let lines = logs.request_lines();
     assert_eq!(
         lines.len(),
         2,
@@ -111,11 +102,19 @@ async fn client_values_cannot_forge_log_lines_or_fields() {
 
 #[tokio::test]
 async fn error_bodies_name_the_upstream_and_the_log_has_the_address() {
-    let (logs, _guard) = Logs::capture();
+    let logs = Logs::new("address");
     let closed = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let port = closed.local_addr().unwrap().port();
     drop(closed);
-    let gw = gateway_at(&format!("http://127.0.0.1:{port}/v1"), Setup::default()).await;
+    let setting = logs.setting();
+    let gw = gateway_at(
+        &format!("http://127.0.0.1:{port}/v1"),
+        Setup {
+            server: &setting,
+            ..Setup::default()
+        },
+    )
+    .await;
     let r = h1(
         gw.addr(),
         request("POST", "/v1/chat/completions", "", r#"{"model":"m"}"#),
@@ -132,7 +131,11 @@ async fn error_bodies_name_the_upstream_and_the_log_has_the_address() {
         !body.contains("os error"),
         "no OS error in the body: {body}"
     );
-    let line = logs.request_lines().pop().expect("the request's log line");
+    let line = logs
+        .request_lines(1)
+        .await
+        .pop()
+        .expect("the request's log line");
     assert!(
         line.contains(&format!("127.0.0.1:{port}")),
         "the log has the address: {line}"

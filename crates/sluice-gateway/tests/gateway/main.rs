@@ -6,6 +6,7 @@
 #[allow(dead_code)]
 mod support;
 
+mod access_log;
 mod admin;
 mod balance;
 mod cancel;
@@ -65,8 +66,16 @@ pub async fn gateway_at(base_url: &str, s: Setup<'_>) -> Gateway {
     };
     let (protocol, models) = (or("h2c", s.protocol), or("[\"*\"]", s.models));
     let text = format!(
-        "[server]\nlisten = \"127.0.0.1:0\"\n{}\n\n[[upstream]]\nname = \"mock\"\nbase_url = \"{base_url}\"\nprotocol = \"{protocol}\"\n{}\n\n[[route]]\nmodels = {models}\nupstream = \"mock\"\n{}\n",
-        s.server, s.upstream, s.route
+        "[server]\nlisten = \"127.0.0.1:0\"\n{}\n{}\n\n[[upstream]]\nname = \"mock\"\nbase_url = \"{base_url}\"\nprotocol = \"{protocol}\"\n{}\n\n[[route]]\nmodels = {models}\nupstream = \"mock\"\n{}\n",
+        // The access log only where a test reads it: elsewhere its lines are noise.
+        if s.server.contains("access_log") {
+            ""
+        } else {
+            "access_log = \"off\""
+        },
+        s.server,
+        s.upstream,
+        s.route
     );
     let cfg = Config::from_toml(&text, &|k| (k == "TEST_KEY").then(|| "sk-test".to_string()))
         .unwrap_or_else(|e| panic!("{e}\n{text}"));

@@ -12,7 +12,7 @@ use crate::support::*;
 
 /// A gateway with one upstream per mock (`a`, `b`, ...) and `route` as its only route.
 async fn gateway_over(mocks: &[&MockServer], upstream_extra: &str, route: &str) -> Gateway {
-    let mut text = String::from("[server]\nlisten = \"127.0.0.1:0\"\n");
+    let mut text = String::from("[server]\nlisten = \"127.0.0.1:0\"\naccess_log = \"off\"\n");
     for (i, m) in mocks.iter().enumerate() {
         let name = (b'a' + i as u8) as char;
         text.push_str(&format!(
@@ -270,7 +270,7 @@ async fn never_sent_failures_go_to_another_target() {
     drop(closed);
     let b = mock("").await;
     let text = format!(
-        "[server]\nlisten = \"127.0.0.1:0\"\n[[upstream]]\nname = \"a\"\nbase_url = \"http://127.0.0.1:{port}/v1\"\nprotocol = \"http1\"\n[[upstream]]\nname = \"b\"\nbase_url = \"{}/v1\"\n[[route]]\nmodels = [\"*\"]\ntargets = [{{ upstream = \"a\" }}, {{ upstream = \"b\" }}]\n",
+        "[server]\nlisten = \"127.0.0.1:0\"\naccess_log = \"off\"\n[[upstream]]\nname = \"a\"\nbase_url = \"http://127.0.0.1:{port}/v1\"\nprotocol = \"http1\"\n[[upstream]]\nname = \"b\"\nbase_url = \"{}/v1\"\n[[route]]\nmodels = [\"*\"]\ntargets = [{{ upstream = \"a\" }}, {{ upstream = \"b\" }}]\n",
         b.url()
     );
     let gw = Gateway::start(Config::from_toml(&text, &|_| None).unwrap())
@@ -300,7 +300,7 @@ fn openai_text(body: &[u8]) -> String {
 /// route continues cut streams.
 async fn continuing(a: &MockServer, b: &MockServer, b_extra: &str) -> Gateway {
     let text = format!(
-        "[server]\nlisten = \"127.0.0.1:0\"\n\
+        "[server]\nlisten = \"127.0.0.1:0\"\naccess_log = \"off\"\n\
          [[upstream]]\nname = \"a\"\nbase_url = \"{}/v1\"\nprotocol = \"h2c\"\n\
          [[upstream]]\nname = \"b\"\nbase_url = \"{}/v1\"\nprotocol = \"h2c\"\n{b_extra}\n\
          [[route]]\nmodels = [\"*\"]\ntargets = [{{ upstream = \"a\" }}]\n\
@@ -469,7 +469,7 @@ async fn an_upstream_without_done_ends_cleanly_at_its_eof() {
         }
     });
     let text = format!(
-        "[server]\nlisten = \"127.0.0.1:0\"\n[[upstream]]\nname = \"raw\"\nbase_url = \"http://{addr}/v1\"\nprotocol = \"http1\"\n[[route]]\nmodels = [\"*\"]\nupstream = \"raw\"\n"
+        "[server]\nlisten = \"127.0.0.1:0\"\naccess_log = \"off\"\n[[upstream]]\nname = \"raw\"\nbase_url = \"http://{addr}/v1\"\nprotocol = \"http1\"\n[[route]]\nmodels = [\"*\"]\nupstream = \"raw\"\n"
     );
     let gw = Gateway::start(Config::from_toml(&text, &|_| None).unwrap())
         .await

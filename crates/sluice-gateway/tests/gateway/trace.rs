@@ -15,7 +15,7 @@ const CLIENT_SPAN: &str = "00f067aa0ba902b7";
 
 async fn traced_gateway(mock: &MockServer, endpoint: &str, telemetry: &str) -> Gateway {
     let text = format!(
-        "[server]\nlisten = \"127.0.0.1:0\"\n\n[[upstream]]\nname = \"mock\"\nbase_url = \"{}/v1\"\nprotocol = \"h2c\"\n\n[[route]]\nmodels = [\"*\"]\nupstream = \"mock\"\n\n[telemetry]\nendpoint = \"{endpoint}\"\nbatch_interval = \"50ms\"\nservice_name = \"sluice-test\"\nheaders = {{ \"x-collector-key\" = \"${{COLLECTOR_KEY}}\" }}\n{telemetry}\n",
+        "[server]\nlisten = \"127.0.0.1:0\"\naccess_log = \"off\"\n\n[[upstream]]\nname = \"mock\"\nbase_url = \"{}/v1\"\nprotocol = \"h2c\"\n\n[[route]]\nmodels = [\"*\"]\nupstream = \"mock\"\n\n[telemetry]\nendpoint = \"{endpoint}\"\nbatch_interval = \"50ms\"\nservice_name = \"sluice-test\"\nheaders = {{ \"x-collector-key\" = \"${{COLLECTOR_KEY}}\" }}\n{telemetry}\n",
         mock.url()
     );
     let cfg = Config::from_toml(&text, &|k| {

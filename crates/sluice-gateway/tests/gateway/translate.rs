@@ -22,7 +22,7 @@ async fn gateway_as(mock: &MockServer, provider: &str, route_extra: &str) -> Gat
         ),
     };
     let text = format!(
-        "[server]\nlisten = \"127.0.0.1:0\"\n[[upstream]]\nname = \"up\"\nbase_url = \"{base}\"\nprotocol = \"h2c\"\n{provider_line}\n[[route]]\nmodels = [\"*\"]\nupstream = \"up\"\n{route_extra}\n"
+        "[server]\nlisten = \"127.0.0.1:0\"\naccess_log = \"off\"\n[[upstream]]\nname = \"up\"\nbase_url = \"{base}\"\nprotocol = \"h2c\"\n{provider_line}\n[[route]]\nmodels = [\"*\"]\nupstream = \"up\"\n{route_extra}\n"
     );
     let cfg = Config::from_toml(&text, &|_| None).unwrap_or_else(|e| panic!("{e}\n{text}"));
     Gateway::start(cfg).await.unwrap()

@@ -1,0 +1,442 @@
+//! The access log: one line per request, written off the request path.
+//!
+//! A request formats its line into a buffer and hands it to a bounded channel with `try_send`;
+//! one writer thread (owned by the gateway, joined at shutdown) drains the channel in batches
+//! into a buffered sink and flushes when the channel is empty. A request never waits for the
+//! sink: when it cannot keep up (a full disk, a blocked pipe), lines are dropped and counted
+//! (`sluice_access_log_dropped_total`), and requests go on at full speed.
+//!
+//! NOTE: a thread, not a tokio task: writing to a file or a pipe blocks, and a blocked write
+//! must never hold a runtime worker. Alternatives rejected: `tracing`'s fmt layer (writes
+//! inline on the request's thread, under a lock), and `tracing-appender`'s non-blocking writer
+//! (per-event formatting through `tracing`'s machinery, which costs more than the line itself).
+
+use std::fmt::Write as _;
+use std::io::Write as _;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::mpsc::{Receiver, SyncSender, TrySendError};
+use std::sync::Arc;
+
+/// Where access log lines go (`server.access_log`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum AccessLogSink {
+    /// Standard output (the default).
+    Stdout,
+    /// A file, appended to (created if missing).
+    File(PathBuf),
+    /// Nowhere: the line is not even formatted.
+    Off,
+}
+
+/// How lines are written (`server.log_format`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum LogFormat {
+    /// `key=value` pairs; values with spaces, quotes or control characters are quoted and
+    /// escaped, so a client-supplied value can never forge a field or a line.
+    #[default]
+    Text,
+    /// One JSON object per line.
+    Json,
+}
+
+/// Lines waiting for the writer, at most, by default (`server.access_log_queue`).
+pub const DEFAULT_QUEUE: usize = 16 * 1024;
+/// Lines written per batch before checking the channel again.
+const BATCH: usize = 512;
+/// A client-supplied value logged at most this long (then marked as cut).
+pub(crate) const MAX_VALUE: usize = crate::untrusted::LOG_CAP;
+
+/// Counters of the access log, for metrics.
+#[derive(Debug, Default)]
+pub(crate) struct AccessLogStats {
+    pub(crate) written: AtomicU64,
+    pub(crate) dropped: AtomicU64,
+}
+
+/// The sending side, shared by every request.
+#[derive(Debug)]
+pub(crate) struct AccessLog {
+    tx: Option<SyncSender<String>>,
+    format: LogFormat,
+    pub(crate) stats: Arc<AccessLogStats>,
+    writer: Option<std::thread::JoinHandle<()>>,
+}
+
+impl AccessLog {
+    /// Opens the sink and starts the writer thread.
+    ///
+    /// # Errors
+    /// The file cannot be opened for appending.
+    pub(crate) fn start(
+        sink: &AccessLogSink,
+        format: LogFormat,
+        queue: usize,
+    ) -> std::io::Result<AccessLog> {
+        let stats = Arc::new(AccessLogStats::default());
+        let out: Box<dyn std::io::Write + Send> = match sink {
+            AccessLogSink::Off => {
+                return Ok(AccessLog {
+                    tx: None,
+                    format,
+                    stats,
+                    writer: None,
+                })
+            }
+            AccessLogSink::Stdout => Box::new(std::io::stdout()),
+            AccessLogSink::File(p) => Box::new(
+                std::fs::OpenOptions::new()
+                    .create(true)
+                    .append(true)
+                    .open(p)?,
+            ),
+        };
+        let (tx, rx) = std::sync::mpsc::sync_channel(queue.max(1));
+        let s = stats.clone();
+        let writer = std::thread::Builder::new()
+            .name("sluice-access-log".into())
+            .spawn(move || write_lines(rx, out, &s))?;
+        Ok(AccessLog {
+            tx: Some(tx),
+            format,
+            stats,
+            writer: Some(writer),
+        })
+    }
+
+    /// Whether lines are written at all (`off` formats nothing).
+    pub(crate) fn enabled(&self) -> bool {
+        self.tx.is_some()
+    }
+
+    /// A line builder in this log's format.
+    pub(crate) fn line(&self) -> Line {
+        Line::new(self.format)
+    }
+
+    /// Hands a finished line to the writer; never waits.
+    pub(crate) fn send(&self, line: Line) {
+        let Some(tx) = &self.tx else { return };
+        match tx.try_send(line.finish()) {
+            Ok(()) => {}
+            Err(TrySendError::Full(_) | TrySendError::Disconnected(_)) => {
+                self.stats.dropped.fetch_add(1, Ordering::Relaxed);
+            }
+        }
+    }
+}
+
+/// How long dropping the log waits for the writer to write what is queued.
+const FLUSH_ON_DROP: std::time::Duration = std::time::Duration::from_secs(2);
+
+impl Drop for AccessLog {
+    fn drop(&mut self) {
+        // Closing the channel ends the writer once it has written what is queued. A sink that
+        // blocks forever must not hold the process at exit: wait a bounded time, then leave
+        // the thread to the process's end.
+        self.tx = None;
+        if let Some(w) = self.writer.take() {
+            let step = std::time::Duration::from_millis(5);
+            let mut waited = std::time::Duration::ZERO;
+            while !w.is_finished() && waited < FLUSH_ON_DROP {
+                std::thread::park_timeout(step);
+                waited += step;
+            }
+            if w.is_finished() {
+                let _ = w.join();
+            }
+        }
+    }
+}
+
+fn write_lines(rx: Receiver<String>, out: Box<dyn std::io::Write + Send>, stats: &AccessLogStats) {
+    let mut out = std::io::BufWriter::with_capacity(64 * 1024, out);
+    while let Ok(first) = rx.recv() {
+        let mut n = 0u64;
+        let mut ok = out.write_all(first.as_bytes()).is_ok();
+        n += 1;
+        for line in rx.try_iter().take(BATCH) {
+            ok &= out.write_all(line.as_bytes()).is_ok();
+            n += 1;
+        }
+        ok &= out.flush().is_ok();
+        if ok {
+            stats.written.fetch_add(n, Ordering::Relaxed);
+        } else {
+            stats.dropped.fetch_add(n, Ordering::Relaxed);
+        }
+    }
+}
+
+/// One line being formatted.
+pub(crate) struct Line {
+    buf: String,
+    format: LogFormat,
+    first: bool,
+}
+
+impl Line {
+    fn new(format: LogFormat) -> Line {
+        let mut buf = String::with_capacity(512);
+        if format == LogFormat::Json {
+            buf.push('{');
+        }
+        Line {
+            buf,
+            format,
+            first: true,
+        }
+    }
+
+    fn key(&mut self, k: &str) {
+        match self.format {
+            LogFormat::Text => {
+                if !self.first {
+                    self.buf.push(' ');
+                }
+                self.buf.push_str(k);
+                self.buf.push('=');
+            }
+            LogFormat::Json => {
+                if !self.first {
+                    self.buf.push(',');
+                }
+                self.buf.push('"');
+                self.buf.push_str(k);
+                self.buf.push_str("\":");
+            }
+        }
+        self.first = false;
+    }
+
+    /// A string field holding client-supplied text: escaped and capped by the rule of
+    /// [`crate::untrusted::Untrusted`] (`"xxxx…[cut N bytes]"`), so it forges no field and
+    /// no line, and a 10 MB value makes no 10 MB line.
+    pub(crate) fn str(&mut self, k: &str, v: &str) -> &mut Line {
+        self.key(k);
+        match self.format {
+            LogFormat::Text => {
+                let _ = write!(self.buf, "{}", crate::untrusted::Untrusted::new(v));
+            }
+            LogFormat::Json => {
+                let (head, cut) = crate::untrusted::split_at_most(v, MAX_VALUE);
+                let mut s = serde_json::to_string(head).unwrap_or_default();
+                if cut > 0 {
+                    s.insert_str(s.len() - 1, &format!("…[cut {cut} bytes]"));
+                }
+                self.buf.push_str(&s);
+            }
+        }
+        self
+    }
+
+    /// A string field of the gateway's own (a route or upstream name, an end reason): written
+    /// as it is in text, quoted in JSON.
+    pub(crate) fn word(&mut self, k: &str, v: &str) -> &mut Line {
+        self.key(k);
+        match self.format {
+            LogFormat::Text => self.buf.push_str(if v.is_empty() { "-" } else { v }),
+            LogFormat::Json => {
+                self.buf.push('"');
+                self.buf.push_str(v);
+                self.buf.push('"');
+            }
+        }
+        self
+    }
+
+    /// A message of the gateway's that may quote client input (an error): escaped, at most
+    /// 1 KiB.
+    pub(crate) fn message(&mut self, k: &str, v: &str) -> &mut Line {
+        self.key(k);
+        let shown = crate::untrusted::Untrusted::message(v).to_string();
+        match self.format {
+            LogFormat::Text => self.buf.push_str(&shown),
+            LogFormat::Json => {
+                let inner = shown
+                    .strip_prefix('"')
+                    .and_then(|x| x.strip_suffix('"'))
+                    .unwrap_or(&shown);
+                self.buf.push('"');
+                self.buf.push_str(inner);
+                self.buf.push('"');
+            }
+        }
+        self
+    }
+
+    /// A whole number.
+    pub(crate) fn u64(&mut self, k: &str, v: u64) -> &mut Line {
+        self.key(k);
+        let _ = write!(self.buf, "{v}");
+        self
+    }
+
+    /// A number of milliseconds, rounded to 3 significant decimals (`1.14`, not
+    /// `1.1432280000000001`).
+    pub(crate) fn ms(&mut self, k: &str, d: std::time::Duration) -> &mut Line {
+        self.key(k);
+        let ms = d.as_secs_f64() * 1000.0;
+        let _ = if ms >= 100.0 {
+            write!(self.buf, "{ms:.0}")
+        } else if ms >= 10.0 {
+            write!(self.buf, "{ms:.1}")
+        } else {
+            write!(self.buf, "{ms:.2}")
+        };
+        self
+    }
+
+    /// A boolean.
+    pub(crate) fn bool(&mut self, k: &str, v: bool) -> &mut Line {
+        self.key(k);
+        self.buf.push_str(if v { "true" } else { "false" });
+        self
+    }
+
+    /// The time now, RFC 3339 in UTC with milliseconds.
+    pub(crate) fn now(&mut self, k: &str) -> &mut Line {
+        self.key(k);
+        let t = humantime::format_rfc3339_millis(std::time::SystemTime::now());
+        match self.format {
+            LogFormat::Text => {
+                let _ = write!(self.buf, "{t}");
+            }
+            LogFormat::Json => {
+                let _ = write!(self.buf, "\"{t}\"");
+            }
+        }
+        self
+    }
+
+    /// A field of the gateway's own whose value implements `Display` (an address, the
+    /// attempts list): quoted in JSON, and in text when it may hold spaces.
+    pub(crate) fn display(&mut self, k: &str, v: impl std::fmt::Display) -> &mut Line {
+        self.key(k);
+        match self.format {
+            LogFormat::Text => {
+                let _ = write!(self.buf, "{v}");
+            }
+            LogFormat::Json => {
+                let _ = write!(self.buf, "\"{v}\"");
+            }
+        }
+        self
+    }
+
+    fn finish(mut self) -> String {
+        if self.format == LogFormat::Json {
+            self.buf.push('}');
+        }
+        self.buf.push('\n');
+        self.buf
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::Duration;
+
+    fn text(f: impl FnOnce(&mut Line)) -> String {
+        let mut l = Line::new(LogFormat::Text);
+        f(&mut l);
+        l.finish()
+    }
+
+    #[test]
+    fn client_values_cannot_forge_fields_or_lines() {
+        let s = text(|l| {
+            l.str("request_id", "a status=999")
+                .str("model", "gpt\nfake=1 \u{1b}[31m");
+        });
+        assert_eq!(
+            s,
+            "request_id=\"a status=999\" model=\"gpt\\nfake=1 \\u{1b}[31m\"\n"
+        );
+        let mut j = Line::new(LogFormat::Json);
+        j.str("model", "a\"b\nc");
+        let v: serde_json::Value = serde_json::from_str(j.finish().trim()).unwrap();
+        assert_eq!(v["model"], "a\"b\nc");
+        assert_eq!(s.lines().count(), 1);
+    }
+
+    #[test]
+    fn long_values_are_cut_and_marked() {
+        let long = "x".repeat(10_000);
+        let s = text(|l| {
+            l.str("model", &long);
+        });
+        assert!(s.len() < 300, "{}", s.len());
+        assert!(s.contains("…[cut 9744 bytes]"), "{s}");
+        let mut j = Line::new(LogFormat::Json);
+        j.str("model", &long).u64("status", 200);
+        let v: serde_json::Value = serde_json::from_str(j.finish().trim()).unwrap();
+        assert!(v["model"].as_str().unwrap().ends_with("…[cut 9744 bytes]"));
+    }
+
+    #[test]
+    fn numbers_are_rounded() {
+        let s = text(|l| {
+            l.ms("a", Duration::from_nanos(1_143_228))
+                .ms("b", Duration::from_micros(23_456))
+                .ms("c", Duration::from_millis(1234));
+        });
+        assert_eq!(s, "a=1.14 b=23.5 c=1234\n");
+    }
+
+    #[test]
+    fn a_blocked_sink_drops_lines_instead_of_waiting() {
+        // A pipe nobody reads: the writer blocks as soon as the pipe's buffer is full.
+        let (reader, writer) = std::io::pipe().unwrap();
+        let stats = Arc::new(AccessLogStats::default());
+        let (tx, rx) = std::sync::mpsc::sync_channel(DEFAULT_QUEUE);
+        let s = stats.clone();
+        let _w = std::thread::spawn(move || write_lines(rx, Box::new(writer), &s));
+        let log = AccessLog {
+            tx: Some(tx),
+            format: LogFormat::Text,
+            stats: stats.clone(),
+            writer: None,
+        };
+        let t0 = tokio::time::Instant::now();
+        let n = 200_000u64;
+        for i in 0..n {
+            let mut l = log.line();
+            l.u64("i", i).str("pad", &"x".repeat(100));
+            log.send(l);
+        }
+        // Never waited on the sink: all sends returned at once, and the excess was counted.
+        assert!(t0.elapsed() < Duration::from_secs(5));
+        let dropped = stats.dropped.load(Ordering::Relaxed);
+        assert!(dropped > n / 2, "{dropped} dropped of {n}");
+        drop(reader);
+    }
+}
+
+/// `sluice_access_log_lines_total{outcome}`: lines written and dropped, read at scrape time.
+#[derive(Debug)]
+pub(crate) struct AccessLogCollector(pub(crate) Arc<AccessLogStats>);
+
+impl prometheus_client::collector::Collector for AccessLogCollector {
+    fn encode(
+        &self,
+        mut encoder: prometheus_client::encoding::DescriptorEncoder<'_>,
+    ) -> Result<(), std::fmt::Error> {
+        use prometheus_client::encoding::EncodeMetric;
+        use prometheus_client::metrics::counter::ConstCounter;
+        let mut m = encoder.encode_descriptor(
+            "access_log_lines",
+            "Access log lines by outcome: written, or dropped because the sink could not keep up",
+            None,
+            prometheus_client::metrics::MetricType::Counter,
+        )?;
+        for (outcome, n) in [
+            ("written", self.0.written.load(Ordering::Relaxed)),
+            ("dropped", self.0.dropped.load(Ordering::Relaxed)),
+        ] {
+            ConstCounter::new(n).encode(m.encode_family(&[("outcome", outcome)])?)?;
+        }
+        Ok(())
+    }
+}
