@@ -505,13 +505,13 @@ fn run_lb(a: LbArgs) -> anyhow::Result<()> {
     let human = !a.out.json;
     let report = runtime()?.block_on(async {
         let ticker = Ticker::start(progress.clone(), "requests");
-        let said = |what: &str| {
+        let announce = |what: &str| {
             ticker.clear();
             if human {
                 eprintln!("{what} ...");
             }
         };
-        let r = lb::run(plan, &said, progress.clone()).await;
+        let r = lb::run(plan, &announce, progress.clone()).await;
         ticker.stop();
         r
     })?;

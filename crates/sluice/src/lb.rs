@@ -322,12 +322,14 @@ pub struct KillReport {
     pub out_of_rotation_ms: Option<f64>,
     /// From the kill until its health checks had marked it unhealthy.
     pub unhealthy_ms: Option<f64>,
-    /// From the kill until the last attempt the gateway sent it while it was down (its
-    /// attempt count stopped rising then); `None` when there was none.
-    pub last_attempt_ms: Option<f64>,
-    /// Attempts the gateway sent it while it was down (each failed to connect and went to
-    /// another replica).
-    pub attempts_while_down: u64,
+    /// Time to eject, by traffic: from the kill until the first reading of
+    /// `/admin/targets` after which its attempt count no longer rose until the restart
+    /// (from then on it got no traffic at all); precise to one reading.
+    pub no_more_attempts_ms: Option<f64>,
+    /// Attempts the gateway sent it that it never received: sent as it died, or while it
+    /// was down (each failed, and was retried on another replica unless a stream had
+    /// already sent content).
+    pub attempts_lost: u64,
     /// From the restart until it received its first request from a client again.
     pub back_ms: Option<f64>,
     /// From the restart until `/admin/targets` showed it healthy and usable.
@@ -661,7 +663,7 @@ async fn kill_phase(
     plan: &LbPlan,
     progress: &Arc<Progress>,
     t0: Instant,
-    said: &(dyn Fn(&str) + Sync),
+    announce: &(dyn Fn(&str) + Sync),
 ) -> Result<PhaseRun, LbError> {
     let a = replica(any_port(), SHAPE).await?;
     let b = replica(any_port(), SHAPE).await?;
@@ -693,14 +695,14 @@ async fn kill_phase(
     };
 
     sleep_until(start + plan.kill_at()).await;
-    said("stopping replica c");
+    announce("stopping replica c");
     let old_stats = c.stats().clone();
     let killed = Instant::now();
     c.shutdown().await;
     sleep_until(killed + plan.down_for()).await;
     // The gateway's attempts on c up to now: the mock saw those made while it was up.
     let before_restart = read_target(&admin, "c").await;
-    said("starting replica c again on its port");
+    announce("starting replica c again on its port");
     let c2 = restart(c_addr, SHAPE).await?;
     let restarted = Instant::now();
     // Run to the planned end, and on (if c is not back by then) until it serves again or
@@ -741,15 +743,11 @@ async fn kill_phase(
         .as_ref()
         .map(|s| s.requests)
         .or_else(|| down_samples.last().map(|s| s.requests));
-    let attempts_while_down = final_count.map_or(0, |n| n.saturating_sub(old.len() as u64));
-    let last_attempt_ms = if attempts_while_down == 0 {
-        None
-    } else {
-        down_samples
-            .iter()
-            .find(|s| Some(s.requests) == final_count)
-            .map(|s| since(killed, s))
-    };
+    let attempts_lost = final_count.map_or(0, |n| n.saturating_sub(old.len() as u64));
+    let no_more_attempts_ms = down_samples
+        .iter()
+        .find(|s| Some(s.requests) == final_count)
+        .map(|s| since(killed, s));
     let first_new = new.iter().map(|r| r.started).min();
     let served_after_restart = new.len() as u64;
     let others_after: u64 = [&a_rec, &b_rec]
@@ -770,8 +768,8 @@ async fn kill_phase(
             .iter()
             .find(|s| s.health == "unhealthy")
             .map(|s| since(killed, s)),
-        last_attempt_ms,
-        attempts_while_down,
+        no_more_attempts_ms,
+        attempts_lost,
         back_ms: first_new.map(|t| ms(t.saturating_duration_since(restarted))),
         healthy_again_ms: after(restarted)
             .find(|s| s.usable && s.health == "healthy")
@@ -916,13 +914,13 @@ fn judge_balance(phases: &mut [PhaseReport]) {
     }
 }
 
-/// Runs the parts of `plan`. `said` is told what happens next (a phase starting, the kill).
+/// Runs the parts of `plan`. `announce` is told what happens next (a phase starting, the kill).
 ///
 /// # Errors
 /// [`LbError`] when a mock or a gateway does not start.
 pub async fn run(
     plan: LbPlan,
-    said: &(dyn Fn(&str) + Sync),
+    announce: &(dyn Fn(&str) + Sync),
     progress: Arc<Progress>,
 ) -> Result<LbReport, LbError> {
     let t0 = Instant::now();
@@ -932,7 +930,7 @@ pub async fn run(
         let a = replica(any_port(), SHAPE).await?;
         let b = replica(any_port(), SHAPE).await?;
         let c = replica(any_port(), &plan.slow.spec()).await?;
-        said("baseline: p2c_ewma over the two healthy replicas a and b");
+        announce("baseline: p2c_ewma over the two healthy replicas a and b");
         runs.push(
             balance_phase(
                 &plan,
@@ -945,7 +943,7 @@ pub async fn run(
             .await?,
         );
         for policy in POLICIES {
-            said(&format!("{policy}: a, b and c ({})", plan.slow.describe()));
+            announce(&format!("{policy}: a, b and c ({})", plan.slow.describe()));
             let r = balance_phase(
                 &plan,
                 policy.as_str(),
@@ -965,12 +963,12 @@ pub async fn run(
         c.shutdown().await;
     }
     if plan.kill {
-        said(&format!(
+        announce(&format!(
             "kill: p2c_ewma over a, b and c; c stopped after {} ms, started again {} ms later",
             plan.kill_at().as_millis(),
             plan.down_for().as_millis()
         ));
-        let r = kill_phase(&plan, &progress, t0, said).await?;
+        let r = kill_phase(&plan, &progress, t0, announce).await?;
         if gateway_config.is_empty() {
             gateway_config = r.config.clone();
         }
@@ -1015,7 +1013,7 @@ impl LbReport {
         let balance: Vec<&PhaseReport> = self.phases.iter().filter(|p| p.kill.is_none()).collect();
         if !balance.is_empty() {
             t.push_str(&format!(
-                "balancing: the slow replica c has its {}\n",
+                "balancing: replica c is slow ({})\n",
                 self.plan.slow.describe()
             ));
             t.push_str(&format!(
@@ -1069,7 +1067,7 @@ impl LbReport {
                 secs(kill.killed_at_ms),
                 secs(kill.restarted_at_ms),
                 match self.plan.health_interval {
-                    Some(i) => format!("health checks every {} ms", i.as_millis()),
+                    Some(i) => format!("health checks every {}", humantime::format_duration(i)),
                     None => "no health checks".into(),
                 }
             ));
@@ -1171,8 +1169,8 @@ impl LbReport {
         parts.join("; ")
     }
 
-    /// What fails the run: a phase whose requests all... more client-visible errors than
-    /// `max_error_rate` allows (in the kill phase, streams may also fail up to the number in
+    /// What fails the run, one line per row: more client-visible errors than
+    /// `max_error_rate` allows (in the kill phase streams may also fail, up to the number in
     /// flight on the killed replica), no request at all, or a killed replica that never
     /// served again. (The p99 and the back-in-5-s goals are timing, and only reported.)
     pub fn failures(&self, max_error_rate: f64) -> Vec<String> {
@@ -1306,12 +1304,11 @@ impl KillReport {
         let t =
             |v: Option<f64>| v.map_or_else(|| "never".to_string(), |v| format!("{} ms", num(v)));
         format!(
-            "out of rotation {} after the kill (unhealthy after {}); {} attempts sent to it while down, each retried elsewhere{}; /admin/targets read every {} ms",
+            "no more attempts {} after the kill; out of rotation after {} (unhealthy after {}); {} attempts never reached it (sent as it died or while down); /admin/targets read every {} ms",
+            t(self.no_more_attempts_ms),
             t(self.out_of_rotation_ms),
             t(self.unhealthy_ms),
-            self.attempts_while_down,
-            self.last_attempt_ms
-                .map_or_else(String::new, |v| format!(", the last {} ms after the kill", num(v))),
+            self.attempts_lost,
             num(self.poll_interval_ms)
         )
     }
@@ -1324,7 +1321,7 @@ impl KillReport {
                 .map_or_else(|| "never".to_string(), |v| format!("{} ms", num(v))),
             self.healthy_again_ms
                 .map_or_else(|| "never".to_string(), |v| format!("{} ms", num(v))),
-            self.served_after_restart,
+            num(self.served_after_restart as f64),
             pct(self.share_after_restart),
             BACK_GOAL.as_secs(),
             if self.back_ms.is_some_and(|b| b <= ms(BACK_GOAL)) {
