@@ -1,7 +1,24 @@
 //! Puts the git commit into `sluice --version` (`SLUICE_GIT_HASH`), when built from a git
-//! checkout with git installed; `unknown` otherwise (e.g. a source tarball).
+//! checkout with git installed; `unknown` otherwise (e.g. a source tarball). And marks the
+//! README's curl examples test ignored (`cfg(no_curl)`) on a machine without `curl`; never
+//! under `CI=true` (see tests/build/test_env.rs), where a missing curl fails it.
 
+use std::path::Path;
 use std::process::Command;
+
+#[path = "../../tests/build/test_env.rs"]
+mod test_env;
+
+/// Whether `curl` is on the PATH.
+fn curl_on_path() -> bool {
+    println!("cargo::rerun-if-env-changed=PATH");
+    // Installing it changes /usr/bin: look again then.
+    if Path::new("/usr/bin").is_dir() {
+        println!("cargo::rerun-if-changed=/usr/bin");
+    }
+    let path = std::env::var_os("PATH").unwrap_or_default();
+    std::env::split_paths(&path).any(|dir| dir.join("curl").is_file())
+}
 
 fn git(args: &[&str]) -> Option<String> {
     let out = Command::new("git").args(args).output().ok()?;
@@ -31,4 +48,5 @@ fn main() {
         .or_else(|| git(&["rev-parse", "--short=12", "HEAD"]))
         .unwrap_or_else(|| "unknown".to_string());
     println!("cargo::rustc-env=SLUICE_GIT_HASH={hash}");
+    test_env::cfg_when_missing("no_curl", !curl_on_path());
 }

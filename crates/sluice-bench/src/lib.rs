@@ -1,9 +1,11 @@
 //! Load generation for Sluice on our own upstream client, so a run holds real connections the
 //! way the gateway does and measures what matters for LLM traffic: time to first byte and first
 //! event, gaps between events, how fast a client's departure reaches the upstream, latency
-//! under a fixed load or arrival rate, and how short calls fare next to long streams.
+//! under a fixed load or arrival rate, how short calls fare next to long streams, and one chat
+//! request judged as its client would (for the scenarios that start their own gateway).
 #![forbid(unsafe_code)]
 
+pub mod chat;
 mod client;
 pub mod failure;
 pub mod probe;
@@ -14,6 +16,7 @@ pub mod stream;
 pub mod summary;
 pub mod timeline;
 
+pub use chat::ChatResult;
 pub use failure::{check_error_rate, Causes, Failure, TooManyFailures, DEFAULT_MAX_ERROR_RATE};
 pub use probe::{ProbeOpts, ProbeReport};
 pub use progress::Progress;

@@ -39,6 +39,74 @@ pub enum BenchCommand {
     /// content, flapping): client-visible errors, p50/p99 latency and attempts per request,
     /// per phase.
     Failover(Box<FailoverArgs>),
+    /// Three in-process mock replicas, one slow: p50/p99 and each replica's share of the
+    /// requests under p2c_ewma, least_in_flight and weighted_round_robin, against the two
+    /// healthy replicas alone; then one replica killed and restarted mid-run: client-visible
+    /// errors, time to eject, time to bring back.
+    Lb(Box<LbArgs>),
+}
+
+/// Options of `sluice bench lb`.
+#[derive(Debug, clap::Args)]
+pub struct LbArgs {
+    /// 4 clients and 1 s per phase (about 10 s in all) instead of 8 clients and 60 s.
+    #[arg(long)]
+    quick: bool,
+    /// Clients sending back to back (half of them stream).
+    #[arg(long)]
+    clients: Option<usize>,
+    /// How long each phase sends, e.g. 20s (the kill phase runs on until the replica is
+    /// back, or the 5 s goal has passed).
+    #[arg(long, value_parser = duration)]
+    duration: Option<Duration>,
+    /// How the slow replica is slow: `first-byte` (its first byte --slow-by later) or
+    /// `throughput` (every write on its connections throttled to --slow-bytes-per-s).
+    #[arg(long, value_enum, default_value = "first-byte")]
+    slow: SlowKind,
+    /// With --slow first-byte: how much later its first byte comes.
+    #[arg(long, value_parser = duration, default_value = "200ms")]
+    slow_by: Duration,
+    /// With --slow throughput: the bytes per second its connections carry.
+    #[arg(long, default_value_t = 10_000)]
+    slow_bytes_per_s: u64,
+    /// When the replica is stopped, after the kill phase began (default: a quarter of
+    /// --duration).
+    #[arg(long, value_parser = duration)]
+    kill_at: Option<Duration>,
+    /// How long it stays down before a new one starts on its port (default: a quarter of
+    /// --duration).
+    #[arg(long, value_parser = duration)]
+    down_for: Option<Duration>,
+    /// The upstreams' health-check interval (default 1s; --quick 200ms).
+    #[arg(long, value_parser = duration, conflicts_with = "no_health_check")]
+    health_interval: Option<Duration>,
+    /// No active health checks: outlier ejection alone takes the killed replica out and
+    /// brings it back.
+    #[arg(long)]
+    no_health_check: bool,
+    /// Run only one part: `balance` (the baseline and the three policies) or `kill`.
+    #[arg(long, value_enum)]
+    only: Option<LbPart>,
+    #[command(flatten)]
+    out: Output,
+}
+
+/// `--slow`.
+#[derive(Clone, Copy, Debug, clap::ValueEnum)]
+enum SlowKind {
+    /// The first byte later (`ttft_ms`).
+    FirstByte,
+    /// The connection throttled (`degrade`).
+    Throughput,
+}
+
+/// `--only`.
+#[derive(Clone, Copy, Debug, clap::ValueEnum)]
+enum LbPart {
+    /// The baseline and the three policies.
+    Balance,
+    /// The replica killed and restarted.
+    Kill,
 }
 
 /// Options of `sluice bench failover`.
@@ -84,7 +152,7 @@ pub struct Output {
     #[arg(long, value_name = "FILE.html")]
     report: Option<PathBuf>,
     /// Fail (exit 3) when more than this share (0 to 1) of the requests failed.
-    /// Default 0.5 (failover: 0, per phase and kind of request).
+    /// Default 0.5 (failover and lb: 0, per phase and kind of request).
     #[arg(long, value_name = "SHARE", value_parser = share)]
     max_error_rate: Option<f64>,
 }
@@ -376,6 +444,90 @@ pub fn run(cmd: BenchCommand) -> anyhow::Result<()> {
         BenchCommand::Rps(a) => run_rps(*a),
         BenchCommand::Probe(a) => run_probe(*a),
         BenchCommand::Failover(a) => run_failover(*a),
+        BenchCommand::Lb(a) => run_lb(*a),
+    }
+}
+
+fn run_lb(a: LbArgs) -> anyhow::Result<()> {
+    use sluice::lb::{self, LbPlan, Slow};
+    let mut plan = if a.quick {
+        LbPlan::quick()
+    } else {
+        LbPlan::full()
+    };
+    if let Some(c) = a.clients {
+        anyhow::ensure!(
+            c >= 2,
+            "--clients must be at least 2 (one streaming, one not)"
+        );
+        plan.clients = c;
+    }
+    if let Some(d) = a.duration {
+        anyhow::ensure!(!d.is_zero(), "--duration must be above 0");
+        plan.duration = d;
+        // --quick's kill times are fitted to its 1 s phases; a duration of one's own
+        // brings back the defaults (quarters of it).
+        plan.kill_at = None;
+        plan.down_for = None;
+    }
+    plan.slow = match a.slow {
+        SlowKind::FirstByte => {
+            anyhow::ensure!(!a.slow_by.is_zero(), "--slow-by must be above 0");
+            Slow::FirstByte(a.slow_by)
+        }
+        SlowKind::Throughput => {
+            anyhow::ensure!(a.slow_bytes_per_s > 0, "--slow-bytes-per-s must be above 0");
+            Slow::Throughput(a.slow_bytes_per_s)
+        }
+    };
+    if a.kill_at.is_some() {
+        plan.kill_at = a.kill_at;
+    }
+    if a.down_for.is_some() {
+        plan.down_for = a.down_for;
+    }
+    if let Some(i) = a.health_interval {
+        anyhow::ensure!(
+            i >= Duration::from_millis(50),
+            "--health-interval must be at least 50ms"
+        );
+        plan.health_interval = Some(i);
+    }
+    if a.no_health_check {
+        plan.health_interval = None;
+    }
+    match a.only {
+        Some(LbPart::Balance) => plan.kill = false,
+        Some(LbPart::Kill) => plan.balance = false,
+        None => {}
+    }
+    let progress = Arc::new(Progress::default());
+    let human = !a.out.json;
+    let report = runtime()?.block_on(async {
+        let ticker = Ticker::start(progress.clone(), "requests");
+        let announce = |what: &str| {
+            ticker.clear();
+            if human {
+                eprintln!("{what} ...");
+            }
+        };
+        let r = lb::run(plan, &announce, progress.clone()).await;
+        ticker.stop();
+        r
+    })?;
+    if a.out.json {
+        println!("{}", serde_json::to_string_pretty(&report)?);
+    } else {
+        print!("{}", report.table());
+        println!();
+        println!("{}", report.verdict());
+    }
+    a.out.write_report(|| report.page())?;
+    let failures = report.failures(a.out.max_error_rate_or(0.0));
+    if failures.is_empty() {
+        Ok(())
+    } else {
+        Err(RunFailed(failures.join("; ")).into())
     }
 }
 

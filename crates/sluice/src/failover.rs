@@ -20,19 +20,17 @@ use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 use std::time::Duration;
 
-use bytes::Bytes;
-use http::HeaderValue;
-use http_body_util::BodyExt;
 use serde::Serialize;
+use sluice_bench::chat::{self, ChatResult};
 use sluice_bench::report::num;
-use sluice_bench::{Causes, Failure, Mark, Page, Progress, Sample, Section, Summary};
+use sluice_bench::{Causes, Mark, Page, Progress, Sample, Section, Summary};
 use sluice_gateway::config::Config;
 use sluice_gateway::Gateway;
 use sluice_mock::{Behavior, MockConfig, MockServer};
-use sluice_sse::{Decoder, Item};
-use sluice_upstream::{Protocol, Upstream, UpstreamConfig};
 use tokio::task::JoinSet;
 use tokio::time::Instant;
+
+pub use sluice_bench::chat::Kind;
 
 /// Why the benchmark could not run.
 #[derive(Debug, thiserror::Error)]
@@ -223,25 +221,6 @@ impl FailoverPlan {
     }
 }
 
-/// Streaming or not.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Kind {
-    /// `"stream": true`; latency to the first content.
-    Stream,
-    /// Non-streaming; latency to the end of the body.
-    Call,
-}
-
-impl Kind {
-    fn name(self) -> &'static str {
-        match self {
-            Kind::Stream => "stream",
-            Kind::Call => "call",
-        }
-    }
-}
-
 /// One kind of request in one phase.
 #[derive(Clone, Debug, Serialize)]
 pub struct KindReport {
@@ -303,16 +282,6 @@ pub struct FailoverReport {
     pub samples: Vec<(Kind, Sample)>,
 }
 
-/// One request's result.
-struct Done {
-    kind: Kind,
-    id: String,
-    start: Instant,
-    latency: Duration,
-    failure: Option<(Failure, String)>,
-    attempts_header: Option<u32>,
-}
-
 /// Two mocks and a gateway, all on ephemeral ports.
 struct Stack {
     primary: MockServer,
@@ -370,149 +339,15 @@ impl Stack {
     }
 }
 
-fn client(gateway: std::net::SocketAddr, clients: usize) -> Result<Upstream, FailoverError> {
-    let mut cfg = UpstreamConfig {
-        name: "failover-client".into(),
-        base_url: format!("http://{gateway}")
-            .parse()
-            .expect("an address makes a valid URI"),
-        protocol: Protocol::Http1,
-        ..UpstreamConfig::default()
-    };
-    for lane in [&mut cfg.pool.stream, &mut cfg.pool.short] {
-        lane.max_connections = Some(clients.max(1) * 2);
-    }
-    Upstream::new(cfg).map_err(|e| FailoverError::Client(e.to_string()))
-}
-
-/// Sends one request and reads its response as a client would judge it.
-async fn one(client: &Upstream, kind: Kind, id: &str) -> Done {
-    let body: &'static [u8] = match kind {
-        Kind::Stream => {
-            br#"{"model":"gpt-4o","stream":true,"messages":[{"role":"user","content":"hi"}]}"#
-        }
-        Kind::Call => br#"{"model":"gpt-4o","messages":[{"role":"user","content":"hi"}]}"#,
-    };
-    let mut req = http::Request::post("/v1/chat/completions")
-        .body(Bytes::from_static(body))
-        .expect("a valid request");
-    let h = req.headers_mut();
-    h.insert(
-        http::header::CONTENT_TYPE,
-        HeaderValue::from_static("application/json"),
-    );
-    let idv = HeaderValue::from_str(id).expect("ids are ASCII");
-    h.insert("x-request-id", idv.clone());
-    // A client that may be retried after a reset says so (the policy retries a request the
-    // upstream may have processed only then).
-    h.insert("idempotency-key", idv);
-    let start = Instant::now();
-    let mut attempts_header = None;
-    let result = tokio::time::timeout(CLIENT_TIMEOUT, async {
-        let resp = client
-            .send(req, start + CLIENT_TIMEOUT)
-            .await
-            .map_err(|e| (Failure::of(&e), e.to_string()))?;
-        attempts_header = resp
-            .headers()
-            .get("x-sluice-attempts")
-            .and_then(|v| v.to_str().ok()?.parse().ok());
-        let status = resp.status();
-        if !status.is_success() {
-            let body = resp.into_body().collect().await.map(|b| b.to_bytes());
-            let text = body
-                .as_deref()
-                .map(|b| String::from_utf8_lossy(&b[..b.len().min(200)]).into_owned())
-                .unwrap_or_default();
-            return Err((
-                Failure::Status(status.as_u16()),
-                format!("status {status}: {text}"),
-            ));
-        }
-        match kind {
-            Kind::Call => resp
-                .into_body()
-                .collect()
-                .await
-                .map(|_| start.elapsed())
-                .map_err(|e| (Failure::Body, e.to_string())),
-            Kind::Stream => read_stream(resp.into_body(), start).await,
-        }
-    })
-    .await
-    .unwrap_or_else(|_| Err((Failure::Timeout, "no answer within 15 s".into())));
-    let (latency, failure) = match result {
-        Ok(l) => (l, None),
-        Err(f) => (start.elapsed(), Some(f)),
-    };
-    Done {
-        kind,
-        id: id.to_string(),
-        start,
-        latency,
-        failure,
-        attempts_header,
-    }
-}
-
-/// Reads an OpenAI chat stream to its end: the time to its first content, or why the client
-/// would call it broken (an error event, no `[DONE]`, a cut).
-async fn read_stream(
-    mut body: sluice_upstream::ResponseBody,
-    start: Instant,
-) -> Result<Duration, (Failure, String)> {
-    let mut decoder = Decoder::new();
-    let mut first_content = None;
-    let mut done = false;
-    loop {
-        let frame = body.frame().await;
-        match &frame {
-            Some(Err(e)) => return Err((Failure::Body, e.to_string())),
-            Some(Ok(f)) => {
-                if let Some(d) = f.data_ref() {
-                    decoder.feed(d.clone());
-                }
-            }
-            None => decoder.finish(),
-        }
-        while let Some(Ok(item)) = decoder.next_item() {
-            let Item::Event(ev) = item else { continue };
-            let data = ev.data();
-            if data == b"[DONE]" {
-                done = true;
-                continue;
-            }
-            let v: serde_json::Value = serde_json::from_slice(data).unwrap_or_default();
-            if v.get("error").is_some() {
-                let text = String::from_utf8_lossy(&data[..data.len().min(200)]).into_owned();
-                return Err((Failure::ErrorEvent, text));
-            }
-            let content = v["choices"][0]["delta"]["content"]
-                .as_str()
-                .is_some_and(|c| !c.is_empty());
-            if content && first_content.is_none() {
-                first_content = Some(start.elapsed());
-            }
-        }
-        if frame.is_none() {
-            break;
-        }
-    }
-    match (done, first_content) {
-        (true, Some(t)) => Ok(t),
-        (true, None) => Err((Failure::Cut, "[DONE] without any content".into())),
-        (false, _) => Err((Failure::Cut, "the stream ended without [DONE]".into())),
-    }
-}
-
 /// Runs one phase: a fresh stack, `plan.clients` clients for `plan.phase_duration`.
 async fn run_phase(
     plan: &FailoverPlan,
     phase: &Phase,
     progress: &Arc<Progress>,
-) -> Result<(Vec<Done>, HashMap<String, u32>, String), FailoverError> {
+) -> Result<(Vec<ChatResult>, HashMap<String, u32>, String), FailoverError> {
     let stack = Stack::start(plan, phase.fault).await?;
-    let client = client(stack.gateway.addr(), plan.clients)?;
+    let client = chat::client(stack.gateway.addr(), plan.clients)
+        .map_err(|e| FailoverError::Client(e.to_string()))?;
     let end = Instant::now() + plan.phase_duration;
     let mut tasks = JoinSet::new();
     for c in 0..plan.clients.max(2) {
@@ -523,7 +358,8 @@ async fn run_phase(
             let mut seq = 0u64;
             while Instant::now() < end {
                 progress.sent();
-                let d = one(&client, kind, &format!("failover-{name}-{c}-{seq}")).await;
+                let id = format!("failover-{name}-{c}-{seq}");
+                let d = chat::send(&client, kind, &id, CLIENT_TIMEOUT).await;
                 progress.ended(d.failure.is_none());
                 done.push(d);
                 seq += 1;
@@ -565,7 +401,7 @@ pub async fn run(
         config = cfg;
         let mut kinds = Vec::new();
         for kind in [Kind::Stream, Kind::Call] {
-            let mine: Vec<&Done> = done.iter().filter(|d| d.kind == kind).collect();
+            let mine: Vec<&ChatResult> = done.iter().filter(|d| d.kind == kind).collect();
             let mut r = kind_report(kind, &mine, &attempts);
             if phase.name == "healthy" {
                 healthy_p99.insert(kind.name(), r.latency.p99_ms);
@@ -611,7 +447,7 @@ fn ms(d: Duration) -> f64 {
     d.as_secs_f64() * 1000.0
 }
 
-fn kind_report(kind: Kind, done: &[&Done], attempts: &HashMap<String, u32>) -> KindReport {
+fn kind_report(kind: Kind, done: &[&ChatResult], attempts: &HashMap<String, u32>) -> KindReport {
     let mut causes = Causes::default();
     let mut histogram = BTreeMap::new();
     let mut mismatches = 0;

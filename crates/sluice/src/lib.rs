@@ -3,3 +3,4 @@
 
 pub mod demo;
 pub mod failover;
+pub mod lb;

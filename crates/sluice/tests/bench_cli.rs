@@ -324,6 +324,7 @@ fn flag_names_agree_across_scenarios() {
         &["bench", "stream", "--help"],
         &["bench", "probe", "--help"],
         &["bench", "failover", "--help"],
+        &["bench", "lb", "--help"],
         &["demo", "--help"],
     ] {
         let help = sluice(cmd);
@@ -582,6 +583,142 @@ fn failover_quick_rescues_every_fault_class() {
     let bad = run(&["bench", "failover", "--phase", "nope"]);
     assert_eq!(bad.status.code(), Some(1));
     assert!(String::from_utf8_lossy(&bad.stderr).contains("unknown phase `nope`"));
+}
+
+/// `sluice bench lb --quick`: every phase in order with its replicas, shares that add up,
+/// round robin's exact thirds, and a replica killed mid-run without a single failed
+/// non-streaming call (streams may fail only if they were in flight on it), taken out of
+/// rotation and serving again after its restart; the report holds both kinds.
+#[test]
+fn lb_quick_balances_and_a_killed_replica_costs_no_call() {
+    let path = temp_html("lb");
+    let out = sluice(&[
+        "bench",
+        "lb",
+        "--quick",
+        "--json",
+        "--report",
+        path.to_str().unwrap(),
+    ]);
+    let json: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(json["p99_goal_ratio"], 1.3);
+    assert_eq!(json["back_goal_ms"], 5000.0);
+    assert_eq!(
+        json["plan"]["slow"]["spec"],
+        "ttft_ms=210, tokens=8, interval_ms=5"
+    );
+    assert!(json["gateway_config"]
+        .as_str()
+        .unwrap()
+        .contains("balance = \"p2c_ewma\""));
+    let phases = json["phases"].as_array().unwrap();
+    let names: Vec<&str> = phases.iter().map(|p| p["name"].as_str().unwrap()).collect();
+    assert_eq!(
+        names,
+        [
+            "baseline",
+            "p2c_ewma",
+            "least_in_flight",
+            "weighted_round_robin",
+            "kill"
+        ]
+    );
+    let mut requests = [0u64; 2];
+    for p in phases {
+        let name = p["name"].as_str().unwrap();
+        let replicas: Vec<&str> = p["replicas"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|r| r.as_str().unwrap())
+            .collect();
+        let want: &[&str] = match name {
+            "baseline" => &["a", "b"],
+            "kill" => &["a", "b", "c (killed)"],
+            _ => &["a", "b", "c (slow)"],
+        };
+        assert_eq!(replicas, want, "{name}");
+        let kinds = p["kinds"].as_array().unwrap();
+        assert_eq!(kinds.len(), 2);
+        let mut upstream = [0u64; 3];
+        for (i, k) in kinds.iter().enumerate() {
+            let kind = k["kind"].as_str().unwrap();
+            assert_eq!(kind, ["stream", "call"][i]);
+            let n = k["requests"].as_u64().unwrap();
+            assert!(n > 0, "{name} {kind}: {k}");
+            requests[i] += n;
+            let shares = k["replicas"].as_array().unwrap();
+            assert_eq!(shares.len(), want.len(), "{name} {kind}: {k}");
+            let sum: f64 = shares.iter().map(|r| r["share"].as_f64().unwrap()).sum();
+            assert!((sum - 1.0).abs() < 1e-9, "{name} {kind}: {k}");
+            for (j, r) in shares.iter().enumerate() {
+                upstream[j] += r["requests"].as_u64().unwrap();
+            }
+            assert_eq!(
+                k["p99_vs_baseline"].is_null(),
+                name == "baseline" || name == "kill",
+                "{name} {kind}: {k}"
+            );
+            if name != "kill" {
+                // Nothing fails while balancing: the slow replica is slow, not broken.
+                assert_eq!(k["errors"], 0, "{name} {kind}: {k}");
+            }
+        }
+        if name == "weighted_round_robin" {
+            // Exactly one in three picks, streams and calls together, whatever its speed.
+            let all: u64 = upstream.iter().sum();
+            assert!(
+                upstream[2] * 3 + 3 >= all && upstream[2] * 3 <= all + 3,
+                "{upstream:?}"
+            );
+        }
+    }
+    let kill = &phases[4];
+    let k = &kill["kill"];
+    assert_eq!(k["replica"], "c");
+    let calls = &kill["kinds"][1];
+    assert_eq!(calls["errors"], 0, "no call may fail: {calls}");
+    let streams = &kill["kinds"][0];
+    assert!(
+        streams["errors"].as_u64().unwrap() <= k["streams_in_flight_at_kill"].as_u64().unwrap(),
+        "{streams}\n{k}"
+    );
+    assert!(k["out_of_rotation_ms"].as_f64().is_some(), "{k}");
+    assert!(k["back_ms"].as_f64().is_some(), "{k}");
+    assert!(k["served_after_restart"].as_u64().unwrap() >= 1, "{k}");
+    assert!(
+        k["restarted_at_ms"].as_f64().unwrap() >= k["killed_at_ms"].as_f64().unwrap() + 1000.0,
+        "{k}"
+    );
+
+    let html = std::fs::read_to_string(&path).unwrap();
+    std::fs::remove_file(&path).unwrap();
+    let (sections, embedded) = report_check::read(&html);
+    assert_eq!(embedded["phases"].as_array().unwrap().len(), 5);
+    let titles: Vec<&str> = sections.iter().map(|s| s.0.as_str()).collect();
+    assert_eq!(titles, ["streams", "calls"]);
+    for (i, (_, charts)) in sections.iter().enumerate() {
+        assert_eq!(charts.ok_total() + charts.failed_total(), requests[i]);
+        for mark in [
+            "baseline",
+            "weighted_round_robin",
+            "c stopped",
+            "c restarted",
+        ] {
+            assert!(charts.marks.iter().any(|m| m == mark), "{:?}", charts.marks);
+        }
+    }
+
+    // The table, the kill part alone.
+    let table = sluice(&["bench", "lb", "--quick", "--only", "kill"]);
+    assert!(
+        table.contains("kill: p2c_ewma over a, b, c; c stopped at"),
+        "{table}"
+    );
+    assert!(table.contains("back in rotation"), "{table}");
+    assert!(!table.contains("baseline"), "{table}");
+    let bad = run(&["bench", "lb", "--slow", "sideways"]);
+    assert_eq!(bad.status.code(), Some(2));
 }
 
 /// The README's `demo` and `bench` commands use only flags the commands have.

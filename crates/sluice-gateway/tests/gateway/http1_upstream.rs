@@ -32,20 +32,22 @@ async fn h2_client(addr: std::net::SocketAddr) -> h2::client::SendRequest<bytes:
 }
 
 #[tokio::test]
+#[cfg_attr(
+    no_open_files,
+    ignore = "the open-file hard limit (ulimit -Hn) is below the 3,072 this burst holds: raise it (e.g. ulimit -Hn 65536, LimitNOFILE=) and rebuild"
+)]
 async fn a_thousand_concurrent_streams_pass_an_http1_upstream_on_the_default_config() {
     let total = CLIENT_CONNECTIONS * STREAMS_PER_CONNECTION;
     // Two sockets per stream in this process (the gateway's upstream side and the mock's),
-    // after the gateway raised the soft limit to the hard one.
+    // after the gateway raised the soft limit to the hard one. The build script marks this
+    // test ignored on a machine whose limit is too low (never under CI=true).
     let limit = sluice_upstream::fd_limit();
-    if limit.soft.is_some_and(|n| n < 3 * total as u64) {
-        assert!(
-            std::env::var("CI").as_deref() != Ok("true"),
-            "CI must allow {} open files: {limit}",
-            3 * total
-        );
-        eprintln!("SKIPPED: {total} concurrent streams need more open files than {limit}");
-        return;
-    }
+    assert!(
+        limit.soft.is_none_or(|n| n >= 3 * total as u64),
+        "{total} concurrent streams need {} open files, more than {limit}; the build saw a \
+         higher limit (rebuild to mark this test ignored) or CI=true is set",
+        3 * total
+    );
     // Each upstream request holds its HTTP/1.1 connection for at least `ttft_ms`, longer than
     // it takes to open all 1,024 (about 1.3 s on a loaded 2-core machine in a debug build), so
     // all are at the upstream at once. With the old 64-connection cap, 822 of 1,024 failed
