@@ -545,12 +545,6 @@ impl Policy {
                 .telemetry
                 .acquire_wait(&ucfg.name, lane.as_str(), p.acquire);
         }
-        if self.ctx.stream {
-            if let Some(p) = self.pick.as_mut() {
-                // A stream is weighed by its first byte, not its minutes-long duration.
-                p.record_latency(started.elapsed());
-            }
-        }
         if resp.status().is_success() {
             return Ok(Attempt {
                 resp,

@@ -384,6 +384,11 @@ impl SseRelay {
             self.log.upstream = u.policy.upstream_of(u.target).to_string();
             self.log.usage_label = u.policy.usage_label(u.target);
             self.pick = u.policy.take_pick();
+            if let Some(p) = self.pick.as_mut() {
+                // A stream is weighed by its first content (the time to first token, which
+                // is what a slow replica stretches), not its minutes-long duration.
+                p.record_latency(u.started.elapsed());
+            }
             if u.policy.route().continuation {
                 self.continuable = Some(u.policy);
             }

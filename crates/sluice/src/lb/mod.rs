@@ -242,8 +242,9 @@ impl LbPlan {
             ),
             None => String::new(),
         };
-        let mut text =
-            String::from("[server]\nlisten = \"127.0.0.1:0\"\naccess_log = \"off\"\nshutdown_grace = \"1s\"\n\n");
+        let mut text = String::from(
+            "[server]\nlisten = \"127.0.0.1:0\"\naccess_log = \"off\"\nshutdown_grace = \"1s\"\n\n",
+        );
         for (name, url) in replicas {
             text.push_str(&format!(
                 "[[upstream]]\nname = \"{name}\"\nbase_url = \"{url}/v1\"\nprotocol = \"h2c\"\n{health}\n"
