@@ -130,6 +130,10 @@ pub enum GatewayError {
     /// The gateway is shutting down.
     #[error("the gateway is shutting down")]
     ShuttingDown,
+    /// Refused by the admit stage: a key, a limit, a budget or an idempotency record (401,
+    /// 403, 429, 409, 422, 400), or the state store failed (503).
+    #[error("{0}")]
+    Keys(Box<crate::keys::KeyError>),
 }
 
 impl GatewayError {
@@ -161,6 +165,7 @@ impl GatewayError {
             }
             RetryBudgetExhausted { .. } => StatusCode::SERVICE_UNAVAILABLE,
             ShuttingDown => StatusCode::SERVICE_UNAVAILABLE,
+            Keys(k) => k.status(),
         }
     }
 
@@ -190,6 +195,7 @@ impl GatewayError {
             IdleTimeout { .. } => "idle_timeout",
             RetryBudgetExhausted { .. } => "retry_budget_exhausted",
             ShuttingDown => "shutting_down",
+            Keys(k) => k.code(),
         }
     }
 

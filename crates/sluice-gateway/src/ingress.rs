@@ -39,6 +39,9 @@ pub enum StartError {
     /// A route's balancer settings were rejected.
     #[error("{0}")]
     Balance(#[from] sluice_upstream::BalanceConfigError),
+    /// The state store's settings were rejected.
+    #[error("state: {0}")]
+    State(#[from] sluice_state::ConfigError),
 }
 
 /// A running gateway.
@@ -83,10 +86,18 @@ impl Gateway {
                 .zip(upstreams.iter().cloned())
                 .collect(),
         ));
+        let keys = crate::keys::Keys::start(&config).await?;
+        keys.register_metrics(telemetry.registry_mut());
         let telemetry = Arc::new(telemetry);
         let grace = config.server.shutdown_grace;
         let targets = crate::targets::build(&config, &upstreams)?;
-        let state = Arc::new(State::new(config, upstreams, targets, telemetry.clone()));
+        let state = Arc::new(State::new(
+            config,
+            upstreams,
+            targets,
+            telemetry.clone(),
+            keys,
+        ));
         let stop = CancellationToken::new();
         let task = tokio::spawn(serve(listener, tls, state, stop.clone(), grace));
         Ok(Gateway {

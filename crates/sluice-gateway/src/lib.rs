@@ -14,6 +14,7 @@ pub mod config;
 pub mod error;
 mod headers;
 mod ingress;
+pub mod keys;
 mod outbound;
 mod policy;
 mod pools;

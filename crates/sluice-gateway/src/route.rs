@@ -21,6 +21,8 @@ pub enum Endpoint {
     AdminPools,
     /// `GET /admin/targets`.
     AdminTargets,
+    /// `GET /admin/keys` (the list) and `GET /admin/keys/{id}` (one key's limits and spend).
+    AdminKeys,
 }
 
 /// The API family whose error format fits a path (unknown paths get OpenAI's format).
@@ -35,6 +37,8 @@ pub fn family_of(path: &str) -> Family {
 pub fn endpoint(method: &Method, path: &str) -> Result<Endpoint, GatewayError> {
     let (ep, expected) = if let Some(op) = sluice_providers::api::operation_for_path(path) {
         (Endpoint::Model(op), op.method())
+    } else if path == "/admin/keys" || path.starts_with("/admin/keys/") {
+        (Endpoint::AdminKeys, Method::GET)
     } else {
         match path {
             "/v1/models" | "/models" => (Endpoint::Models, Method::GET),

@@ -42,6 +42,13 @@ pub enum EndReason {
     UpstreamError,
     /// Ended by a graceful shutdown's deadline.
     Shutdown,
+    /// Refused for its key: missing, unknown, revoked (401), or not allowed the route or
+    /// model (403).
+    Unauthorized,
+    /// Refused by a rate, token, concurrency or budget limit (429).
+    Limited,
+    /// The state store of limits failed (`fail_closed`) or was full (503).
+    StateUnavailable,
 }
 
 impl EndReason {
@@ -64,6 +71,7 @@ impl EndReason {
             E::ResponseTooLarge { .. } => EndReason::ResponseTooLarge,
             E::UpstreamBody { .. } => EndReason::UpstreamReset,
             E::ShuttingDown => EndReason::Shutdown,
+            E::Keys(k) => k.end_reason(),
             E::Upstream { .. }
             | E::StreamFailed { .. }
             | E::RetryBudgetExhausted { .. }
@@ -88,6 +96,9 @@ impl EndReason {
             EndReason::BadRequest => "bad_request",
             EndReason::UpstreamError => "upstream_error",
             EndReason::Shutdown => "shutdown",
+            EndReason::Unauthorized => "unauthorized",
+            EndReason::Limited => "limited",
+            EndReason::StateUnavailable => "state_unavailable",
         }
     }
 }
@@ -292,6 +303,11 @@ impl Telemetry {
         }
     }
 
+    /// The registry, for stages that register their own metrics at startup.
+    pub(crate) fn registry_mut(&mut self) -> &mut Registry {
+        &mut self.registry
+    }
+
     /// Adds the upstream pools' metrics (read at scrape time).
     pub(crate) fn register_pools(&mut self, pools: crate::pools::PoolCollector) {
         self.registry.register_collector(Box::new(pools));
@@ -441,6 +457,8 @@ pub(crate) struct RequestLog {
     pub(crate) usage_partial: bool,
     /// The `model` label of the token metrics (see `Policy::usage_label`).
     pub(crate) usage_label: String,
+    /// The request's key and limits, settled (tokens, leases, spend) when it finishes.
+    pub(crate) ticket: Option<Box<crate::keys::Ticket>>,
     finished: bool,
 }
 
@@ -462,6 +480,7 @@ impl RequestLog {
             usage: None,
             usage_partial: false,
             usage_label: String::new(),
+            ticket: None,
             finished: false,
         }
     }
@@ -519,6 +538,17 @@ impl RequestLog {
         }
         let u = self.usage.unwrap_or_default();
         let has_usage = self.usage.is_some();
+        let mut spend = None;
+        let ticket = self.ticket.take();
+        let key = ticket.as_ref().and_then(|t| t.key().cloned());
+        if let Some(ticket) = ticket {
+            spend = Some(ticket.settle(crate::keys::Outcome {
+                usage: self.usage,
+                status: self.status,
+                model: &self.model,
+                served: &self.usage_label,
+            }));
+        }
         let ms = |d: Duration| d.as_secs_f64() * 1000.0;
         let p = self.timings;
         let attempts = AttemptList(&self.attempts);
@@ -547,6 +577,10 @@ impl RequestLog {
             cached_tokens = has_usage.then_some(u.cached_input),
             reasoning_tokens = has_usage.then_some(u.reasoning),
             usage_partial = self.usage_partial,
+            key = key.as_ref().map(|k| k.id()),
+            team = key.as_ref().and_then(|k| k.team()),
+            owner = key.as_ref().and_then(|k| k.owner()),
+            spend_micros = spend.filter(|s| *s > 0),
             "request"
         );
     }

@@ -9,6 +9,7 @@
 
 mod diagnostics;
 mod interpolate;
+mod limits;
 mod raw;
 pub mod tls;
 mod units;
@@ -22,6 +23,9 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::{Duration, SystemTime};
 
+pub use limits::{
+    BudgetLimit, KeyConfig, KeyMode, Limits, ModelLimits, PriceConfig, RateLimit, StateSettings,
+};
 pub use units::{parse_duration, parse_size};
 
 /// The whole validated configuration.
@@ -33,6 +37,12 @@ pub struct Config {
     pub upstreams: Vec<UpstreamConfig>,
     /// Routes, in file order: the first whose globs match the request's model wins.
     pub routes: Vec<RouteConfig>,
+    /// Virtual keys: the `[[key]]` entries, then those of `keys.file`; ids and hashes unique.
+    pub keys: Vec<KeyConfig>,
+    /// The price table, in file order: the first entry whose globs match a model prices it.
+    pub prices: Vec<PriceConfig>,
+    /// `[state]`: the store of limits, budgets and idempotency records.
+    pub state: StateSettings,
 }
 
 /// `[server]`.
@@ -275,6 +285,11 @@ pub struct RouteConfig {
     pub balance: sluice_upstream::BalancePolicy,
     /// Passive outlier ejection of tier 0's targets.
     pub outlier: sluice_upstream::OutlierConfig,
+    /// Whether requests need a virtual key. Default `required` when the config defines keys
+    /// (`[[key]]` or `keys.file`), else `off`.
+    pub keys: KeyMode,
+    /// Limits shared by every request of the route, with a key or without.
+    pub limits: Limits,
 }
 
 impl RouteConfig {

@@ -11,6 +11,7 @@ use toml::de::DeTable;
 
 use super::diagnostics::{deserialize_error, line_of, locate, syntax_error};
 use super::interpolate::{self, Unresolved};
+use super::limits;
 use super::raw::{
     BalanceName, ProviderName, RawAuth, RawBudget, RawConfig, RawHealthCheck, RawLane, RawOutlier,
     RawPool, RawRetry, RawRoute, RawServer, RawSessionHeader, RawTarget, RawTimeouts, RawTls,
@@ -18,8 +19,8 @@ use super::raw::{
 };
 use super::units::{DurationValue, SizeValue};
 use super::{
-    Checked, Config, ConfigError, ConfigWarning, EnvMode, OnClientDisconnect, RouteConfig,
-    ServerConfig, SessionHeaderToBody, TargetConfig, Timeouts, TlsFiles, UpstreamAuth,
+    Checked, Config, ConfigError, ConfigWarning, EnvMode, KeyConfig, KeyMode, OnClientDisconnect,
+    RouteConfig, ServerConfig, SessionHeaderToBody, TargetConfig, Timeouts, TlsFiles, UpstreamAuth,
     UpstreamConfig, UpstreamProtocol,
 };
 
@@ -127,6 +128,10 @@ fn validate(raw: RawConfig, ctx: &mut Ctx<'_>) -> Result<Config, ConfigError> {
         server,
         upstreams,
         routes,
+        state,
+        keys,
+        key_settings,
+        prices,
     } = raw;
     let server = server_config(server, ctx)?;
     let mut ups: Vec<UpstreamConfig> = Vec::with_capacity(upstreams.len());
@@ -147,10 +152,16 @@ fn validate(raw: RawConfig, ctx: &mut Ctx<'_>) -> Result<Config, ConfigError> {
             "no [[route]]: every request would be rejected; add one with `models` and `upstream`",
         ));
     }
+    let super::raw::RawKeySettings { file: key_file } = key_settings.unwrap_or_default();
+    let default_mode = if keys.is_empty() && key_file.is_none() {
+        KeyMode::Off
+    } else {
+        KeyMode::Required
+    };
     let mut out_routes = Vec::with_capacity(routes.len());
     for (i, r) in routes.into_iter().enumerate() {
         let path = format!("route[{i}]");
-        let r = route_config(&path, r, &ups, ctx)?;
+        let r = route_config(&path, r, &ups, default_mode, ctx)?;
         if out_routes.iter().any(|o: &RouteConfig| o.name == r.name) {
             return Err(ConfigError::new(
                 format!("{path}.name"),
@@ -162,10 +173,88 @@ fn validate(raw: RawConfig, ctx: &mut Ctx<'_>) -> Result<Config, ConfigError> {
         }
         out_routes.push(r);
     }
+    let route_names: Vec<String> = out_routes.iter().map(|r| r.name.clone()).collect();
+    let mut out_keys: Vec<KeyConfig> = Vec::with_capacity(keys.len());
+    let mut add_key = |k: KeyConfig, at: &dyn Fn(&str) -> ConfigError| {
+        if out_keys.iter().any(|o| o.id == k.id) {
+            return Err(at(&format!("`{}` is already the id of another key", k.id)));
+        }
+        if let Some(o) = out_keys.iter().find(|o| o.hash == k.hash) {
+            return Err(at(&format!(
+                "the same hash as key `{}`: two ids cannot share one secret",
+                o.id
+            )));
+        }
+        out_keys.push(k);
+        Ok(())
+    };
+    for (i, k) in keys.into_iter().enumerate() {
+        let path = format!("key[{i}]");
+        let k = limits::key(&path, k, &route_names)?;
+        add_key(k, &|reason| ConfigError::new(format!("{path}.id"), reason))?;
+    }
+    if let Some(file) = &key_file {
+        if ctx.unresolved_at("keys.file").is_some() {
+            ctx.warn(
+                "keys.file",
+                "not read: the file's path needs a variable that is not set (--skip-env)",
+            );
+        } else {
+            let name = file.display().to_string();
+            for (i, k) in limits::key_file(file)?.into_iter().enumerate() {
+                let path = format!("key[{i}]");
+                let in_file =
+                    |e: ConfigError| ConfigError::new("keys.file", format!("{name}: {e}"));
+                let k = limits::key(&path, k, &route_names).map_err(in_file)?;
+                add_key(k, &|reason| {
+                    in_file(ConfigError::new(format!("{path}.id"), reason))
+                })?;
+            }
+        }
+    }
+    for (i, r) in out_routes.iter().enumerate() {
+        if r.keys == KeyMode::Off {
+            continue;
+        }
+        if out_keys.is_empty() && key_file.is_none() {
+            ctx.warn(
+                format!("route[{i}].keys"),
+                format!(
+                    "`{}` but no key is defined: add [[key]] entries or `keys.file`",
+                    r.keys.as_str()
+                ),
+            );
+        }
+        // Keys are never forwarded on such a route, so a passthrough upstream gets none.
+        let passthrough = r
+            .targets
+            .iter()
+            .chain(&r.fallbacks)
+            .filter(|t| t.auth.is_none())
+            .find(|t| ups[t.upstream].auth == UpstreamAuth::Passthrough);
+        if let Some(t) = passthrough {
+            ctx.warn(
+                format!("route[{i}].keys"),
+                format!(
+                    "upstream `{}` uses passthrough auth, but client keys are not forwarded \
+                     on a route with virtual keys: give it `auth` with its own key",
+                    ups[t.upstream].name
+                ),
+            );
+        }
+    }
+    let mut out_prices = Vec::with_capacity(prices.len());
+    for (i, p) in prices.into_iter().enumerate() {
+        out_prices.push(limits::price(&format!("price[{i}]"), p)?);
+    }
+    let state = limits::state(state.unwrap_or_default())?;
     Ok(Config {
         server,
         upstreams: ups,
         routes: out_routes,
+        keys: out_keys,
+        prices: out_prices,
+        state,
     })
 }
 
@@ -173,6 +262,7 @@ fn route_config(
     path: &str,
     raw: RawRoute,
     ups: &[UpstreamConfig],
+    default_mode: KeyMode,
     ctx: &mut Ctx<'_>,
 ) -> Result<RouteConfig, ConfigError> {
     let RawRoute {
@@ -190,6 +280,8 @@ fn route_config(
         continuation,
         balance,
         outlier,
+        keys,
+        limits: route_limits,
     } = raw;
     if models.is_empty() || models.iter().any(|m| m.is_empty()) {
         return Err(ConfigError::new(
@@ -259,6 +351,8 @@ fn route_config(
             Some(BalanceName::Priority) => sluice_upstream::BalancePolicy::Priority,
         },
         outlier: outlier_config(&format!("{path}.outlier"), outlier.unwrap_or_default())?,
+        keys: keys.unwrap_or(default_mode),
+        limits: limits::route_limits(&format!("{path}.limits"), route_limits.unwrap_or_default())?,
     })
 }
 
