@@ -291,10 +291,6 @@ impl Keys {
             }
             checks.push(c);
         });
-        if let Some(k) = key {
-            k.metrics.requests.inc();
-            table::Seen::add(&k.seen.requests, 1);
-        }
         let admission = if checks.is_empty() {
             None
         } else {
@@ -332,6 +328,10 @@ impl Keys {
                 }
             }
         };
+        if let Some(k) = key {
+            k.metrics.requests.inc();
+            table::Seen::add(&k.seen.requests, 1);
+        }
         Ok(Some(Ticket {
             keys: self.clone(),
             key: key.cloned(),
