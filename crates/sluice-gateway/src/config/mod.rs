@@ -16,6 +16,8 @@ mod units;
 mod validate;
 
 #[cfg(test)]
+mod limits_tests;
+#[cfg(test)]
 mod tests;
 
 use std::fmt;

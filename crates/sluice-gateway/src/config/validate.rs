@@ -225,6 +225,9 @@ fn validate(raw: RawConfig, ctx: &mut Ctx<'_>) -> Result<Config, ConfigError> {
                 ),
             );
         }
+        if r.keys != KeyMode::Required {
+            continue;
+        }
         // Keys are never forwarded on such a route, so a passthrough upstream gets none.
         let passthrough = r
             .targets
