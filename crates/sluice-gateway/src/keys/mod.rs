@@ -252,8 +252,7 @@ impl Keys {
 
     /// Takes the request's limits: the key's, the key's on this model (its first matching
     /// `model_limits` entry), the route's, and the key's budget, in one call to the store.
-    /// `reserve` is the request's token reservation (its `max_tokens`, or an estimate from
-    /// its body size); each token check reserves at most its own limit, so a large
+    /// `reserve` is the request's token reservation ([`reservation`]); each token check reserves at most its own limit, so a large
     /// `max_tokens` waits for a full bucket instead of never passing. `None`: nothing to take
     /// (no key and no route limits).
     ///
@@ -561,12 +560,10 @@ impl Ticket {
     }
 }
 
-/// The token reservation of a request: its `max_tokens` (or alias) when it sets one, else an
-/// estimate of its input from its body size (about four bytes per token).
+/// The token reservation of a request: an estimate of its input from its body size (about
+/// four bytes per token, which JSON framing makes generous) plus its `max_tokens` (or alias),
+/// the most it may generate; so the real usage rarely exceeds it. Without `max_tokens` the
+/// output is unknown and counted when the request ends.
 pub fn reservation(max_tokens: u64, body_len: usize) -> u64 {
-    if max_tokens > 0 {
-        max_tokens
-    } else {
-        (body_len as u64).div_ceil(4)
-    }
+    (body_len as u64).div_ceil(4).saturating_add(max_tokens)
 }

@@ -266,3 +266,42 @@ async fn a_concurrency_cap_refuses_while_a_stream_runs_and_frees_when_it_ends() 
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
 }
+
+#[tokio::test]
+async fn a_token_limit_under_concurrent_load_is_overshot_by_at_most_one_reservation() {
+    let mock = mock("").await;
+    let keys = key("t", "sk-alpha", "tokens = { limit = 3000, per = \"1h\" }");
+    let gw = gateway(&mock, &route(""), &keys).await;
+    let body = r#"{"model":"gpt-4o","max_tokens":100,"messages":[{"role":"user","content":"count to a hundred"}]}"#;
+    let reservation = sluice_gateway::keys::reservation(100, body.len());
+    // Eight clients at once, each until its first refusal.
+    let clients: Vec<_> = (0..8)
+        .map(|_| {
+            let addr = gw.addr();
+            tokio::spawn(async move {
+                let mut used = 0;
+                loop {
+                    let mut req = post("/v1/chat/completions", bearer("sk-alpha"), body);
+                    req.headers_mut()
+                        .insert("x-mock", "tokens=100".parse().unwrap());
+                    let r = h1(addr, req).await;
+                    if r.status == 429 {
+                        return used;
+                    }
+                    assert_eq!(r.status, 200);
+                    let u = &r.json()["usage"];
+                    used += u["prompt_tokens"].as_u64().unwrap()
+                        + u["completion_tokens"].as_u64().unwrap();
+                }
+            })
+        })
+        .collect();
+    let mut total = 0;
+    for c in clients {
+        total += c.await.unwrap();
+    }
+    eprintln!("admitted {total} tokens against 3000 (reservation {reservation})");
+    // The bucket refills under a token a second; a second of slack.
+    assert!(total <= 3000 + reservation + 1, "{total}");
+    assert!(total + reservation >= 3000, "{total}");
+}
