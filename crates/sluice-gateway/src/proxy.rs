@@ -557,8 +557,7 @@ async fn serve(
     let Some(ticket) = log.ticket.as_mut() else {
         return serve_attempts(state, policy, log).await;
     };
-    let mut limit_headers = HeaderMap::new();
-    ticket.add_headers(&mut limit_headers);
+    let limit_headers = ticket.headers();
     // A stream's record is released when it ends (its ticket drops it); only whole bodies
     // are replayed.
     let guard = if policy.ctx.stream {
@@ -568,7 +567,11 @@ async fn serve(
     };
     let keys = state.keys.clone();
     let mut r = serve_attempts(state, policy, log).await;
-    r.headers_mut().extend(limit_headers);
+    let h = r.headers_mut();
+    h.reserve(limit_headers.len());
+    for (name, value) in limit_headers {
+        h.insert(name, value);
+    }
     if let Some(g) = guard {
         let stored = crate::keys::to_store(&r);
         crate::keys::complete(&keys, g, stored).await;

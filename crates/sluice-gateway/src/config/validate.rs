@@ -175,14 +175,16 @@ fn validate(raw: RawConfig, ctx: &mut Ctx<'_>) -> Result<Config, ConfigError> {
     }
     let route_names: Vec<String> = out_routes.iter().map(|r| r.name.clone()).collect();
     let mut out_keys: Vec<KeyConfig> = Vec::with_capacity(keys.len());
+    // Key files may hold many thousands: duplicates are found by lookup, not by scanning.
+    let mut ids: std::collections::HashSet<String> = Default::default();
+    let mut hashes: std::collections::HashMap<[u8; 32], String> = Default::default();
     let mut add_key = |k: KeyConfig, at: &dyn Fn(&str) -> ConfigError| {
-        if out_keys.iter().any(|o| o.id == k.id) {
+        if !ids.insert(k.id.clone()) {
             return Err(at(&format!("`{}` is already the id of another key", k.id)));
         }
-        if let Some(o) = out_keys.iter().find(|o| o.hash == k.hash) {
+        if let Some(other) = hashes.insert(k.hash, k.id.clone()) {
             return Err(at(&format!(
-                "the same hash as key `{}`: two ids cannot share one secret",
-                o.id
+                "the same hash as key `{other}`: two ids cannot share one secret"
             )));
         }
         out_keys.push(k);

@@ -64,6 +64,7 @@ struct Inner {
     routes: Vec<RoutePlan>,
     prices: PriceTable,
     metrics: KeyMetrics,
+    limit_values: quota_headers::LimitValues,
     replay_ttl: Duration,
     /// Some route looks at keys (or the config defines keys): key headers are read.
     uses_keys: bool,
@@ -157,6 +158,7 @@ impl Keys {
                 routes,
                 prices: PriceTable::new(config.prices.clone()),
                 metrics,
+                limit_values: quota_headers::LimitValues::new(config),
                 replay_ttl: config.state.replay_ttl,
             }),
         }
@@ -503,11 +505,16 @@ impl Ticket {
         self.key.as_ref()
     }
 
-    /// Adds the `x-ratelimit-*` headers of the admission.
-    pub fn add_headers(&self, h: &mut HeaderMap) {
+    /// The `x-ratelimit-*` headers of the admission (the tightest check of each kind), for
+    /// the response.
+    pub fn headers(&self) -> Vec<(http::HeaderName, http::HeaderValue)> {
+        let mut out = Vec::new();
         if let Some(a) = &self.admission {
-            quota_headers::insert(h, a.quotas(), self.hidden);
+            out.reserve(11);
+            let values = &self.keys.inner.limit_values;
+            quota_headers::collect(&mut out, a.quotas(), self.hidden, values);
         }
+        out
     }
 
     pub(crate) fn set_idempotency(&mut self, guard: Option<sluice_state::IdempotencyGuard>) {

@@ -153,13 +153,9 @@ fn round_up(d: Duration) -> String {
 
 /// Micro-units as an amount: `20.00`, `0.0125`.
 pub(crate) fn money(micros: u64) -> String {
-    let whole = micros / 1_000_000;
-    let frac = micros % 1_000_000;
-    let mut s = format!("{whole}.{frac:06}");
-    while s.ends_with('0') && s.len() - s.find('.').unwrap_or(0) > 3 {
-        s.pop();
-    }
-    s
+    let mut b = quota_headers::Buf::default();
+    quota_headers::write_money(&mut b, micros);
+    b.as_str().to_string()
 }
 
 impl KeyError {

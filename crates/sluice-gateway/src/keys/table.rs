@@ -153,8 +153,16 @@ fn non_empty(b: &[u8]) -> Option<&[u8]> {
 /// Removes every header that can carry an API key, so none reaches the upstream (which gets
 /// its own credential from the upstream's `auth`).
 pub(crate) fn strip_keys(headers: &mut HeaderMap) {
-    for n in KEY_HEADERS {
-        headers.remove(n);
+    // A scan of the few header names is cheaper than hashing each key header's name to
+    // remove it, and most requests carry one of them at most.
+    let mut present = [false; KEY_HEADERS.len()];
+    for name in headers.keys() {
+        if let Some(i) = KEY_HEADERS.iter().position(|k| *k == name.as_str()) {
+            present[i] = true;
+        }
+    }
+    for (n, _) in KEY_HEADERS.iter().zip(present).filter(|(_, p)| *p) {
+        headers.remove(*n);
     }
 }
 
