@@ -1,7 +1,6 @@
 //! `GET /admin/keys` and `GET /admin/keys/{id}`: the keys, their limits, what is left of them
 //! and what they spent. Never a hash or a secret.
 
-use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use bytes::Bytes;
@@ -23,7 +22,8 @@ pub struct AdminReply {
 
 /// Answers `GET /admin/keys/{rest}`: `rest` empty lists the keys (id, owner, team, revoked);
 /// a key id shows that key with its limits, what is left of them now and its spend (read
-/// from the state store without taking anything: one round trip with Redis).
+/// from the state store without taking anything, so across every instance sharing it: one
+/// round trip with Redis).
 pub async fn admin_keys(keys: &Keys, rest: &str) -> AdminReply {
     let rest = rest.trim_matches('/');
     if rest.is_empty() {
@@ -133,8 +133,6 @@ async fn key_json(keys: &Keys, k: &VirtualKey) -> Result<Value, sluice_state::St
         };
         target.insert(q.kind.as_str().to_string(), quota_json(check, q));
     }
-    let seen = &k.seen;
-    let get = |a: &std::sync::atomic::AtomicU64| a.load(Ordering::Relaxed);
     Ok(json!({
         "id": c.id,
         "owner": c.owner,
@@ -154,12 +152,6 @@ async fn key_json(keys: &Keys, k: &VirtualKey) -> Result<Value, sluice_state::St
         })).collect::<Vec<_>>(),
         "usage": own,
         "spend": spend,
-        "this_instance": {
-            "requests": get(&seen.requests),
-            "input_tokens": get(&seen.input_tokens),
-            "output_tokens": get(&seen.output_tokens),
-            "spend": money(get(&seen.spend_micros)),
-        },
         "state": keys.store().mode().as_str(),
     }))
 }

@@ -125,7 +125,6 @@ impl Keys {
                     model_counters: (0..k.model_limits.len())
                         .map(|j| Arc::from(format!("k:{}:m{j}", k.id)))
                         .collect(),
-                    seen: Default::default(),
                     metrics: metrics.key_counters(k.team.as_deref(), k.owner.as_deref()),
                     config: k.clone(),
                 })
@@ -331,7 +330,6 @@ impl Keys {
         };
         if let Some(k) = key {
             k.metrics.requests.inc();
-            table::Seen::add(&k.seen.requests, 1);
         }
         Ok(Some(Ticket {
             keys: self.clone(),
@@ -549,12 +547,9 @@ impl Ticket {
             if let Some(u) = &end.usage {
                 k.metrics.input_tokens.inc_by(u.input);
                 k.metrics.output_tokens.inc_by(u.output);
-                table::Seen::add(&k.seen.input_tokens, u.input);
-                table::Seen::add(&k.seen.output_tokens, u.output);
             }
             if spend > 0 {
                 k.metrics.spend_micros.inc_by(spend);
-                table::Seen::add(&k.seen.spend_micros, spend);
             }
         }
         if let Some(a) = self.admission.take() {

@@ -4,7 +4,6 @@
 
 use std::collections::HashMap;
 use std::hash::{BuildHasher, Hasher};
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 use http::header::{self, HeaderMap};
@@ -15,8 +14,8 @@ use crate::config::KeyConfig;
 pub(crate) const KEY_HEADERS: [&str; 4] =
     ["authorization", "x-api-key", "api-key", "x-goog-api-key"];
 
-/// One virtual key, as the gateway holds it: its config, its counters' names (built once, so
-/// a request clones `Arc`s instead of formatting strings), and what this instance saw of it.
+/// One virtual key, as the gateway holds it: its config, and its counters' names (built once,
+/// so a request clones `Arc`s instead of formatting strings).
 #[derive(Debug)]
 pub struct VirtualKey {
     pub(crate) config: KeyConfig,
@@ -24,26 +23,9 @@ pub struct VirtualKey {
     pub(crate) counter: Arc<str>,
     /// Per `model_limits` entry: `k:<id>:m<index>`.
     pub(crate) model_counters: Vec<Arc<str>>,
-    /// Since this instance started (for `GET /admin/keys/{id}`).
-    pub(crate) seen: Seen,
     /// The key's metric counters (labelled by team and owner, shared with keys of the same
     /// labels), resolved once.
     pub(crate) metrics: super::metrics::KeyCounters,
-}
-
-/// What this instance saw of a key since it started.
-#[derive(Debug, Default)]
-pub(crate) struct Seen {
-    pub(crate) requests: AtomicU64,
-    pub(crate) input_tokens: AtomicU64,
-    pub(crate) output_tokens: AtomicU64,
-    pub(crate) spend_micros: AtomicU64,
-}
-
-impl Seen {
-    pub(crate) fn add(counter: &AtomicU64, n: u64) {
-        counter.fetch_add(n, Ordering::Relaxed);
-    }
 }
 
 impl VirtualKey {

