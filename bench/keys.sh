@@ -11,7 +11,8 @@
 #   and their medians;
 #   open loop at RATE req/s for a fixed number of requests (below saturation, so that the
 #   gateways do alike per wake-up): latency p50/p99, and the gateway's CPU time per request
-#   (utime + stime of its process, from /proc).
+#   (utime + stime of its process, from /proc);
+#   light load (200 req/s): memory against redis, the latency Redis adds without queueing.
 # For redis, also the Redis round trips per request (sluice_state_round_trips_total) and the
 # fallbacks (calls answered from local memory because Redis missed its deadline). Redis's call
 # deadline is raised to 50 ms: on a shared 2-core machine at saturation the default 5 ms is
@@ -157,5 +158,11 @@ for round in $(seq "$ROUNDS"); do
 done
 for g in plain memory redis; do
   printf 'median %-7s cpu %s us/request  p50 %s ms\n' "$g" "$(median "${CPU[$g]}")" "$(median "${OP50[$g]}")"
+done
+echo "light load, 200 req/s, 1000 requests: the added latency without queueing"
+printf '%-7s %9s %9s\n' gateway p50_ms p99_ms
+for g in memory redis memory redis; do
+  rps "${ADDR[$g]}" --rate 200 -n 1000
+  printf '%-7s %9s %9s\n' "$g" "$(field 'round(r["latency"]["p50_ms"], 3)')" "$(field 'round(r["latency"]["p99_ms"], 3)')"
 done
 grep -h -i -E 'warn|error' "$WORK"/*.err | head -5 || true
