@@ -1,7 +1,8 @@
 //! Puts the git commit into `sluice --version` (`SLUICE_GIT_HASH`), when built from a git
 //! checkout with git installed; `unknown` otherwise (e.g. a source tarball). And marks the
 //! README's curl examples test ignored (`cfg(no_curl)`) on a machine without `curl`; never
-//! under `CI=true` (see tests/build/test_env.rs), where a missing curl fails it.
+//! under `CI=true` (see tests/build/test_env.rs), where a missing curl fails it. Likewise the
+//! tests that need a `redis-server` (`cfg(no_redis)`).
 
 use std::path::Path;
 use std::process::Command;
@@ -49,4 +50,5 @@ fn main() {
         .unwrap_or_else(|| "unknown".to_string());
     println!("cargo::rustc-env=SLUICE_GIT_HASH={hash}");
     test_env::cfg_when_missing("no_curl", !curl_on_path());
+    test_env::cfg_when_missing("no_redis", !test_env::redis_server());
 }

@@ -189,6 +189,10 @@ pub enum GatewayError {
         /// What is wrong.
         detail: &'static str,
     },
+    /// Refused by the admit stage: a key, a limit, a budget or an idempotency record (401,
+    /// 403, 429, 409, 422, 400), or the state store failed (503).
+    #[error("{0}")]
+    Keys(Box<crate::keys::KeyError>),
 }
 
 impl GatewayError {
@@ -225,6 +229,7 @@ impl GatewayError {
             TooManyCancels { .. } | RequestRate { .. } => StatusCode::TOO_MANY_REQUESTS,
             BadHost(_) => StatusCode::BAD_REQUEST,
             MalformedRequest { status, .. } => *status,
+            Keys(k) => k.status(),
         }
     }
 
@@ -265,6 +270,7 @@ impl GatewayError {
                 StatusCode::URI_TOO_LONG => "uri_too_long",
                 _ => "malformed_request",
             },
+            Keys(k) => k.code(),
         }
     }
 

@@ -89,6 +89,9 @@ pub enum StartError {
     /// The admin address is reachable from other hosts and no `server.admin_token` is set.
     #[error("server.admin_listen: {0} is not loopback: set server.admin_token")]
     AdminUnprotected(SocketAddr),
+    /// The state store's settings were rejected.
+    #[error("state: {0}")]
+    State(#[from] sluice_state::ConfigError),
 }
 
 /// A running gateway.
@@ -150,6 +153,8 @@ impl Gateway {
                 .zip(upstreams.iter().cloned())
                 .collect(),
         ));
+        let keys = crate::keys::Keys::start(&config).await?;
+        keys.register_metrics(telemetry.registry_mut());
         let server = &config.server;
         let fds = sluice_upstream::fd_limit();
         let max_connections = server
@@ -177,7 +182,13 @@ impl Gateway {
         );
         let telemetry = Arc::new(telemetry);
         let targets = crate::targets::build(&config, &upstreams)?;
-        let state = Arc::new(State::new(config, upstreams, targets, telemetry.clone()));
+        let state = Arc::new(State::new(
+            config,
+            upstreams,
+            targets,
+            telemetry.clone(),
+            keys,
+        ));
         let admin = crate::admin::start(state.clone(), admin_addr)
             .await
             .map_err(|source| StartError::Bind {

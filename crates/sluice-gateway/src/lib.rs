@@ -19,6 +19,7 @@ pub mod error;
 pub mod head;
 mod headers;
 mod ingress;
+pub mod keys;
 mod live;
 mod models;
 mod outbound;

@@ -48,6 +48,8 @@ pub(crate) struct State {
     pub(crate) passthrough: crate::outbound::PassthroughProviders,
     /// The upstreams' own model lists, for `GET /v1/models`.
     pub(crate) models: crate::models::ModelCache,
+    /// Virtual keys, limits, budgets and idempotency records.
+    pub(crate) keys: crate::keys::Keys,
     request_ids: AtomicU64,
     id_prefix: String,
 }
@@ -58,6 +60,7 @@ impl State {
         upstreams: Vec<Upstream>,
         targets: Vec<crate::targets::RouteTargets>,
         telemetry: Arc<Telemetry>,
+        keys: crate::keys::Keys,
     ) -> Self {
         // A per-process prefix keeps generated ids unique across restarts without a RNG crate.
         let nanos = std::time::SystemTime::now()
@@ -79,6 +82,7 @@ impl State {
             draining: CancellationToken::new(),
             passthrough: Default::default(),
             models: Default::default(),
+            keys,
             request_ids: AtomicU64::new(0),
             id_prefix: format!("sl-{:x}{:x}", nanos as u64, std::process::id()),
         }
@@ -147,6 +151,9 @@ fn error_response(
 ) -> Response<GatewayBody> {
     let mut r = full(e.status(), "application/json", e.body(family));
     r.headers_mut().insert(REQUEST_ID, request_id.clone());
+    if let GatewayError::Keys(k) = e {
+        k.add_headers(r.headers_mut());
+    }
     r
 }
 
@@ -224,6 +231,19 @@ impl Failure {
     fn bad_request(error: GatewayError) -> Self {
         Failure::new(error, EndReason::BadRequest)
     }
+
+    fn keys(error: crate::keys::KeyError) -> Self {
+        let reason = error.end_reason();
+        Failure::new(GatewayError::Keys(Box::new(error)), reason)
+    }
+}
+
+/// What the admit stage decided for a request that may go on.
+enum Admitted {
+    /// Forward it: its policy, ready to run attempts.
+    Run(Box<Policy>),
+    /// Answer it with a stored response (an `Idempotency-Key` replay).
+    Replay(Response<GatewayBody>),
 }
 
 /// Records the failure once and answers in the client API's error format.
@@ -283,11 +303,30 @@ where
         let f = Failure::new(GatewayError::ShuttingDown, EndReason::Shutdown);
         return fail(family, &mut log, f, &request_id);
     }
-    let policy = match admit(&state, parts, body, op, request_id.clone(), &mut log).await {
-        Ok(p) => p,
-        Err(f) => return fail(family, &mut log, f, &request_id),
-    };
-    serve(state, policy, log).await
+    // Before the body is read: a key no route would take gets its 401 now.
+    let identity = state.keys.identify(&parts.headers);
+    if let Err(e) = state.keys.screen(&identity) {
+        return fail(family, &mut log, Failure::keys(e), &request_id);
+    }
+    let admitted = admit(
+        &state,
+        parts,
+        body,
+        op,
+        request_id.clone(),
+        identity,
+        &mut log,
+    )
+    .await;
+    match admitted {
+        Ok(Admitted::Run(policy)) => serve(state, policy, log).await,
+        Ok(Admitted::Replay(r)) => {
+            log.status = r.status().as_u16();
+            log.finish(EndReason::Completed);
+            r
+        }
+        Err(f) => fail(family, &mut log, f, &request_id),
+    }
 }
 
 /// The endpoints the gateway answers itself.
@@ -409,15 +448,17 @@ fn deadline(state: &State, route: usize, headers: &HeaderMap, started: Instant) 
     started + client.map_or(total, |c| c.min(total))
 }
 
-/// Left to right: body, model, route; builds the request's policy.
+/// Left to right: body, model, route, the key's verdict, idempotency, limits; builds the
+/// request's policy.
 async fn admit<B>(
     state: &Arc<State>,
-    parts: http::request::Parts,
+    mut parts: http::request::Parts,
     body: B,
     op: Operation,
     request_id: HeaderValue,
+    identity: crate::keys::Identity,
     log: &mut RequestLog,
-) -> Result<Box<Policy>, Failure>
+) -> Result<Admitted, Failure>
 where
     B: Body<Data = Bytes> + Send + 'static,
     B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
@@ -450,6 +491,40 @@ where
         .unwrap_or(0);
     let stream = probe.stream == Some(true);
     let deadline = deadline(state, route_idx, &parts.headers, log.started());
+    let keys = &state.keys;
+    let key = keys
+        .authorize(route_idx, model, identity, &mut parts.headers)
+        .map_err(Failure::keys)?;
+    let idempotency = keys
+        .idempotency(
+            key.as_deref(),
+            &parts.headers,
+            parts.uri.path(),
+            &bytes,
+            stream,
+            deadline,
+        )
+        .await
+        .map_err(Failure::keys)?;
+    let guard = match idempotency {
+        crate::keys::IdempotencyStart::None => None,
+        crate::keys::IdempotencyStart::Run(g) => Some(g),
+        crate::keys::IdempotencyStart::Replay(stored) => {
+            return Ok(Admitted::Replay(crate::keys::replay(stored, &request_id)));
+        }
+    };
+    let reserve = crate::keys::reservation(max_tokens, bytes.len());
+    let ticket = keys
+        .admit(route_idx, key.as_ref(), model, reserve)
+        .await
+        .map_err(Failure::keys)?;
+    if let Some(mut t) = ticket {
+        t.set_idempotency(guard);
+        log.ticket = Some(Box::new(t));
+    } else if let Some(g) = guard {
+        // Held by a ticket of its own: released or completed as any other.
+        log.ticket = Some(Box::new(keys.bare_ticket(route_idx, g)));
+    }
     drop(probe);
     let ctx = RequestCtx {
         parts,
@@ -461,12 +536,12 @@ where
         idempotent,
         started: log.started(),
     };
-    Ok(Box::new(Policy::new(
+    Ok(Admitted::Run(Box::new(Policy::new(
         state.clone(),
         route_idx,
         ctx,
         deadline,
-    )))
+    ))))
 }
 
 /// What the client gets when the policy gave up.
@@ -521,8 +596,40 @@ pub(crate) fn give_up_reply(policy: &Policy, g: GiveUp) -> Reply {
     }
 }
 
-/// Runs the policy's attempts and answers: the relay for a stream, the whole body otherwise.
+/// Runs the request and answers, with its `x-ratelimit-*` headers; a non-streaming success
+/// with an `Idempotency-Key` is stored for replay.
 async fn serve(
+    state: Arc<State>,
+    policy: Box<Policy>,
+    mut log: RequestLog,
+) -> Response<GatewayBody> {
+    let Some(ticket) = log.ticket.as_mut() else {
+        return serve_attempts(state, policy, log).await;
+    };
+    let limit_headers = ticket.headers();
+    // A stream's record is released when it ends (its ticket drops it); only whole bodies
+    // are replayed.
+    let guard = if policy.ctx.stream {
+        None
+    } else {
+        ticket.take_idempotency()
+    };
+    let keys = state.keys.clone();
+    let mut r = serve_attempts(state, policy, log).await;
+    let h = r.headers_mut();
+    h.reserve(limit_headers.len());
+    for (name, value) in limit_headers {
+        h.insert(name, value);
+    }
+    if let Some(g) = guard {
+        let stored = crate::keys::to_store(&r);
+        crate::keys::complete(&keys, g, stored).await;
+    }
+    r
+}
+
+/// Runs the policy's attempts and answers: the relay for a stream, the whole body otherwise.
+async fn serve_attempts(
     state: Arc<State>,
     mut policy: Box<Policy>,
     mut log: RequestLog,

@@ -46,6 +46,13 @@ pub enum EndReason {
     ClientTimeout,
     /// The gateway's memory budget for buffered bodies was spent.
     OverBudget,
+    /// Refused for its key: missing, unknown, revoked (401), or not allowed the route or
+    /// model (403).
+    Unauthorized,
+    /// Refused by a rate, token, concurrency or budget limit (429).
+    Limited,
+    /// The state store of limits failed (`fail_closed`) or was full (503).
+    StateUnavailable,
 }
 
 impl EndReason {
@@ -69,6 +76,7 @@ impl EndReason {
             E::ResponseTooLarge { .. } => EndReason::ResponseTooLarge,
             E::UpstreamBody { .. } => EndReason::UpstreamReset,
             E::ShuttingDown => EndReason::Shutdown,
+            E::Keys(k) => k.end_reason(),
             E::Upstream { .. }
             | E::StreamFailed { .. }
             | E::RetryBudgetExhausted { .. }
@@ -101,6 +109,9 @@ impl EndReason {
             EndReason::Shutdown => "shutdown",
             EndReason::ClientTimeout => "client_timeout",
             EndReason::OverBudget => "memory_budget",
+            EndReason::Unauthorized => "unauthorized",
+            EndReason::Limited => "limited",
+            EndReason::StateUnavailable => "state_unavailable",
         }
     }
 }
@@ -322,6 +333,11 @@ impl Telemetry {
         }
     }
 
+    /// The registry, for stages that register their own metrics at startup.
+    pub(crate) fn registry_mut(&mut self) -> &mut Registry {
+        &mut self.registry
+    }
+
     /// Adds the upstream pools' metrics (read at scrape time).
     pub(crate) fn register_pools(&mut self, pools: crate::pools::PoolCollector) {
         self.registry.register_collector(Box::new(pools));
@@ -350,11 +366,6 @@ impl Telemetry {
             )));
         self.access_log = Some(log);
         Ok(())
-    }
-
-    /// The registry, for a stage that owns its metrics (the ingress).
-    pub(crate) fn registry_mut(&mut self) -> &mut Registry {
-        &mut self.registry
     }
 
     /// The Prometheus text exposition.
@@ -527,6 +538,8 @@ pub(crate) struct RequestLog {
     span: Option<Box<crate::trace::RequestSpan>>,
     /// Set while the request is a stream being relayed (the dashboard's stream ages).
     stream: Option<crate::live::StreamTicket>,
+    /// The request's key and limits, settled (tokens, leases, spend) when it finishes.
+    pub(crate) ticket: Option<Box<crate::keys::Ticket>>,
     finished: bool,
 }
 
@@ -553,6 +566,7 @@ impl RequestLog {
             quiet: false,
             span: None,
             stream: None,
+            ticket: None,
             finished: false,
         }
     }
@@ -657,12 +671,28 @@ impl RequestLog {
         if let Some(u) = &self.usage {
             t.tokens(&self.route, &self.usage_label, u);
         }
-        self.write_access_log(reason, duration);
+        let (mut key, mut spend) = (None, None);
+        if let Some(ticket) = self.ticket.take() {
+            key = ticket.key().cloned();
+            spend = Some(ticket.settle(crate::keys::Outcome {
+                usage: self.usage,
+                status: self.status,
+                model: &self.model,
+                served: &self.usage_label,
+            }));
+        }
+        self.write_access_log(reason, duration, key.as_deref(), spend);
     }
 
     /// The request's access log line (client values escaped and capped), handed to the
     /// writer without waiting.
-    fn write_access_log(&self, reason: EndReason, duration: Duration) {
+    fn write_access_log(
+        &self,
+        reason: EndReason,
+        duration: Duration,
+        key: Option<&crate::keys::VirtualKey>,
+        spend_micros: Option<u64>,
+    ) {
         let Some(log) = self.telemetry.access_log.as_ref().filter(|l| l.enabled()) else {
             return;
         };
@@ -713,6 +743,18 @@ impl RequestLog {
             if self.usage_partial {
                 l.bool("usage_partial", true);
             }
+        }
+        if let Some(k) = key {
+            l.str("key", k.id());
+            if let Some(team) = k.team() {
+                l.str("team", team);
+            }
+            if let Some(owner) = k.owner() {
+                l.str("owner", owner);
+            }
+        }
+        if let Some(s) = spend_micros.filter(|s| *s > 0) {
+            l.u64("spend_micros", s);
         }
         if let Some(e) = &self.error {
             l.message("error", e);

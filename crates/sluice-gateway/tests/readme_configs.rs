@@ -29,7 +29,12 @@ fn every_readme_config_example_loads() {
     assert!(blocks.len() >= 7, "found {} examples", blocks.len());
     for block in blocks {
         // A key for every variable the example reads: the config must load as `serve` would.
-        let env = |_: &str| Some("sk-readme-example".to_string());
+        // Variables that have a default in the example are left unset, so the default
+        // applies (`${SLUICE_ON_FAILURE:-fail_open}` must name a valid value).
+        let env = |name: &str| {
+            let defaulted = block.contains(&format!("${{{name}:-"));
+            (!defaulted).then(|| "sk-readme-example".to_string())
+        };
         let checked = Config::check_toml(&block, &env, EnvMode::Required)
             .unwrap_or_else(|e| panic!("{e}\n--- in ---\n{block}"));
         let c = checked.config;

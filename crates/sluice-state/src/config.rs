@@ -120,6 +120,13 @@ impl std::fmt::Debug for RedisConfig {
 }
 
 /// The URL without its user and password: `redis://***@host:6379/0`.
+impl RedisConfig {
+    /// The URL with any user and password replaced by `***`, fit for logs and admin views.
+    pub fn redacted_url(&self) -> String {
+        redact(&self.url)
+    }
+}
+
 fn redact(url: &str) -> String {
     match (url.find("://"), url.rfind('@')) {
         (Some(scheme), Some(at)) if at > scheme => {

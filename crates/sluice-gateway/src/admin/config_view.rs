@@ -7,8 +7,9 @@
 use serde_json::{json, Value};
 
 use crate::config::{
-    Config, OnClientDisconnect, RouteConfig, ServerConfig, TargetConfig, TelemetryConfig, Timeouts,
-    UpstreamAuth, UpstreamConfig, UpstreamProtocol,
+    Config, KeyConfig, Limits, OnClientDisconnect, RateLimit, RouteConfig, ServerConfig,
+    StateSettings, TargetConfig, TelemetryConfig, Timeouts, UpstreamAuth, UpstreamConfig,
+    UpstreamProtocol,
 };
 
 /// What replaces a secret.
@@ -39,12 +40,97 @@ fn config_json(c: &Config) -> Value {
         upstreams,
         routes,
         telemetry,
+        keys,
+        prices,
+        state,
     } = c;
     json!({
         "server": server_json(server),
         "upstream": upstreams.iter().map(upstream_json).collect::<Vec<_>>(),
         "route": routes.iter().map(|r| route_json(r, upstreams)).collect::<Vec<_>>(),
         "telemetry": telemetry_json(telemetry),
+        "key": keys.iter().map(|k| key_json(k, routes)).collect::<Vec<_>>(),
+        "price": prices.iter().map(|p| json!({
+            "models": p.models,
+            "input": p.input,
+            "output": p.output,
+            "cached_input": p.cached_input,
+        })).collect::<Vec<_>>(),
+        "state": state_json(state),
+    })
+}
+
+fn limits_json(l: &Limits) -> Value {
+    let rate = |r: &Option<RateLimit>| r.map(|r| json!({ "limit": r.limit, "per": dur(r.per) }));
+    json!({
+        "requests": rate(&l.requests),
+        "tokens": rate(&l.tokens),
+        "concurrency": l.concurrency,
+    })
+}
+
+/// A key without its hash: the hash names the secret, so it stays in the file.
+fn key_json(k: &KeyConfig, routes: &[RouteConfig]) -> Value {
+    let KeyConfig {
+        id,
+        hash: _,
+        owner,
+        team,
+        revoked,
+        routes: allowed,
+        models,
+        limits,
+        budget,
+        model_limits,
+    } = k;
+    json!({
+        "id": id,
+        "hash": REDACTED,
+        "owner": owner,
+        "team": team,
+        "revoked": revoked,
+        "routes": allowed.as_ref().map(|a| a.iter()
+            .filter_map(|i| routes.get(*i).map(|r| r.name.as_str()))
+            .collect::<Vec<_>>()),
+        "models": models,
+        "limits": limits_json(limits),
+        "budget": budget.map(|b| json!({
+            "limit": b.limit_micros as f64 / 1e6,
+            "per": dur(b.per),
+        })),
+        "model_limits": model_limits.iter().map(|m| json!({
+            "models": m.models,
+            "limits": limits_json(&m.limits),
+        })).collect::<Vec<_>>(),
+    })
+}
+
+fn state_json(s: &StateSettings) -> Value {
+    let store = &s.store;
+    let backend = match &store.backend {
+        sluice_state::BackendConfig::Memory => json!({ "kind": "memory" }),
+        sluice_state::BackendConfig::Redis(r) => json!({
+            "kind": "redis",
+            "url": r.redacted_url(),
+            "prefix": r.prefix,
+            "call_timeout": dur(r.call_timeout),
+            "connect_timeout": dur(r.connect_timeout),
+            "on_failure": r.on_failure.as_str(),
+            "trip_after": r.trip_after,
+            "probe_interval": dur(r.probe_interval),
+            "lease_ttl": dur(r.lease_ttl),
+        }),
+    };
+    let i = &store.idempotency;
+    json!({
+        "backend": backend,
+        "max_entries": store.memory.max_entries,
+        "idempotency": {
+            "replay_ttl": dur(s.replay_ttl),
+            "max_response_bytes": i.max_response_bytes,
+            "in_flight_ttl": dur(i.in_flight_ttl),
+            "max_records": i.max_records,
+        },
     })
 }
 
@@ -245,6 +331,8 @@ fn route_json(r: &RouteConfig, ups: &[UpstreamConfig]) -> Value {
         continuation,
         balance,
         outlier,
+        keys,
+        limits,
     } = r;
     json!({
         "name": name,
@@ -267,6 +355,8 @@ fn route_json(r: &RouteConfig, ups: &[UpstreamConfig]) -> Value {
         "drop_unsupported_params": drop_unsupported_params,
         "continuation": continuation,
         "balance": balance.as_str(),
+        "keys": keys.as_str(),
+        "limits": limits_json(limits),
         "outlier": {
             "consecutive_failures": outlier.consecutive_failures,
             "success_rate": outlier.success_rate.is_some(),

@@ -71,7 +71,7 @@ async fn serve(listener: TcpListener, app: Arc<routes::Admin>, stop: Cancellatio
                     conns.spawn(async move {
                         let svc = service_fn(move |req| {
                             let app = app.clone();
-                            async move { Ok::<_, std::convert::Infallible>(app.handle(req)) }
+                            async move { Ok::<_, std::convert::Infallible>(app.handle(req).await) }
                         });
                         let mut b = auto::Builder::new(TokioExecutor::new());
                         b.http1().timer(TokioTimer::new());

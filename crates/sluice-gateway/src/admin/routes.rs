@@ -88,7 +88,7 @@ enum Access {
 
 impl Admin {
     /// Answers one admin request. Never fails.
-    pub(super) fn handle<B>(&self, req: Request<B>) -> Response<AdminBody> {
+    pub(super) async fn handle<B>(&self, req: Request<B>) -> Response<AdminBody> {
         let path = req.uri().path();
         let access = match path {
             "/healthz" | "/readyz" => Access::Open,
@@ -156,6 +156,11 @@ impl Admin {
             }
             "/admin/targets" => json(StatusCode::OK, &crate::targets::snapshot_json(state)),
             "/admin/config" => json(StatusCode::OK, &super::config_view::view(&state.config)),
+            p if p == "/admin/keys" || p.starts_with("/admin/keys/") => {
+                // Reads the state store (Redis when shared), so across every instance.
+                let reply = crate::keys::admin_keys(&state.keys, &p["/admin/keys".len()..]).await;
+                full(reply.status, "application/json", reply.body)
+            }
             "/admin/feed" => match self.feed.subscribe() {
                 Some(body) => {
                     let mut r = Response::new(AdminBody::Feed(Box::new(body)));
@@ -189,7 +194,7 @@ impl Admin {
                     StatusCode::NOT_FOUND,
                     "not_found",
                     "admin paths: /metrics, /healthz, /readyz, /admin/, /admin/feed, \
-                     /admin/pools, /admin/targets, /admin/config",
+                     /admin/pools, /admin/targets, /admin/config, /admin/keys[/{id}]",
                 ),
             },
         }

@@ -10,12 +10,15 @@
 mod admin;
 mod diagnostics;
 mod interpolate;
+mod limits;
 mod raw;
 mod telemetry;
 pub mod tls;
 mod units;
 mod validate;
 
+#[cfg(test)]
+mod limits_tests;
 #[cfg(test)]
 mod tests;
 
@@ -25,6 +28,9 @@ use std::path::PathBuf;
 use std::time::{Duration, SystemTime};
 
 pub use admin::{AdminToken, DEFAULT_ADMIN_LISTEN};
+pub use limits::{
+    BudgetLimit, KeyConfig, KeyMode, Limits, ModelLimits, PriceConfig, RateLimit, StateSettings,
+};
 pub use telemetry::{TelemetryConfig, TraceHeader};
 pub use units::{parse_duration, parse_size};
 
@@ -39,6 +45,12 @@ pub struct Config {
     pub routes: Vec<RouteConfig>,
     /// `[telemetry]`: OpenTelemetry trace export (off without an endpoint).
     pub telemetry: TelemetryConfig,
+    /// Virtual keys: the `[[key]]` entries, then those of `keys.file`; ids and hashes unique.
+    pub keys: Vec<KeyConfig>,
+    /// The price table, in file order: the first entry whose globs match a model prices it.
+    pub prices: Vec<PriceConfig>,
+    /// `[state]`: the store of limits, budgets and idempotency records.
+    pub state: StateSettings,
 }
 
 /// `[server]`.
@@ -465,6 +477,11 @@ pub struct RouteConfig {
     pub balance: sluice_upstream::BalancePolicy,
     /// Passive outlier ejection of tier 0's targets.
     pub outlier: sluice_upstream::OutlierConfig,
+    /// Whether requests need a virtual key. Default `required` when the config defines keys
+    /// (`[[key]]` or `keys.file`), else `off`.
+    pub keys: KeyMode,
+    /// Limits shared by every request of the route, with a key or without.
+    pub limits: Limits,
 }
 
 impl RouteConfig {

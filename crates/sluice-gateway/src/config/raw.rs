@@ -19,7 +19,131 @@ pub(super) struct RawConfig {
     pub(super) upstreams: Vec<RawUpstream>,
     #[serde(default, rename = "route")]
     pub(super) routes: Vec<RawRoute>,
+    pub(super) state: Option<RawState>,
+    #[serde(default, rename = "key")]
+    pub(super) keys: Vec<RawKey>,
+    #[serde(rename = "keys")]
+    pub(super) key_settings: Option<RawKeySettings>,
+    #[serde(default, rename = "price")]
+    pub(super) prices: Vec<RawPrice>,
     pub(super) telemetry: Option<RawTelemetry>,
+}
+
+/// `[state]`: where limits, budgets and idempotency records live.
+#[derive(Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawState {
+    pub(super) redis: Option<String>,
+    pub(super) prefix: Option<String>,
+    pub(super) call_timeout: Option<DurationValue>,
+    pub(super) connect_timeout: Option<DurationValue>,
+    pub(super) on_failure: Option<FailureName>,
+    pub(super) trip_after: Option<u32>,
+    pub(super) probe_interval: Option<DurationValue>,
+    pub(super) lease_ttl: Option<DurationValue>,
+    pub(super) settle_queue: Option<usize>,
+    pub(super) warn_interval: Option<DurationValue>,
+    pub(super) max_entries: Option<usize>,
+    pub(super) sweep_interval: Option<DurationValue>,
+    pub(super) idempotency: Option<RawIdempotency>,
+}
+
+/// `state.on_failure`, as spelled in the file.
+#[derive(Deserialize, Clone, Copy, Debug, PartialEq, Eq)]
+#[serde(rename_all = "snake_case")]
+pub(super) enum FailureName {
+    FailOpen,
+    FailClosed,
+}
+
+/// `[state.idempotency]`.
+#[derive(Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawIdempotency {
+    pub(super) replay_ttl: Option<DurationValue>,
+    pub(super) max_response_bytes: Option<SizeValue>,
+    pub(super) in_flight_ttl: Option<DurationValue>,
+    pub(super) max_records: Option<usize>,
+    pub(super) max_total_bytes: Option<SizeValue>,
+    pub(super) poll_max_interval: Option<DurationValue>,
+}
+
+/// `[keys]`: settings of the virtual keys as a whole.
+#[derive(Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawKeySettings {
+    pub(super) file: Option<PathBuf>,
+}
+
+/// A key file: `[[key]]` entries and nothing else.
+#[derive(Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawKeyFile {
+    #[serde(default, rename = "key")]
+    pub(super) keys: Vec<RawKey>,
+}
+
+/// `[[key]]`: one virtual key.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawKey {
+    pub(super) id: String,
+    pub(super) hash: String,
+    pub(super) owner: Option<String>,
+    pub(super) team: Option<String>,
+    pub(super) revoked: Option<bool>,
+    pub(super) routes: Option<Vec<String>>,
+    pub(super) models: Option<Vec<String>>,
+    pub(super) requests: Option<RawRate>,
+    pub(super) tokens: Option<RawRate>,
+    pub(super) concurrency: Option<u64>,
+    pub(super) budget: Option<RawBudgetLimit>,
+    pub(super) model_limits: Option<Vec<RawModelLimits>>,
+}
+
+/// `{ limit = 600, per = "1m" }`.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawRate {
+    pub(super) limit: u64,
+    pub(super) per: DurationValue,
+}
+
+/// `budget = { limit = 20.0, per = "1d" }`: currency units per period.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawBudgetLimit {
+    pub(super) limit: f64,
+    pub(super) per: DurationValue,
+}
+
+/// `[[key.model_limits]]`: limits of one key on some of its models.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawModelLimits {
+    pub(super) models: Vec<String>,
+    pub(super) requests: Option<RawRate>,
+    pub(super) tokens: Option<RawRate>,
+    pub(super) concurrency: Option<u64>,
+}
+
+/// `route[].limits`: shared by every request of the route, with or without a key.
+#[derive(Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawRouteLimits {
+    pub(super) requests: Option<RawRate>,
+    pub(super) tokens: Option<RawRate>,
+    pub(super) concurrency: Option<u64>,
+}
+
+/// `[[price]]`: what a model's tokens cost, per million.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawPrice {
+    pub(super) models: Vec<String>,
+    pub(super) input: f64,
+    pub(super) output: f64,
+    pub(super) cached_input: Option<f64>,
 }
 
 /// `[telemetry]`: OpenTelemetry trace export.
@@ -208,6 +332,8 @@ pub(super) struct RawRoute {
     pub(super) continuation: Option<bool>,
     pub(super) balance: Option<BalanceName>,
     pub(super) outlier: Option<RawOutlier>,
+    pub(super) keys: Option<super::KeyMode>,
+    pub(super) limits: Option<RawRouteLimits>,
 }
 
 /// `route[].balance`, as spelled in the file.

@@ -11,6 +11,7 @@ use toml::de::DeTable;
 
 use super::diagnostics::{deserialize_error, line_of, locate, syntax_error};
 use super::interpolate::{self, Unresolved};
+use super::limits;
 use super::raw::{
     BalanceName, LogFormatName, ProviderName, RawAuth, RawBudget, RawClientResets,
     RawClientTimeouts, RawConfig, RawHealthCheck, RawLane, RawOutlier, RawPool, RawRetry, RawRoute,
@@ -19,8 +20,8 @@ use super::raw::{
 use super::units::{DurationValue, SizeValue};
 use super::{
     Checked, ClientResets, ClientTimeouts, Config, ConfigError, ConfigWarning, EnvMode, IpNet,
-    OnClientDisconnect, RouteConfig, ServerConfig, SessionHeaderToBody, TargetConfig, Timeouts,
-    TlsFiles, UpstreamAuth, UpstreamConfig, UpstreamProtocol,
+    KeyConfig, KeyMode, OnClientDisconnect, RouteConfig, ServerConfig, SessionHeaderToBody,
+    TargetConfig, Timeouts, TlsFiles, UpstreamAuth, UpstreamConfig, UpstreamProtocol,
 };
 
 /// The ceiling of `max_event_bytes`: the SSE decoder's own limit.
@@ -128,6 +129,10 @@ fn validate(raw: RawConfig, ctx: &mut Ctx<'_>) -> Result<Config, ConfigError> {
         upstreams,
         routes,
         telemetry,
+        state,
+        keys,
+        key_settings,
+        prices,
     } = raw;
     let server = server_config(server, ctx)?;
     let mut ups: Vec<UpstreamConfig> = Vec::with_capacity(upstreams.len());
@@ -148,11 +153,17 @@ fn validate(raw: RawConfig, ctx: &mut Ctx<'_>) -> Result<Config, ConfigError> {
             "no [[route]]: every request would be rejected; add one with `models` and `upstream`",
         ));
     }
+    let super::raw::RawKeySettings { file: key_file } = key_settings.unwrap_or_default();
+    let default_mode = if keys.is_empty() && key_file.is_none() {
+        KeyMode::Off
+    } else {
+        KeyMode::Required
+    };
     let mut out_routes = Vec::with_capacity(routes.len());
     for (i, r) in routes.into_iter().enumerate() {
         let path = format!("route[{i}]");
         let named = r.name.is_some();
-        let mut r = route_config(&path, r, &ups, ctx)?;
+        let mut r = route_config(&path, r, &ups, default_mode, ctx)?;
         let taken = |name: &str| out_routes.iter().any(|o: &RouteConfig| o.name == name);
         if !named && taken(&r.name) {
             // A default name (the first glob) that another route already has: number it.
@@ -169,11 +180,94 @@ fn validate(raw: RawConfig, ctx: &mut Ctx<'_>) -> Result<Config, ConfigError> {
         }
         out_routes.push(r);
     }
+    let route_names: Vec<String> = out_routes.iter().map(|r| r.name.clone()).collect();
+    let mut out_keys: Vec<KeyConfig> = Vec::with_capacity(keys.len());
+    // Key files may hold many thousands: duplicates are found by lookup, not by scanning.
+    let mut ids: std::collections::HashSet<String> = Default::default();
+    let mut hashes: std::collections::HashMap<[u8; 32], String> = Default::default();
+    let mut add_key = |k: KeyConfig, at: &dyn Fn(&str) -> ConfigError| {
+        if !ids.insert(k.id.clone()) {
+            return Err(at(&format!("`{}` is already the id of another key", k.id)));
+        }
+        if let Some(other) = hashes.insert(k.hash, k.id.clone()) {
+            return Err(at(&format!(
+                "the same hash as key `{other}`: two ids cannot share one secret"
+            )));
+        }
+        out_keys.push(k);
+        Ok(())
+    };
+    for (i, k) in keys.into_iter().enumerate() {
+        let path = format!("key[{i}]");
+        let k = limits::key(&path, k, &route_names)?;
+        add_key(k, &|reason| ConfigError::new(format!("{path}.id"), reason))?;
+    }
+    if let Some(file) = &key_file {
+        if ctx.unresolved_at("keys.file").is_some() {
+            ctx.warn(
+                "keys.file",
+                "not read: the file's path needs a variable that is not set (--skip-env)",
+            );
+        } else {
+            let name = file.display().to_string();
+            for (i, k) in limits::key_file(file)?.into_iter().enumerate() {
+                let path = format!("key[{i}]");
+                let in_file =
+                    |e: ConfigError| ConfigError::new("keys.file", format!("{name}: {e}"));
+                let k = limits::key(&path, k, &route_names).map_err(in_file)?;
+                add_key(k, &|reason| {
+                    in_file(ConfigError::new(format!("{path}.id"), reason))
+                })?;
+            }
+        }
+    }
+    for (i, r) in out_routes.iter().enumerate() {
+        if r.keys == KeyMode::Off {
+            continue;
+        }
+        if out_keys.is_empty() && key_file.is_none() {
+            ctx.warn(
+                format!("route[{i}].keys"),
+                format!(
+                    "`{}` but no key is defined: add [[key]] entries or `keys.file`",
+                    r.keys.as_str()
+                ),
+            );
+        }
+        if r.keys != KeyMode::Required {
+            continue;
+        }
+        // Keys are never forwarded on such a route, so a passthrough upstream gets none.
+        let passthrough = r
+            .targets
+            .iter()
+            .chain(&r.fallbacks)
+            .filter(|t| t.auth.is_none())
+            .find(|t| ups[t.upstream].auth == UpstreamAuth::Passthrough);
+        if let Some(t) = passthrough {
+            ctx.warn(
+                format!("route[{i}].keys"),
+                format!(
+                    "upstream `{}` uses passthrough auth, but client keys are not forwarded \
+                     on a route with virtual keys: give it `auth` with its own key",
+                    ups[t.upstream].name
+                ),
+            );
+        }
+    }
+    let mut out_prices = Vec::with_capacity(prices.len());
+    for (i, p) in prices.into_iter().enumerate() {
+        out_prices.push(limits::price(&format!("price[{i}]"), p)?);
+    }
+    let state = limits::state(state.unwrap_or_default())?;
     Ok(Config {
         server,
         upstreams: ups,
         routes: out_routes,
         telemetry: super::telemetry::telemetry_config(telemetry)?,
+        keys: out_keys,
+        prices: out_prices,
+        state,
     })
 }
 
@@ -181,6 +275,7 @@ fn route_config(
     path: &str,
     raw: RawRoute,
     ups: &[UpstreamConfig],
+    default_mode: KeyMode,
     ctx: &mut Ctx<'_>,
 ) -> Result<RouteConfig, ConfigError> {
     let RawRoute {
@@ -198,6 +293,8 @@ fn route_config(
         continuation,
         balance,
         outlier,
+        keys,
+        limits: route_limits,
     } = raw;
     if models.is_empty() || models.iter().any(|m| m.is_empty()) {
         return Err(ConfigError::new(
@@ -267,6 +364,8 @@ fn route_config(
             Some(BalanceName::Priority) => sluice_upstream::BalancePolicy::Priority,
         },
         outlier: outlier_config(&format!("{path}.outlier"), outlier.unwrap_or_default())?,
+        keys: keys.unwrap_or(default_mode),
+        limits: limits::route_limits(&format!("{path}.limits"), route_limits.unwrap_or_default())?,
     })
 }
 

@@ -114,7 +114,7 @@ async fn a_failing_replica_is_ejected_probed_and_brought_back() {
         &[&bad, &good],
         "",
         "",
-        "outlier = { consecutive_failures = 2, base_ejection_time = \"500ms\", success_rate = false }\nretry = { attempts = 2 }",
+        "outlier = { consecutive_failures = 2, base_ejection_time = \"2s\", success_rate = false }\nretry = { attempts = 2 }",
     )
     .await;
     // Every client call succeeds: the replica's 503s are retried on the other one.
@@ -131,7 +131,8 @@ async fn a_failing_replica_is_ejected_probed_and_brought_back() {
     // request probes it and it is back in rotation.
     bad.shutdown().await;
     let healed = replica_at(bad_addr, "").await;
-    sleep(Duration::from_millis(600)).await;
+    // 2 s of ejection: long enough for the 10 calls above on a loaded machine.
+    sleep(Duration::from_millis(2100)).await;
     for _ in 0..5 {
         assert_eq!(call(&gw).await.status, 200);
     }
