@@ -283,3 +283,41 @@ async fn keys_come_from_a_key_file_too() {
     assert!(metrics.contains("sluice_key_requests_total{team=\"search\",owner=\"alice\"} 1"));
     let _ = std::fs::remove_dir_all(dir);
 }
+
+/// The access log names the key, its team and owner, never the key itself.
+#[tokio::test]
+async fn the_access_log_names_the_key_and_never_its_secret() {
+    let mock = sluice_mock::MockServer::start(sluice_mock::MockConfig::default())
+        .await
+        .unwrap();
+    let dir = std::env::temp_dir().join(format!("sluice-keys-log-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("access.log");
+    let mut config = crate::config(&mock, ROUTES, &keys());
+    config.server.access_log = sluice_gateway::access_log::AccessLogSink::File(path.clone());
+    let gw = sluice_gateway::Gateway::start(config).await.unwrap();
+    let r = h1(
+        gw.addr(),
+        post("/v1/chat/completions", bearer("sk-alpha"), CHAT),
+    )
+    .await;
+    assert_eq!(r.status, 200);
+    // The writer batches lines on its own thread: wait for the line, bounded.
+    let mut text = String::new();
+    for _ in 0..100 {
+        text = std::fs::read_to_string(&path).unwrap_or_default();
+        if text.contains("status=200") {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    let line = text
+        .lines()
+        .find(|l| l.contains("status=200"))
+        .unwrap_or_else(|| panic!("no access log line: {text:?}"));
+    assert!(line.contains("key=alpha"), "{line}");
+    assert!(line.contains("team=search"), "{line}");
+    assert!(line.contains("owner=alice"), "{line}");
+    assert!(!line.contains("sk-alpha"), "{line}");
+    let _ = std::fs::remove_dir_all(dir);
+}
