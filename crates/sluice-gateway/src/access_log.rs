@@ -216,7 +216,9 @@ impl Line {
         self.key(k);
         match self.format {
             LogFormat::Text => {
-                let _ = write!(self.buf, "{}", crate::untrusted::Untrusted::new(v));
+                if !crate::untrusted::push_plain(&mut self.buf, v) {
+                    let _ = write!(self.buf, "{}", crate::untrusted::Untrusted::new(v));
+                }
             }
             LogFormat::Json => {
                 let (head, cut) = crate::untrusted::split_at_most(v, MAX_VALUE);
@@ -268,7 +270,7 @@ impl Line {
     /// A whole number.
     pub(crate) fn u64(&mut self, k: &str, v: u64) -> &mut Line {
         self.key(k);
-        let _ = write!(self.buf, "{v}");
+        push_u64(&mut self.buf, v);
         self
     }
 
@@ -276,14 +278,7 @@ impl Line {
     /// `1.1432280000000001`).
     pub(crate) fn ms(&mut self, k: &str, d: std::time::Duration) -> &mut Line {
         self.key(k);
-        let ms = d.as_secs_f64() * 1000.0;
-        let _ = if ms >= 100.0 {
-            write!(self.buf, "{ms:.0}")
-        } else if ms >= 10.0 {
-            write!(self.buf, "{ms:.1}")
-        } else {
-            write!(self.buf, "{ms:.2}")
-        };
+        push_ms(&mut self.buf, d);
         self
     }
 
@@ -297,29 +292,42 @@ impl Line {
     /// The time now, RFC 3339 in UTC with milliseconds.
     pub(crate) fn now(&mut self, k: &str) -> &mut Line {
         self.key(k);
-        let t = humantime::format_rfc3339_millis(std::time::SystemTime::now());
-        match self.format {
-            LogFormat::Text => {
-                let _ = write!(self.buf, "{t}");
-            }
-            LogFormat::Json => {
-                let _ = write!(self.buf, "\"{t}\"");
-            }
+        let json = self.format == LogFormat::Json;
+        if json {
+            self.buf.push('"');
+        }
+        push_now(&mut self.buf);
+        if json {
+            self.buf.push('"');
         }
         self
     }
 
-    /// A field of the gateway's own whose value implements `Display` (an address, the
-    /// attempts list): quoted in JSON, and in text when it may hold spaces.
-    pub(crate) fn display(&mut self, k: &str, v: impl std::fmt::Display) -> &mut Line {
+    /// An IP address (the client's).
+    pub(crate) fn ip(&mut self, k: &str, ip: std::net::IpAddr) -> &mut Line {
         self.key(k);
-        match self.format {
-            LogFormat::Text => {
-                let _ = write!(self.buf, "{v}");
-            }
-            LogFormat::Json => {
-                let _ = write!(self.buf, "\"{v}\"");
-            }
+        let json = self.format == LogFormat::Json;
+        if json {
+            self.buf.push('"');
+        }
+        crate::client_ip::push_ip(&mut self.buf, ip);
+        if json {
+            self.buf.push('"');
+        }
+        self
+    }
+
+    /// A field of the gateway's own written by `write` (no spaces, quotes or control
+    /// characters in it): as it is in text, quoted in JSON.
+    pub(crate) fn own(&mut self, k: &str, write: impl FnOnce(&mut String)) -> &mut Line {
+        self.key(k);
+        let json = self.format == LogFormat::Json;
+        if json {
+            self.buf.push('"');
+        }
+        write(&mut self.buf);
+        if json {
+            self.buf.push('"');
         }
         self
     }
@@ -331,6 +339,74 @@ impl Line {
         self.buf.push('\n');
         self.buf
     }
+}
+
+/// Appends `v` in decimal, without going through `fmt` (a log line holds a dozen numbers).
+pub(crate) fn push_u64(buf: &mut String, v: u64) {
+    buf.push_str(itoa::Buffer::new().format(v));
+}
+
+/// Appends a duration in milliseconds with 3 significant digits at most: `1.14`, `23.5`,
+/// `1234` (rounded half up, from the nanoseconds).
+pub(crate) fn push_ms(buf: &mut String, d: std::time::Duration) {
+    let nanos = u64::try_from(d.as_nanos()).unwrap_or(u64::MAX);
+    if nanos >= 100_000_000 {
+        push_u64(buf, nanos.saturating_add(500_000) / 1_000_000);
+    } else if nanos >= 10_000_000 {
+        push_fixed(buf, (nanos + 50_000) / 100_000, 1);
+    } else {
+        push_fixed(buf, (nanos + 5_000) / 10_000, 2);
+    }
+}
+
+/// Appends `scaled / 10^decimals` with exactly `decimals` digits after the point.
+pub(crate) fn push_fixed(buf: &mut String, scaled: u64, decimals: u32) {
+    let unit = 10u64.pow(decimals);
+    push_u64(buf, scaled / unit);
+    buf.push('.');
+    let frac = scaled % unit;
+    let mut b = itoa::Buffer::new();
+    let digits = b.format(frac);
+    for _ in digits.len()..decimals as usize {
+        buf.push('0');
+    }
+    buf.push_str(digits);
+}
+
+thread_local! {
+    /// The `YYYY-MM-DDTHH:MM:SS` of the current second, formatted once a second per thread.
+    static SECOND: std::cell::RefCell<(u64, String)> = const {
+        std::cell::RefCell::new((u64::MAX, String::new()))
+    };
+}
+
+/// Appends the time now, RFC 3339 in UTC with milliseconds (`2026-12-01T03:41:00.567Z`).
+fn push_now(buf: &mut String) {
+    let now = std::time::SystemTime::now();
+    let since = now
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap_or_default();
+    let secs = since.as_secs();
+    SECOND.with(|c| {
+        let mut c = c.borrow_mut();
+        if c.0 != secs {
+            let whole = std::time::UNIX_EPOCH + std::time::Duration::from_secs(secs);
+            let t = humantime::format_rfc3339_seconds(whole).to_string();
+            c.1 = t.trim_end_matches('Z').to_string();
+            c.0 = secs;
+        }
+        buf.push_str(&c.1);
+    });
+    buf.push('.');
+    let ms = since.subsec_millis();
+    if ms < 100 {
+        buf.push('0');
+    }
+    if ms < 10 {
+        buf.push('0');
+    }
+    push_u64(buf, u64::from(ms));
+    buf.push('Z');
 }
 
 #[cfg(test)]
@@ -383,6 +459,35 @@ mod tests {
                 .ms("c", Duration::from_millis(1234));
         });
         assert_eq!(s, "a=1.14 b=23.5 c=1234\n");
+        let s = text(|l| {
+            l.ms("a", Duration::from_nanos(4_999))
+                .ms("b", Duration::from_nanos(1_005_000))
+                .ms("c", Duration::from_micros(99_960))
+                .ms("d", Duration::from_micros(9_999))
+                .ms("e", Duration::ZERO)
+                .u64("f", u64::MAX);
+        });
+        assert_eq!(
+            s,
+            "a=0.00 b=1.01 c=100.0 d=10.00 e=0.00 f=18446744073709551615\n"
+        );
+    }
+
+    #[test]
+    fn the_timestamp_is_rfc3339_with_milliseconds() {
+        let s = text(|l| {
+            l.now("ts");
+        });
+        let ts = s.trim().strip_prefix("ts=").unwrap();
+        assert_eq!(ts.len(), "2026-12-01T03:41:00.567Z".len(), "{ts}");
+        let parsed = humantime::parse_rfc3339(ts).unwrap();
+        let age = std::time::SystemTime::now().duration_since(parsed).unwrap();
+        assert!(age < Duration::from_secs(5), "{ts}");
+        let mut j = Line::new(LogFormat::Json);
+        j.now("ts").ip("ip", "10.1.2.3".parse().unwrap());
+        let v: serde_json::Value = serde_json::from_str(j.finish().trim()).unwrap();
+        assert_eq!(v["ip"], "10.1.2.3");
+        assert!(v["ts"].as_str().unwrap().ends_with('Z'));
     }
 
     #[test]

@@ -53,8 +53,10 @@ impl TrustedProxies {
         if !self.trusts(peer_ip) {
             headers.remove(&FORWARDED);
             headers.remove(&X_REAL_IP);
+            let mut text = String::with_capacity(40);
+            push_ip(&mut text, peer_ip);
             // An address is always a valid header value.
-            if let Ok(v) = HeaderValue::from_str(&peer_ip.to_string()) {
+            if let Ok(v) = HeaderValue::from_str(&text) {
                 headers.insert(X_FORWARDED_FOR, v);
             }
             return ClientAddr {
@@ -168,6 +170,24 @@ fn parse_addr(s: &str) -> Option<IpAddr> {
         .and_then(|r| r.strip_suffix(']'))
         .and_then(|r| r.parse::<IpAddr>().ok())
         .map(canonical)
+}
+
+/// Appends `ip` as text; IPv4 without going through `fmt` (once or twice per request).
+pub(crate) fn push_ip(out: &mut String, ip: IpAddr) {
+    match ip {
+        IpAddr::V4(v4) => {
+            for (i, octet) in v4.octets().into_iter().enumerate() {
+                if i > 0 {
+                    out.push('.');
+                }
+                crate::access_log::push_u64(out, u64::from(octet));
+            }
+        }
+        IpAddr::V6(_) => {
+            use std::fmt::Write as _;
+            let _ = write!(out, "{ip}");
+        }
+    }
 }
 
 #[cfg(test)]

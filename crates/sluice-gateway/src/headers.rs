@@ -14,18 +14,18 @@ pub const REQUEST_ID: HeaderName = HeaderName::from_static("x-request-id");
 
 /// Headers that describe one hop, never the message (RFC 9110 §7.6.1), plus `host` and
 /// `content-length`, which the next hop sets for itself.
-const HOP_BY_HOP: &[&str] = &[
-    "connection",
-    "keep-alive",
-    "proxy-connection",
-    "proxy-authenticate",
-    "proxy-authorization",
-    "te",
-    "trailer",
-    "transfer-encoding",
-    "upgrade",
-    "host",
-    "content-length",
+static HOP_BY_HOP: [HeaderName; 11] = [
+    header::CONNECTION,
+    HeaderName::from_static("keep-alive"),
+    HeaderName::from_static("proxy-connection"),
+    header::PROXY_AUTHENTICATE,
+    header::PROXY_AUTHORIZATION,
+    header::TE,
+    header::TRAILER,
+    header::TRANSFER_ENCODING,
+    header::UPGRADE,
+    header::HOST,
+    header::CONTENT_LENGTH,
 ];
 
 /// The longest `X-Request-Id` kept from a client.
@@ -42,8 +42,13 @@ pub fn drop_invalid_request_id(h: &mut HeaderMap) {
             && b.iter()
                 .all(|c| c.is_ascii_alphanumeric() || b"-._:/+=@".contains(c))
     };
-    let all: Vec<&HeaderValue> = h.get_all(REQUEST_ID).iter().collect();
-    if all.len() != 1 || !valid(all[0]) {
+    let mut all = h.get_all(REQUEST_ID).iter();
+    let keep = match (all.next(), all.next()) {
+        (None, _) => return,
+        (Some(v), None) => valid(v),
+        (Some(_), Some(_)) => false,
+    };
+    if !keep {
         h.remove(REQUEST_ID);
     }
 }
@@ -78,6 +83,19 @@ pub fn session_header_names(h: &HeaderMap) -> Vec<&str> {
 
 /// Removes hop-by-hop headers, including every header the `Connection` header names.
 pub fn strip_hop_by_hop(h: &mut HeaderMap) {
+    // One pass over the names present (a handful) instead of a hashed removal per listed
+    // name: most messages carry only `host` and `content-length` of the list.
+    let mut present = [false; HOP_BY_HOP.len()];
+    let mut any = false;
+    for name in h.keys() {
+        if let Some(i) = HOP_BY_HOP.iter().position(|n| n == name) {
+            present[i] = true;
+            any = true;
+        }
+    }
+    if !any {
+        return;
+    }
     let named: Vec<HeaderName> = h
         .get_all(header::CONNECTION)
         .iter()
@@ -88,8 +106,8 @@ pub fn strip_hop_by_hop(h: &mut HeaderMap) {
     for n in &named {
         h.remove(n);
     }
-    for n in HOP_BY_HOP {
-        h.remove(*n);
+    for (n, _) in HOP_BY_HOP.iter().zip(present).filter(|(_, p)| *p) {
+        h.remove(n);
     }
 }
 

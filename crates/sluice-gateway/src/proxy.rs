@@ -11,7 +11,7 @@ use std::task::{Context, Poll};
 use std::time::Duration;
 
 use bytes::Bytes;
-use http::header::{self, HeaderMap, HeaderValue};
+use http::header::{self, HeaderMap, HeaderName, HeaderValue};
 use http::{Request, Response, StatusCode};
 use http_body::{Body, Frame, SizeHint};
 use http_body_util::{BodyExt, Limited};
@@ -95,8 +95,11 @@ impl State {
             }
         }
         let n = self.request_ids.fetch_add(1, Ordering::Relaxed);
-        HeaderValue::from_str(&format!("{}-{n}", self.id_prefix))
-            .unwrap_or_else(|_| HeaderValue::from_static("sl-unknown"))
+        let mut id = String::with_capacity(self.id_prefix.len() + 21);
+        id.push_str(&self.id_prefix);
+        id.push('-');
+        crate::access_log::push_u64(&mut id, n);
+        HeaderValue::from_str(&id).unwrap_or_else(|_| HeaderValue::from_static("sl-unknown"))
     }
 }
 
@@ -433,12 +436,12 @@ fn deadline(state: &State, route: usize, headers: &HeaderMap, started: Instant) 
         .timeout
         .unwrap_or(state.config.upstreams[r.primary_upstream()].timeouts.total);
     let client = headers
-        .get("x-sluice-timeout")
+        .get(X_SLUICE_TIMEOUT)
         .and_then(|v| v.to_str().ok())
         .and_then(|v| crate::config::parse_duration(v).ok())
         .or_else(|| {
             headers
-                .get("x-stainless-timeout")
+                .get(X_STAINLESS_TIMEOUT)
                 .and_then(|v| v.to_str().ok())
                 .and_then(|v| v.trim().parse::<f64>().ok())
                 .filter(|s| s.is_finite() && *s > 0.0)
@@ -483,7 +486,7 @@ where
         })?;
     let route = &state.config.routes[route_idx];
     log.route.clone_from(&route.name);
-    let idempotent = route.idempotent || parts.headers.contains_key("idempotency-key");
+    let idempotent = route.idempotent || parts.headers.contains_key(IDEMPOTENCY_KEY);
     let max_tokens = probe
         .max_tokens
         .or(probe.max_completion_tokens)
@@ -760,15 +763,26 @@ fn answer_failure(
 }
 
 /// `x-sluice-upstream` (who answered) and `x-sluice-attempts` (how many tries it took).
+// Header names as constants: a `&str` name is parsed and validated on every use.
+const X_SLUICE_TIMEOUT: HeaderName = HeaderName::from_static("x-sluice-timeout");
+const X_STAINLESS_TIMEOUT: HeaderName = HeaderName::from_static("x-stainless-timeout");
+const IDEMPOTENCY_KEY: HeaderName = HeaderName::from_static("idempotency-key");
+const SERVER_TIMING: HeaderName = HeaderName::from_static("server-timing");
+const X_ACCEL_BUFFERING: HeaderName = HeaderName::from_static("x-accel-buffering");
+const X_SLUICE_DROPPED_PARAMS: HeaderName = HeaderName::from_static("x-sluice-dropped-params");
+const X_SLUICE_TIMING: HeaderName = HeaderName::from_static("x-sluice-timing");
+const X_SLUICE_UPSTREAM: HeaderName = HeaderName::from_static("x-sluice-upstream");
+const X_SLUICE_ATTEMPTS: HeaderName = HeaderName::from_static("x-sluice-attempts");
+
 fn attempts_header(r: &mut Response<GatewayBody>, log: &RequestLog) {
-    if let Ok(v) = HeaderValue::from_str(&log.upstream) {
-        if !log.upstream.is_empty() {
-            r.headers_mut().insert("x-sluice-upstream", v);
+    if !log.upstream.is_empty() {
+        if let Ok(v) = HeaderValue::from_str(&log.upstream) {
+            r.headers_mut().insert(X_SLUICE_UPSTREAM, v);
         }
     }
     if !log.attempts.is_empty() {
         r.headers_mut()
-            .insert("x-sluice-attempts", HeaderValue::from(log.attempts.len()));
+            .insert(X_SLUICE_ATTEMPTS, HeaderValue::from(log.attempts.len()));
     }
 }
 
@@ -786,7 +800,7 @@ fn stream_response(
         headers::client_response_headers(attempt.resp.headers(), &policy.ctx.request_id);
     if want_timing {
         if let Some(v) = log.timings.and_then(server_timing) {
-            out_headers.insert("server-timing", v);
+            out_headers.insert(SERVER_TIMING, v);
         }
     }
     out_headers.insert(
@@ -794,9 +808,9 @@ fn stream_response(
         HeaderValue::from_static("text/event-stream"),
     );
     out_headers.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));
-    out_headers.insert("x-accel-buffering", HeaderValue::from_static("no"));
+    out_headers.insert(X_ACCEL_BUFFERING, HeaderValue::from_static("no"));
     if let Some(v) = crate::outbound::dropped_header(&attempt.built) {
-        out_headers.insert("x-sluice-dropped-params", v);
+        out_headers.insert(X_SLUICE_DROPPED_PARAMS, v);
     }
     if attempt.built.translated {
         out_headers.remove(header::CONTENT_ENCODING);
@@ -827,8 +841,7 @@ fn stream_response(
 
 fn wants_timing(state: &State, h: &HeaderMap) -> bool {
     state.config.server.server_timing
-        || h.get("x-sluice-timing")
-            .is_some_and(|v| v.as_bytes() == b"1")
+        || h.get(X_SLUICE_TIMING).is_some_and(|v| v.as_bytes() == b"1")
 }
 
 fn server_timing(t: PhaseTimings) -> Option<HeaderValue> {
@@ -939,11 +952,11 @@ async fn read_whole(
         );
     }
     if let Some(v) = crate::outbound::dropped_header(built) {
-        out_headers.insert("x-sluice-dropped-params", v);
+        out_headers.insert(X_SLUICE_DROPPED_PARAMS, v);
     }
     if wants_timing(state, &policy.ctx.parts.headers) {
         if let Some(v) = server_timing(rbody.timings()) {
-            out_headers.insert("server-timing", v);
+            out_headers.insert(SERVER_TIMING, v);
         }
     }
     log.first_byte();

@@ -484,20 +484,34 @@ pub(crate) struct AttemptLog {
     pub(crate) duration: Duration,
 }
 
+impl AttemptLog {
+    /// Appends `upstream:status:outcome/cause:12.3ms` (no `fmt`: it is on every log line).
+    fn push_to(&self, out: &mut String) {
+        out.push_str(&self.upstream);
+        out.push(':');
+        match self.status {
+            Some(s) => crate::access_log::push_u64(out, u64::from(s)),
+            None => out.push('-'),
+        }
+        out.push(':');
+        out.push_str(self.outcome);
+        if self.outcome != "ok" {
+            out.push('/');
+            out.push_str(self.cause);
+        }
+        out.push(':');
+        let nanos = u64::try_from(self.duration.as_nanos()).unwrap_or(u64::MAX);
+        crate::access_log::push_fixed(out, nanos.saturating_add(50_000) / 100_000, 1);
+        out.push_str("ms");
+    }
+}
+
 impl std::fmt::Display for AttemptLog {
     /// `upstream:status:outcome/cause:12.3ms`
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "{}:", self.upstream)?;
-        match self.status {
-            Some(s) => write!(f, "{s}")?,
-            None => f.write_str("-")?,
-        }
-        if self.outcome == "ok" {
-            write!(f, ":ok")?;
-        } else {
-            write!(f, ":{}/{}", self.outcome, self.cause)?;
-        }
-        write!(f, ":{:.1}ms", self.duration.as_secs_f64() * 1000.0)
+        let mut s = String::new();
+        self.push_to(&mut s);
+        f.write_str(&s)
     }
 }
 
@@ -702,7 +716,7 @@ impl RequestLog {
         let mut l = log.line();
         l.now("ts").str("request_id", &self.request_id);
         if let Some(ip) = self.client_ip {
-            l.display("client_ip", ip);
+            l.ip("client_ip", ip);
         }
         l.word("route", &self.route)
             .word("upstream", &self.upstream)
@@ -733,7 +747,7 @@ impl RequestLog {
             }
         }
         if !self.attempts.is_empty() {
-            l.display("attempts", AttemptList(&self.attempts));
+            l.own("attempts", |out| push_attempts(out, &self.attempts));
         }
         if let Some(u) = &self.usage {
             l.u64("input_tokens", u.input)
@@ -806,18 +820,13 @@ impl RequestLog {
     }
 }
 
-/// `a:503:retryable/overloaded:3.1ms,b:200:ok:40.2ms` (empty for requests that made none).
-struct AttemptList<'a>(&'a [AttemptLog]);
-
-impl std::fmt::Display for AttemptList<'_> {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        for (i, a) in self.0.iter().enumerate() {
-            if i > 0 {
-                f.write_str(",")?;
-            }
-            write!(f, "{a}")?;
+/// Appends `a:503:retryable/overloaded:3.1ms,b:200:ok:40.2ms`.
+fn push_attempts(out: &mut String, attempts: &[AttemptLog]) {
+    for (i, a) in attempts.iter().enumerate() {
+        if i > 0 {
+            out.push(',');
         }
-        Ok(())
+        a.push_to(out);
     }
 }
 

@@ -86,6 +86,16 @@ pub(crate) fn split_at_most(s: &str, max: usize) -> (&str, usize) {
     (&s[..end], s.len() - end)
 }
 
+/// Appends `text` as [`Untrusted`] would print it when it needs neither quotes nor a cut, and
+/// says whether it did (the common case, without going through `fmt`).
+pub(crate) fn push_plain(out: &mut String, text: &str) -> bool {
+    let ok = !text.is_empty() && text.len() <= LOG_CAP && text.bytes().all(plain);
+    if ok {
+        out.push_str(text);
+    }
+    ok
+}
+
 fn plain(b: u8) -> bool {
     b.is_ascii_alphanumeric() || b"-._:/@+".contains(&b)
 }
