@@ -202,8 +202,9 @@ fn sensitive(mut v: HeaderValue) -> HeaderValue {
 }
 
 /// The headers sent to the client: the upstream's end-to-end headers and the request id.
-pub fn client_response_headers(upstream: &HeaderMap, request_id: &HeaderValue) -> HeaderMap {
-    let mut h = upstream.clone();
+pub fn client_response_headers(upstream: HeaderMap, request_id: &HeaderValue) -> HeaderMap {
+    // By value: a response's own headers are reused, not copied.
+    let mut h = upstream;
     strip_hop_by_hop(&mut h);
     h.insert(REQUEST_ID, request_id.clone());
     h

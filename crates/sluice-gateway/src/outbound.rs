@@ -8,7 +8,7 @@ use std::borrow::Cow;
 use bytes::Bytes;
 use http::header::HeaderValue;
 use http::Request;
-use sluice_providers::request::{translate_request, RequestOptions};
+use sluice_providers::request::{translate_request_known, KnownFields, RequestOptions};
 use sluice_providers::{Family, Operation, ProviderKind};
 use sluice_upstream::Lane;
 
@@ -96,7 +96,12 @@ pub(crate) fn upstream_request(
 ) -> Result<(Request<Bytes>, Built), GatewayError> {
     let ucfg = &state.config.upstreams[upstream];
     let provider = provider_of(state, upstream, ctx.op);
-    let up = translate_request(
+    let known = KnownFields {
+        model: Some(&ctx.known.model),
+        stream: Some(ctx.stream),
+        include_usage: ctx.known.include_usage,
+    };
+    let up = translate_request_known(
         &ctx.body,
         &RequestOptions {
             op: ctx.op,
@@ -107,6 +112,7 @@ pub(crate) fn upstream_request(
             stream_usage: ctx.stream && provider.family() == Family::OpenAi,
             prefill: opts.prefill,
         },
+        &known,
     )
     .map_err(GatewayError::Translate)?;
     let parts = &ctx.parts;

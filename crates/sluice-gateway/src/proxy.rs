@@ -170,6 +170,14 @@ pub(crate) struct Probe<'a> {
     pub(crate) max_tokens: Option<u64>,
     pub(crate) max_completion_tokens: Option<u64>,
     pub(crate) max_output_tokens: Option<u64>,
+    /// Read here so that passthrough does not scan the body a second time.
+    pub(crate) stream_options: Option<ProbeStreamOptions>,
+}
+
+/// `stream_options` of an OpenAI request.
+#[derive(Deserialize)]
+pub(crate) struct ProbeStreamOptions {
+    pub(crate) include_usage: Option<bool>,
 }
 
 /// Why the body did not fit [`Probe`]: not JSON, not an object, or a routing field of the
@@ -192,7 +200,7 @@ fn diagnose_body(bytes: &[u8], e: serde_json::Error) -> GatewayError {
         serde_json::Value::Object(_) => "an object",
     };
     type Check = (&'static str, &'static str, fn(&serde_json::Value) -> bool);
-    let checks: [Check; 5] = [
+    let checks: [Check; 6] = [
         ("model", "a string", serde_json::Value::is_string),
         ("stream", "a boolean", serde_json::Value::is_boolean),
         ("max_tokens", "a whole number", serde_json::Value::is_u64),
@@ -206,6 +214,7 @@ fn diagnose_body(bytes: &[u8], e: serde_json::Error) -> GatewayError {
             "a whole number",
             serde_json::Value::is_u64,
         ),
+        ("stream_options", "an object", serde_json::Value::is_object),
     ];
     for (field, expected, ok) in checks {
         if let Some(v) = obj.get(field).filter(|v| !v.is_null() && !ok(v)) {
@@ -528,6 +537,10 @@ where
         // Held by a ticket of its own: released or completed as any other.
         log.ticket = Some(Box::new(keys.bare_ticket(route_idx, g)));
     }
+    let known = crate::policy::Known {
+        model: model.to_string(),
+        include_usage: probe.stream_options.as_ref().and_then(|o| o.include_usage),
+    };
     drop(probe);
     let ctx = RequestCtx {
         parts,
@@ -537,6 +550,7 @@ where
         stream,
         max_tokens,
         idempotent,
+        known,
         started: log.started(),
     };
     Ok(Admitted::Run(Box::new(Policy::new(
@@ -726,7 +740,7 @@ fn answer_failure(
     match reply.answer {
         // The upstream's own error, in its own words (the client speaks its format).
         Some(a) if a.family == family => {
-            let mut h = headers::client_response_headers(&a.headers, request_id);
+            let mut h = headers::client_response_headers(a.headers.clone(), request_id);
             h.insert(header::CONTENT_LENGTH, HeaderValue::from(a.body.len()));
             let mut r = Response::new(GatewayBody::Full(Some(a.body)));
             *r.status_mut() = a.status;
@@ -797,7 +811,7 @@ fn stream_response(
     let family = policy.ctx.op.family();
     let want_timing = wants_timing(state, &policy.ctx.parts.headers);
     let mut out_headers =
-        headers::client_response_headers(attempt.resp.headers(), &policy.ctx.request_id);
+        headers::client_response_headers(attempt.resp.headers().clone(), &policy.ctx.request_id);
     if want_timing {
         if let Some(v) = log.timings.and_then(server_timing) {
             out_headers.insert(SERVER_TIMING, v);
@@ -865,7 +879,7 @@ async fn read_whole(
     log: &mut RequestLog,
 ) -> Result<Response<GatewayBody>, Whole> {
     let ucfg = &state.config.upstreams[attempt.upstream];
-    let (rparts, mut rbody) = attempt.resp.into_parts();
+    let (mut rparts, mut rbody) = attempt.resp.into_parts();
     let max = state.config.server.max_response_body;
     let upstream = ucfg.name.clone();
     let lease = policy
@@ -942,7 +956,10 @@ async fn read_whole(
             return Err(Whole::Final(Failure::new(error, EndReason::UpstreamError)));
         }
     };
-    let mut out_headers = headers::client_response_headers(&rparts.headers, &policy.ctx.request_id);
+    let mut out_headers = headers::client_response_headers(
+        std::mem::take(&mut rparts.headers),
+        &policy.ctx.request_id,
+    );
     if built.translated {
         // The body is ours now: the upstream's encoding and type no longer describe it.
         out_headers.remove(header::CONTENT_ENCODING);

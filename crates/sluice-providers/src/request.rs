@@ -158,6 +158,39 @@ pub fn translate_request(
     }
 }
 
+/// What the caller has already read from the request body, so that the same-family path
+/// does not scan it again: the values of `model`, `stream` and `stream_options.include_usage`
+/// exactly as the body holds them (`None` when absent).
+#[derive(Clone, Copy, Debug, Default)]
+pub struct KnownFields<'a> {
+    /// `model`.
+    pub model: Option<&'a str>,
+    /// `stream`.
+    pub stream: Option<bool>,
+    /// `stream_options.include_usage`.
+    pub include_usage: Option<bool>,
+}
+
+/// [`translate_request`] for a body whose routing fields the caller has read already (and
+/// found well-typed): the same result, without a second scan when the family is the same.
+///
+/// # Errors
+/// As [`translate_request`].
+pub fn translate_request_known(
+    body: &Bytes,
+    opts: &RequestOptions<'_>,
+    known: &KnownFields<'_>,
+) -> Result<UpstreamRequest, RequestError> {
+    if !opts.provider.serves(opts.op) {
+        return Err(unsupported_operation(opts));
+    }
+    if opts.op.family() == opts.provider.family() {
+        same_family_known(body, opts, known)
+    } else {
+        translate(body, opts)
+    }
+}
+
 fn unsupported_operation(opts: &RequestOptions<'_>) -> RequestError {
     RequestError::UnsupportedOperation {
         op: opts.op.as_str(),
@@ -228,16 +261,26 @@ fn probe_error(body: &[u8], e: serde_json::Error) -> RequestError {
 
 fn same_family(body: &Bytes, opts: &RequestOptions<'_>) -> Result<UpstreamRequest, RequestError> {
     let probe: Probe<'_> = serde_json::from_slice(body).map_err(|e| probe_error(body, e))?;
-    let client_model = non_empty(probe.model.as_deref());
+    let known = KnownFields {
+        model: probe.model.as_deref(),
+        stream: probe.stream,
+        include_usage: probe.stream_options.and_then(|o| o.include_usage),
+    };
+    same_family_known(body, opts, &known)
+}
+
+fn same_family_known(
+    body: &Bytes,
+    opts: &RequestOptions<'_>,
+    known: &KnownFields<'_>,
+) -> Result<UpstreamRequest, RequestError> {
+    let client_model = non_empty(known.model);
     let model = non_empty(opts.model)
         .or(client_model)
         .ok_or_else(|| field::invalid(&"model", "is required"))?
         .to_string();
-    let stream = opts.op.can_stream() && probe.stream.unwrap_or(false);
-    let client_usage = probe
-        .stream_options
-        .and_then(|o| o.include_usage)
-        .unwrap_or(false);
+    let stream = opts.op.can_stream() && known.stream.unwrap_or(false);
+    let client_usage = known.include_usage.unwrap_or(false);
     let rename = non_empty(opts.model).is_some_and(|m| client_model != Some(m));
     let add_usage = opts.stream_usage
         && stream

@@ -70,6 +70,17 @@ pub(crate) struct RequestCtx {
     pub(crate) max_tokens: u64,
     /// May be sent again after a maybe-processed failure.
     pub(crate) idempotent: bool,
+    /// Body fields read at admission, handed to the request builder.
+    pub(crate) known: Known,
+}
+
+/// What admission read from the body besides routing, so that building a same-family
+/// request does not scan the body again.
+pub(crate) struct Known {
+    /// `model`, whole.
+    pub(crate) model: String,
+    /// `stream_options.include_usage`.
+    pub(crate) include_usage: Option<bool>,
 }
 
 /// A successful attempt: response headers from one target.
