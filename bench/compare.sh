@@ -1,17 +1,28 @@
 #!/usr/bin/env bash
 # The gateway's cost in the path, measured in one run side by side with direct-to-mock, nginx and
-# HAProxy as plain SSE-friendly reverse proxies in front of the same mock.
+# HAProxy as plain SSE-friendly reverse proxies in front of the same mock (HTTP/1.1 keep-alive
+# upstream pools for all three; Sluice also with an h2c upstream).
 #
-# Usage: bench/compare.sh [SECONDS] [--with-litellm]   (default 10 s per throughput load; loopback only)
-#   --with-litellm also runs LiteLLM's proxy (from PyPI, cached in .bench-venv/) against the same mock.
-#   (LiteLLM forwards `x-pass-*` headers with the prefix stripped, so every request carries its
-#   `x-mock` behaviour twice; the other proxies pass `x-mock` itself, and the mock ignores the
-#   copy. The bearer key is LiteLLM's master key; the others forward it and the mock ignores it.)
+# Usage: bench/compare.sh [SECONDS] [--with-litellm]   (default 8 s per throughput load; loopback only)
+#   --with-litellm also runs LiteLLM's proxy (from PyPI, cached in .bench-venv/) on the small calls.
+#
+# What it prints (docs/BENCHMARKS.md holds a run):
+#   1. small non-streaming calls, HTTP/1.1 keep-alive clients (wrk -t1 -c64): req/s, p50/p99 and
+#      CPU time per request of each proxy (utime+stime from /proc/PID/stat over the load,
+#      all of its processes), once with every proxy logging each request (nginx access_log
+#      with buffer=64k, HAProxy `option httplog` to a file, Sluice's access log to a file) and
+#      once with logging off everywhere;
+#   2. the same with HTTP/2 clients (h2load, prior-knowledge h2c; nginx `listen ... http2`);
+#   3. added latency over direct at concurrency 4, 16 and 64 (wrk, persistent connections,
+#      logging off): p50 and p99;
+#   4. 1,000 concurrent streams through an HTTP/1.1 upstream with Sluice's default config, and
+#      through h2c with its default config (all must succeed);
+#   5. 10,000 concurrent slow streams (h2c clients): peak RSS of Sluice and nginx.
 # Needs: nginx, haproxy, wrk, h2load (Debian: nginx-light haproxy wrk nghttp2-client; installed
 # when missing).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-DUR=10
+DUR=8
 WITH_LITELLM=0
 for arg in "$@"; do
   case "$arg" in
@@ -32,9 +43,9 @@ WORK=$(mktemp -d)
 chmod 755 "$WORK"   # nginx workers run as www-data
 cleanup() {
   kill $(jobs -p) 2>/dev/null || true
-  [ -f "$WORK/nginx.pid" ] && kill "$(cat "$WORK/nginx.pid")" 2>/dev/null
-  [ -f "$WORK/haproxy.pid" ] && kill "$(cat "$WORK/haproxy.pid")" 2>/dev/null
-  pkill -f "litellm --config $WORK" 2>/dev/null
+  for f in nginx nginx-log; do [ -f "$WORK/$f.pid" ] && kill "$(cat "$WORK/$f.pid")" 2>/dev/null; done
+  pkill -f "haproxy -f $WORK" 2>/dev/null || true
+  pkill -f "litellm --config $WORK" 2>/dev/null || true
   rm -rf "$WORK"
 }
 trap cleanup EXIT
@@ -42,43 +53,52 @@ trap cleanup EXIT
 wait_line() { for _ in $(seq 100); do grep -q listening "$1" 2>/dev/null && break; sleep 0.1; done; sed -n 's/^listening on //p' "$1"; }
 
 "$BIN" mock --listen 127.0.0.1:0 --max-records 200000 > "$WORK/mock.out" &
+MOCK_PID=$!
 MOCK=$(wait_line "$WORK/mock.out")
 
-cat > "$WORK/sluice.toml" <<CONF
+# Sluice: the default config over an HTTP/1.1 upstream (the README's first example), with its
+# access log to a file or off; the same over h2c; and h2c with room for 10,000 streams.
+sluice_conf() { # name protocol access_log [extra upstream line]
+  cat > "$WORK/$1.toml" <<CONF
 [server]
 listen = "127.0.0.1:0"
+access_log = "$3"
 [[upstream]]
 name = "mock"
 base_url = "http://$MOCK/v1"
-protocol = "h2c"
-# Room for 10,000 concurrent streams (200 x 50); short calls spread over connections of 16.
-pool = { stream = { max_connections = 200, max_streams_per_connection = 50, max_pending = 10000 }, short = { max_connections = 16, max_streams_per_connection = 16 } }
+protocol = "$2"
+${4:-}
 [[route]]
 models = ["*"]
 upstream = "mock"
 CONF
-RUST_LOG=warn "$BIN" serve --config "$WORK/sluice.toml" > "$WORK/gw.out" 2> "$WORK/gw.err" &
-GW_PID=$!
-GW=$(wait_line "$WORK/gw.out")
-# The same gateway with an HTTP/1.1 upstream: for small calls the protocol is the difference.
-sed 's/protocol = "h2c"/protocol = "http1"/' "$WORK/sluice.toml" > "$WORK/sluice-h1.toml"
-RUST_LOG=warn "$BIN" serve --config "$WORK/sluice-h1.toml" > "$WORK/gw1.out" 2> "$WORK/gw1.err" &
-GW1=$(wait_line "$WORK/gw1.out")
+  RUST_LOG=warn "$BIN" serve --config "$WORK/$1.toml" > "$WORK/$1.out" 2> "$WORK/$1.err" &
+  echo $! > "$WORK/$1.pid"
+}
+sluice_conf sluice-h1-log http1 "$WORK/sluice-access.log"
+sluice_conf sluice-h1 http1 off
+sluice_conf sluice-h2c-log h2c "$WORK/sluice-h2c-access.log"
+sluice_conf sluice-h2c h2c off
+sluice_conf sluice-10k h2c off \
+  'pool = { stream = { max_connections = 200, max_streams_per_connection = 50, max_pending = 10000 }, short = { max_connections = 16, max_streams_per_connection = 16 } }'
+for g in sluice-h1-log sluice-h1 sluice-h2c-log sluice-h2c sluice-10k; do
+  eval "ADDR_${g//-/_}=$(wait_line "$WORK/$g.out")"
+done
 
-NGINX=127.0.0.1:$((20000 + RANDOM % 20000))
-NGINX_H2=127.0.0.1:$((${NGINX#*:} + 1))
-cat > "$WORK/nginx.conf" <<CONF
+BASE=$((20000 + RANDOM % 20000))
+nginx_conf() { # name port access_log_line
+  cat > "$WORK/$1.conf" <<CONF
 worker_processes auto;
 worker_rlimit_nofile 65536;
-pid $WORK/nginx.pid;
-error_log $WORK/nginx-error.log;
+pid $WORK/$1.pid;
+error_log $WORK/$1-error.log;
 events { worker_connections 30000; }
 http {
-  access_log off;
+  $3
   upstream mock { server $MOCK; keepalive 1024; }
   server {
-    listen $NGINX;
-    listen $NGINX_H2 http2;
+    listen 127.0.0.1:$2;
+    listen 127.0.0.1:$(($2 + 1)) http2;
     location / {
       proxy_pass http://mock;
       proxy_http_version 1.1;
@@ -90,33 +110,41 @@ http {
   }
 }
 CONF
-nginx -c "$WORK/nginx.conf"
+  nginx -c "$WORK/$1.conf"
+}
+nginx_conf nginx $BASE "access_log off;"
+nginx_conf nginx-log $((BASE + 2)) "access_log $WORK/nginx-access.log combined buffer=64k flush=1s;"
 
-HAPROXY=127.0.0.1:$((${NGINX#*:} + 2))
-HAPROXY_H2=127.0.0.1:$((${NGINX#*:} + 3))
-cat > "$WORK/haproxy.cfg" <<CONF
+haproxy_conf() { # name port log(0/1)
+  local glog="" dlog=""
+  if [ "$3" = 1 ]; then glog="log stdout format raw local0"; dlog=$'log global\n  option httplog'; fi
+  cat > "$WORK/$1.cfg" <<CONF
 global
   # Two descriptors per proxied connection; the workplace caps a process at 20,000.
   maxconn 9000
-  pidfile $WORK/haproxy.pid
+  $glog
 defaults
   mode http
-  # Forward small SSE chunks at once instead of waiting to merge them (HAProxy delays them
-  # otherwise: ~200 ms to first event and to cancel in a first run).
+  $dlog
+  # Forward small SSE chunks at once instead of waiting to merge them.
   option http-no-delay
   timeout connect 5s
   timeout client 600s
   timeout server 600s
 frontend fe
-  bind $HAPROXY
-  bind $HAPROXY_H2 proto h2
+  bind 127.0.0.1:$2
+  bind 127.0.0.1:$(($2 + 1)) proto h2
   default_backend mock
 backend mock
   http-reuse always
   server m $MOCK maxconn 9000
 CONF
-haproxy -D -f "$WORK/haproxy.cfg"
-sleep 0.3
+  haproxy -f "$WORK/$1.cfg" -db > "$WORK/$1-access.log" 2> "$WORK/$1.err" &
+  echo $! > "$WORK/$1.pid.h"
+}
+haproxy_conf haproxy $((BASE + 4)) 0
+haproxy_conf haproxy-log $((BASE + 6)) 1
+sleep 0.5
 
 LITELLM=""
 LITELLM_KEY=sk-bench-compare
@@ -126,59 +154,126 @@ if [ "$WITH_LITELLM" = 1 ]; then
     .bench-venv/litellm/bin/pip install --quiet --disable-pip-version-check 'litellm[proxy]'
   fi
   printf 'model_list:\n  - model_name: gpt-4o\n    litellm_params:\n      model: openai/gpt-4o\n      api_base: http://%s/v1\n      api_key: sk-mock\n' "$MOCK" > "$WORK/litellm.yaml"
-  LITELLM=127.0.0.1:$((${NGINX#*:} + 4))
+  LITELLM=127.0.0.1:$((BASE + 8))
   (cd "$WORK" && LITELLM_MASTER_KEY=$LITELLM_KEY "$OLDPWD/.bench-venv/litellm/bin/litellm" --config "$WORK/litellm.yaml" \
     --host 127.0.0.1 --port "${LITELLM#*:}" --num_workers 1 > "$WORK/litellm.log" 2>&1 &)
   for _ in $(seq 120); do curl -s "http://$LITELLM/health/liveliness" >/dev/null 2>&1 && break; sleep 1; done
 fi
 
+# name -> "h1 address|h2 address|pids"
+target() {
+  case "$1" in
+    direct) echo "$MOCK|$MOCK|$MOCK_PID" ;;
+    sluice|sluice-log) local g=sluice-h1; [ "$1" = sluice-log ] && g=sluice-h1-log
+      local v="ADDR_${g//-/_}"; echo "${!v}|${!v}|$(cat "$WORK/$g.pid")" ;;
+    sluice-h2c|sluice-h2c-log) local v="ADDR_${1//-/_}"; echo "${!v}|${!v}|$(cat "$WORK/$1.pid")" ;;
+    nginx|nginx-log) local p; p=$(sed -n 's/.*listen 127.0.0.1:\([0-9]*\);/\1/p' "$WORK/$1.conf" | head -1)
+      echo "127.0.0.1:$p|127.0.0.1:$((p + 1))|$(cat "$WORK/$1.pid") $(pgrep -P "$(cat "$WORK/$1.pid")" | tr '\n' ' ')" ;;
+    haproxy|haproxy-log) local p; p=$(sed -n 's/^  bind 127.0.0.1:\([0-9]*\)$/\1/p' "$WORK/$1.cfg" | head -1)
+      echo "127.0.0.1:$p|127.0.0.1:$((p + 1))|$(cat "$WORK/$1.pid.h")" ;;
+    litellm) echo "$LITELLM|$LITELLM|$(pgrep -f "litellm --config $WORK" | tr '\n' ' ')" ;;
+  esac
+}
+cpu_ticks() { local s=0 p; for p in $1; do s=$((s + $(awk '{print $14 + $15}' "/proc/$p/stat" 2>/dev/null || echo 0))); done; echo $s; }
+TCK=$(getconf CLK_TCK)
+
 BODY='{"model":"gpt-4o","messages":[{"role":"user","content":"hi"}]}'
 printf 'wrk.method = "POST"\nwrk.body = [[%s]]\nwrk.headers["Content-Type"] = "application/json"\nwrk.headers["Authorization"] = "Bearer %s"\n' "$BODY" "$LITELLM_KEY" > "$WORK/post.lua"
+printf '%s' "$BODY" > "$WORK/small.json"
 printf '{"model":"gpt-4o","stream":true,"messages":[{"role":"user","content":"hi"}]}' > "$WORK/stream.json"
 
-echo "date: $(date -u +%Y-%m-%dT%H:%MZ)  machine: $(nproc) cores  sluice upstream: h2c; nginx and haproxy upstream: HTTP/1.1 keep-alive"
-echo
-echo "## small non-streaming requests, HTTP/1.1 keep-alive, 64 connections (wrk, ${DUR}s)"
-wrk_line() { wrk -t2 -c64 -d"${DUR}s" --latency -s "$WORK/post.lua" "$2" | awk -v out="$WORK/rps.$1" '/Requests\/sec/{rps=$2} /99%/{p99=$2} /Non-2xx/{bad=$NF} END{printf "%10s req/s  p99 %8s  non-2xx %d", rps, p99, bad; print rps > out}'; }
-echo "direct : $(wrk_line direct "http://$MOCK/v1/chat/completions")"
-echo "sluice : $(wrk_line sluice "http://$GW/v1/chat/completions")   (h2c upstream)"
-echo "sluice1: $(wrk_line sluice1 "http://$GW1/v1/chat/completions")   (HTTP/1.1 upstream)"
-echo "nginx  : $(wrk_line nginx "http://$NGINX/v1/chat/completions")"
-echo "haproxy: $(wrk_line haproxy "http://$HAPROXY/v1/chat/completions")"
-[ -n "$LITELLM" ] && echo "litellm: $(wrk_line litellm "http://$LITELLM/v1/chat/completions")"
-ratio() { awk -v a="$(cat "$WORK/rps.$1")" -v b="$(cat "$WORK/rps.$2")" 'BEGIN{printf "%.2fx", a/b}'; }
-echo "ratios : sluice/direct $(ratio sluice direct), sluice/nginx $(ratio sluice nginx), sluice/haproxy $(ratio sluice haproxy); HTTP/1.1 upstream: sluice1/nginx $(ratio sluice1 nginx)"
+# wrk over HTTP/1.1: "req/s p50 p99 cpu_us_per_req"; CPU of the proxy's processes over the load.
+h1_load() { # name conns secs
+  local t addr pids c0 c1 out
+  t=$(target "$1"); addr=${t%%|*}; pids=${t##*|}
+  c0=$(cpu_ticks "$pids")
+  out=$(wrk -t1 -c"$2" -d"$3s" --latency -s "$WORK/post.lua" "http://$addr/v1/chat/completions")
+  c1=$(cpu_ticks "$pids")
+  echo "$out" | awk -v c=$((c1 - c0)) -v tck="$TCK" -v secs="$3" '
+    function ms(v) { if (v ~ /us$/) return v / 1000; if (v ~ /ms$/) return v + 0; if (v ~ /s$/) return v * 1000; return v }
+    /Requests\/sec/ { rps = $2 } / 50%/ { p50 = ms($2) } / 99%/ { p99 = ms($2) } /Non-2xx/ { bad = $NF }
+    END { n = rps * secs; printf "%9.0f %8.3f %8.3f %8.1f %6d\n", rps, p50, p99, (n > 0 ? c / tck * 1e6 / n : 0), bad }'
+}
+# h2load, prior-knowledge h2c: 64 connections, 1 stream each, for a fixed number of requests.
+h2_load() { # name requests
+  local t rest addr pids c0 c1 out
+  t=$(target "$1"); rest=${t#*|}; addr=${rest%%|*}; pids=${t##*|}
+  c0=$(cpu_ticks "$pids")
+  out=$(h2load -c64 -m1 -t1 -n"$2" -d "$WORK/small.json" -H 'content-type: application/json' "http://$addr/v1/chat/completions" 2>&1)
+  c1=$(cpu_ticks "$pids")
+  echo "$out" | awk -v c=$((c1 - c0)) -v tck="$TCK" '
+    function ms(v) { if (v ~ /us$/) return v / 1000; if (v ~ /ms$/) return v + 0; if (v ~ /s$/) return v * 1000; return v }
+    /^finished in/ { rps = $4 } /^requests:/ { ok = $8 } /^status codes:/ { s2 = $3 }
+    /^time for request:/ { mean = ms($6) }
+    END { printf "%9.0f %8.3f %8s %8.1f %6d\n", rps, mean, "-", (ok > 0 ? c / tck * 1e6 / ok : 0), ok - s2 }'
+}
+
+echo "date: $(date -u +%Y-%m-%dT%H:%MZ)  commit: $(git rev-parse --short HEAD 2>/dev/null || echo ?)  machine: $(nproc) cores, load $(cut -d' ' -f1-3 /proc/loadavg)"
+echo "upstream: the same sluice mock; nginx and HAProxy: HTTP/1.1 keep-alive pools; Sluice: HTTP/1.1 (default config) unless h2c"
+TARGETS_LOG="direct sluice-log sluice-h2c-log nginx-log haproxy-log"
+TARGETS_OFF="direct sluice sluice-h2c nginx haproxy"
+[ -n "$LITELLM" ] && TARGETS_OFF="$TARGETS_OFF litellm"
+
+for mode in on off; do
+  echo
+  echo "## small non-streaming calls, HTTP/1.1 keep-alive clients (wrk -t1 -c64, ${DUR}s), logging $mode"
+  printf '%-15s %9s %8s %8s %8s %6s\n' target req/s p50_ms p99_ms cpu_us/req non2xx
+  list=$TARGETS_LOG; [ "$mode" = off ] && list=$TARGETS_OFF
+  for t in $list; do
+    r=$(h1_load "$t" 64 "$DUR"); echo "$r" > "$WORK/h1.$mode.$t"
+    printf '%-15s %s\n' "$t" "$r"
+  done
+done
+ratio() { awk -v a="$(cut -c1-9 "$WORK/$1")" -v b="$(cut -c1-9 "$WORK/$2")" 'BEGIN{ printf "%.2fx", (b > 0 ? a / b : 0) }'; }
+echo "ratios (req/s): logging on: sluice/nginx $(ratio h1.on.sluice-log h1.on.nginx-log), sluice/haproxy $(ratio h1.on.sluice-log h1.on.haproxy-log);" \
+  "off: sluice/nginx $(ratio h1.off.sluice h1.off.nginx), sluice/haproxy $(ratio h1.off.sluice h1.off.haproxy);" \
+  "sluice logging on/off $(ratio h1.on.sluice-log h1.off.sluice)"
+
+N2=$((DUR * 20000))
+for mode in on off; do
+  echo
+  echo "## small non-streaming calls, HTTP/2 clients (h2load -c64 -m1, $N2 requests), logging $mode"
+  printf '%-15s %9s %8s %8s %8s %6s\n' target req/s mean_ms - cpu_us/req failed
+  list=$TARGETS_LOG; [ "$mode" = off ] && list=$TARGETS_OFF
+  for t in $list; do
+    [ "$t" = litellm ] && continue
+    printf '%-15s %s\n' "$t" "$(h2_load "$t" "$N2")"
+  done
+done
 
 echo
-echo "## 1,000 concurrent streams (HTTP/1.1 clients, 5 tokens 100 ms apart, ramp 2 s): first event"
+LAT=${LAT_SECS:-5}
+echo "## added latency over direct (wrk -t1, persistent connections, $LAT s each, logging off): p50 / p99 ms"
+printf '%-6s' conns; for t in $TARGETS_OFF; do [ "$t" = litellm ] && continue; printf ' %21s' "$t"; done; echo
+for c in 4 16 64; do
+  printf '%-6s' "$c"
+  for t in $TARGETS_OFF; do
+    [ "$t" = litellm ] && continue
+    r=$(h1_load "$t" "$c" "$LAT")
+    printf ' %10s/%10s' "$(echo "$r" | awk '{print $2}')" "$(echo "$r" | awk '{print $3}')"
+    echo "$r" > "$WORK/lat.$c.$t"
+  done
+  echo
+  printf '%-6s' "+"
+  for t in $TARGETS_OFF; do
+    [ "$t" = litellm ] && continue
+    awk -v d="$(cat "$WORK/lat.$c.direct")" '{ split(d, x, " "); printf " %+10.3f/%+10.3f", $2 - x[2], $3 - x[3] }' "$WORK/lat.$c.$t"
+  done
+  echo
+done
+
+echo
+echo "## 1,000 concurrent streams (HTTP/1.1 clients, 5 tokens 100 ms apart, ramp 2 s), default configs"
 stream_line() {
   "$BIN" bench stream --url "http://$1/v1/chat/completions" -c 1000 -n 1000 --ramp 2s \
-    -H 'x-mock: tokens=5, interval_ms=100' -H 'x-pass-x-mock: tokens=5, interval_ms=100' \
-    -H "authorization: Bearer $LITELLM_KEY" --max-error-rate 1 --json |
-    python3 -c 'import json,sys; r=json.load(sys.stdin); t=r["ttfb"]; f=r["first_event"]; print("completed %5d errors %d  ttfb p50 %.2f p99 %.2f ms   first event p50 %.2f p99 %.2f ms" % (r["completed"], r["errors"]+r["timeouts"], t["p50_ms"], t["p99_ms"], f["p50_ms"], f["p99_ms"]))'
+    -H 'x-mock: tokens=5, interval_ms=100' --max-error-rate 1 --json |
+    python3 -c 'import json,sys; r=json.load(sys.stdin); f=r["first_event"]; print("completed %5d of 1000, errors %d   first event p50 %.2f p99 %.2f ms" % (r["completed"], r["errors"]+r["timeouts"], f["p50_ms"], f["p99_ms"]))'
 }
-echo "direct : $(stream_line "$MOCK")"
-echo "sluice : $(stream_line "$GW")"
-echo "nginx  : $(stream_line "$NGINX")"
-echo "haproxy: $(stream_line "$HAPROXY")"
-[ -n "$LITELLM" ] && echo "litellm: $(stream_line "$LITELLM")"
-
-echo
-echo "## disconnect -> upstream cancel (200 concurrent, 1,000 streams closed after 3 events)"
-cancel_line() {
-  "$BIN" bench stream --url "http://$1/v1/chat/completions" -c 200 -n 1000 --ramp 500ms \
-    -H 'x-mock: tokens=1000, interval_ms=20' -H 'x-pass-x-mock: tokens=1000, interval_ms=20' \
-    -H "authorization: Bearer $LITELLM_KEY" --close-after-events 3 \
-    --mock-stats "http://$MOCK/__mock/stats" --max-error-rate 1 --json |
-    python3 -c 'import json,sys; r=json.load(sys.stdin); c=r["cancel_latency"] or {}; print("closed %5d  cancel seen by upstream: p50 %.2f p99 %.2f max %.2f ms (n=%d)" % (r["closed_early"], c.get("p50_ms",-1), c.get("p99_ms",-1), c.get("max_ms",-1), c.get("count",0)))'
-  curl -s -X POST "http://$MOCK/__mock/reset" > /dev/null
-}
-curl -s -X POST "http://$MOCK/__mock/reset" > /dev/null
-echo "direct : $(cancel_line "$MOCK")"
-echo "sluice : $(cancel_line "$GW")"
-echo "nginx  : $(cancel_line "$NGINX")"
-echo "haproxy: $(cancel_line "$HAPROXY")"
-[ -n "$LITELLM" ] && echo "litellm: $(cancel_line "$LITELLM")"
+echo "direct           : $(stream_line "$MOCK")"
+echo "sluice (h1 up)   : $(stream_line "$ADDR_sluice_h1")"
+echo "sluice (h2c up)  : $(stream_line "$ADDR_sluice_h2c")"
+echo "nginx            : $(stream_line "$(target nginx | cut -d'|' -f1)")"
+echo "haproxy          : $(stream_line "$(target haproxy | cut -d'|' -f1)")"
 
 echo
 echo "## 10,000 concurrent slow streams (h2c clients: 100 connections x 100 streams; 20 events 1 s apart)"
@@ -198,9 +293,12 @@ rss_line() {
   wait $h2l || true
   echo "RSS before $((base/1024)) MiB, peak $((peak/1024)) MiB; 2xx $(awk '/^status codes:/{print $3}' "$WORK/h2load.out") of 10000"
 }
-echo "sluice : $(rss_line "$GW_PID" "http://$GW/v1/chat/completions")"
-NGINX_PIDS=$(pgrep -f "nginx: worker process" | tr '\n' ' '; cat "$WORK/nginx.pid")
-echo "nginx  : $(rss_line "$NGINX_PIDS" "http://$NGINX_H2/v1/chat/completions")"
+if [ -n "${SKIP_RSS:-}" ]; then echo "(skipped: SKIP_RSS set)"; else
+echo "sluice : $(rss_line "$(cat "$WORK/sluice-10k.pid")" "http://$ADDR_sluice_10k/v1/chat/completions")"
+t=$(target nginx); rest=${t#*|}
+echo "nginx  : $(rss_line "${t##*|}" "http://${rest%%|*}/v1/chat/completions")"
 echo "haproxy: (not run: 10,000 streams need 20,000+ descriptors, above this machine's limit of $(ulimit -Hn))"
-[ -n "$LITELLM" ] && echo "litellm: (not run: its server speaks no h2c, and 10,000 HTTP/1.1 streams into one Python worker is not a fair fight)"
-true
+fi
+echo
+echo "access log lines written: sluice $(wc -l < "$WORK/sluice-access.log"), nginx $(wc -l < "$WORK/nginx-access.log"), haproxy $(wc -l < "$WORK/haproxy-log-access.log")"
+grep -h -i -E 'warn|error' "$WORK"/sluice-*.err | head -5 || true
