@@ -39,6 +39,7 @@ MOCK=$(wait_line "$WORK/mock.out")
 cat > "$WORK/gw.toml" <<CONF
 [server]
 listen = "127.0.0.1:0"
+access_log = "$WORK/access.log"
 client_timeouts = { body_idle = "10s", send = "20s" }
 [[upstream]]
 name = "mock"
@@ -52,6 +53,9 @@ CONF
 GW_PID=$!
 PIDS+=($GW_PID)
 GW=$(wait_line "$WORK/gw.out")
+# The metrics are on the admin plane (its address is the second line).
+for _ in $(seq 50); do grep -q '^admin on' "$WORK/gw.out" && break; sleep 0.1; done
+ADMIN=$(sed -n 's/^admin on //p' "$WORK/gw.out")
 URL="http://$GW/v1/chat/completions"
 END=$((SECONDS + DUR))
 
@@ -89,7 +93,7 @@ START=$SECONDS
 : > "$WORK/samples.tsv"
 while [ $SECONDS -lt $END ]; do
   sleep 10
-  curl -s "http://$GW/metrics" > "$WORK/metrics" || true
+  curl -s "http://$ADMIN/metrics" > "$WORK/metrics" || true
   RSS=$(awk '/VmRSS/{print $2}' "/proc/$GW_PID/status")
   FDS=$(ls "/proc/$GW_PID/fd" | wc -l)
   TASKS=$(metric sluice_runtime_alive_tasks)

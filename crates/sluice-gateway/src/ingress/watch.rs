@@ -2,10 +2,10 @@
 //! to arrive, a response the client does not take, and the requests its client cancelled.
 //!
 //! The request path updates a [`ConnTracker`] with atomics only (a start, an end, a piece of a
-//! response taken); the connection's [`watchdog`] sleeps until the one deadline that applies
-//! to the connection's state and wakes only when that state changes in a way that moves it
-//! (the connection becomes idle, a response starts sending, a head starts arriving, someone
-//! asks it to close). So an idle connection costs one timer, a busy one none.
+//! response taken) and never wakes the connection's [`watchdog`]: it looks at the tracker at
+//! the deadline that applies, or after the shortest client timeout, whichever comes first,
+//! and is woken early only when someone asks the connection to close. So a connection costs
+//! one timer, re-armed at most once per shortest timeout, whatever its request rate.
 
 use std::net::{IpAddr, SocketAddr};
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, AtomicUsize, Ordering};
@@ -209,10 +209,9 @@ impl ConnTracker {
     /// A request ended (its response was taken, or dropped).
     pub(crate) fn request_ended(&self) {
         self.idle_since_ms.store(self.now_ms(), Ordering::Release);
-        if self.in_flight.fetch_sub(1, Ordering::AcqRel) == 1 {
-            // Now idle: the keep-alive clock starts.
-            self.notify.notify_one();
-        }
+        // Now idle (when this was the last): the keep-alive clock starts. The watchdog needs
+        // no wake-up for it, nor for the other transitions below: see `watchdog`.
+        self.in_flight.fetch_sub(1, Ordering::AcqRel);
     }
 
     /// Bytes arrived from the client (called by the connection's I/O).
@@ -227,7 +226,6 @@ impl ConnTracker {
         {
             self.head_started_ms
                 .store(self.now_ms().max(1), Ordering::Relaxed);
-            self.notify.notify_one();
         }
     }
 
@@ -241,9 +239,7 @@ impl ConnTracker {
     pub(crate) fn send_started(&self) {
         self.send_progress_ms
             .store(self.now_ms(), Ordering::Release);
-        if self.sending.fetch_add(1, Ordering::AcqRel) == 0 {
-            self.notify.notify_one();
-        }
+        self.sending.fetch_add(1, Ordering::AcqRel);
     }
 
     /// A non-streaming response handed a piece to the connection.
@@ -321,7 +317,18 @@ fn ms_since(epoch: Instant) -> u64 {
 ///
 /// # Cancel safety
 /// Cancel safe: it only reads the tracker; a new call picks up where the last one left.
+///
+/// The request path never wakes it (only [`ConnTracker::close`] does): every deadline a
+/// transition sets (a head started, a response sending, the connection idle) lies at least the
+/// shortest client timeout after the transition, so the watchdog, which never sleeps longer
+/// than that shortest timeout before it looks again, cannot miss one, and still closes at the
+/// exact deadline. A keep-alive connection's requests then cost no timer and no wake-up each.
 pub(crate) async fn watchdog(t: &ConnTracker, timeouts: &ClientTimeouts) -> CloseReason {
+    let shortest = timeouts
+        .header
+        .min(timeouts.keep_alive)
+        .min(timeouts.send)
+        .max(Duration::from_millis(1));
     loop {
         let notified = t.notify.notified();
         tokio::pin!(notified);
@@ -329,18 +336,21 @@ pub(crate) async fn watchdog(t: &ConnTracker, timeouts: &ClientTimeouts) -> Clos
         if let Some(r) = t.closing() {
             return r;
         }
-        match t.deadline(timeouts) {
+        let now = Instant::now();
+        let look_again = now + shortest;
+        let at = match t.deadline(timeouts) {
             Some((at, reason)) => {
-                if Instant::now() >= at {
+                if now >= at {
                     t.close(reason);
                     return reason;
                 }
-                tokio::select! {
-                    _ = tokio::time::sleep_until(at) => {}
-                    _ = &mut notified => {}
-                }
+                at.min(look_again)
             }
-            None => notified.await,
+            None => look_again,
+        };
+        tokio::select! {
+            _ = tokio::time::sleep_until(at) => {}
+            _ = &mut notified => {}
         }
     }
 }
