@@ -27,6 +27,7 @@ mod policy;
 mod pools;
 mod proxy;
 mod relay;
+pub mod reload;
 pub mod route;
 mod targets;
 pub mod telemetry;
@@ -34,3 +35,4 @@ pub mod trace;
 mod untrusted;
 
 pub use ingress::{Gateway, StartError};
+pub use reload::{ConfigSource, Overrides, ReloadError, ReloadOutcome};
