@@ -456,14 +456,15 @@ async fn serve_conn(
 ) {
     // The place is held for as long as the connection lives.
     let _slot = slot;
-    // Its settings need a restart to change: any generation's are the ones in force.
-    let state = ing.state.load_full();
-    let cfg = &state.config.server;
+    // Its settings need a restart to change: any generation's are the ones in force. Not
+    // kept for the connection's life: that would hold a generation (and its pools) past a
+    // reload.
+    let b = builder(&ing.state.load().config.server);
     match tls {
         None => {
             let (tx, rx) = oneshot::channel();
             let io = ConnIo::new(tcp, tracker.clone(), tx, false, ing.malformed.clone());
-            run(&ing, io, &tracker, builder(cfg), rx).await;
+            run(&ing, io, &tracker, b, rx).await;
         }
         Some(acceptor) => {
             // The handshake is part of the first request's head: the watch's header timeout
@@ -482,11 +483,7 @@ async fn serve_conn(
                 }
             };
             let h2 = stream.get_ref().1.alpn_protocol() == Some(b"h2");
-            let b = if h2 {
-                builder(cfg).http2_only()
-            } else {
-                builder(cfg).http1_only()
-            };
+            let b = if h2 { b.http2_only() } else { b.http1_only() };
             let (tx, rx) = oneshot::channel();
             let io = ConnIo::new(stream, tracker.clone(), tx, h2, ing.malformed.clone());
             run(&ing, io, &tracker, b, rx).await;

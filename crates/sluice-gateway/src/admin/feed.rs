@@ -121,16 +121,19 @@ impl Feed {
 
     /// Samples every [`TICK`] until `stop`.
     pub(crate) async fn run(self: Arc<Self>, stop: CancellationToken) {
-        // The telemetry outlives every generation: any one's will do.
-        let state = self.reloader.current();
-        let live = &state.telemetry.live;
-        let mut s = Sampler {
-            at: Instant::now(),
-            requests: live.requests.load(Ordering::Relaxed),
-            errors: errors_total(&state),
-            retries: live.retries.load(Ordering::Relaxed) + live.fallbacks.load(Ordering::Relaxed),
-            fb: VecDeque::from([live.first_byte.read()]),
-            fe: VecDeque::from([live.first_event.read()]),
+        let mut s = {
+            // Not held past this block: that would keep a generation alive across reloads.
+            let state = self.reloader.current();
+            let live = &state.telemetry.live;
+            Sampler {
+                at: Instant::now(),
+                requests: live.requests.load(Ordering::Relaxed),
+                errors: errors_total(&state),
+                retries: live.retries.load(Ordering::Relaxed)
+                    + live.fallbacks.load(Ordering::Relaxed),
+                fb: VecDeque::from([live.first_byte.read()]),
+                fe: VecDeque::from([live.first_event.read()]),
+            }
         };
         let mut tick = tokio::time::interval_at(Instant::now() + TICK, TICK);
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);

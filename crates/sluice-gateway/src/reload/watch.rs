@@ -25,7 +25,10 @@ async fn fingerprint(path: &std::path::Path) -> Option<(Fingerprint, String)> {
     let p = path.to_path_buf();
     // A blocking read of a small file, off the runtime's threads.
     let (meta, text) = tokio::task::spawn_blocking(move || {
-        Some((std::fs::metadata(&p).ok()?, std::fs::read_to_string(&p).ok()?))
+        Some((
+            std::fs::metadata(&p).ok()?,
+            std::fs::read_to_string(&p).ok()?,
+        ))
     })
     .await
     .ok()??;
