@@ -34,5 +34,5 @@ pub mod telemetry;
 pub mod trace;
 mod untrusted;
 
-pub use ingress::{Gateway, StartError};
+pub use ingress::{Gateway, ReloadHandle, StartError};
 pub use reload::{ConfigSource, Overrides, ReloadError, ReloadOutcome};
