@@ -343,6 +343,16 @@ impl Reloader {
         if let Some(field) = restart_field(&old.config, &config) {
             return Err(self.refused(ReloadError::NeedsRestart { field }));
         }
+        // What startup refuses, a reload does too: the file alone cannot see an admin address
+        // given on the command line.
+        let admin = config.server.admin_addr();
+        if !admin.ip().is_loopback() && config.server.admin_token.is_none() {
+            let e = ConfigError::new(
+                "server.admin_token",
+                format!("the admin plane listens on {admin}, which is not loopback: keep a token"),
+            );
+            return Err(self.refused(ReloadError::Invalid(e)));
+        }
         let keys = old.keys.reconfigure(&config);
         let version = old.generation.version + 1;
         let (state, report) = match build(config, Some(&old), old.telemetry.clone(), keys, version)

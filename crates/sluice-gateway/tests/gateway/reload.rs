@@ -337,6 +337,25 @@ async fn post_admin_reload_takes_the_admin_token_and_post_only() {
     let ok = h1(admin, admin_post("/admin/reload", Some(&auth))).await;
     assert_eq!(ok.status, 200, "{}", String::from_utf8_lossy(&ok.body));
     assert_eq!(ok.json()["version"], 2);
+    // The token itself reloads: the old one asked for it, the new one is in force after.
+    let new_token = format!("{TOKEN}-2");
+    file.write(&config(
+        &format!("admin_token = \"{new_token}\""),
+        &[("a", &a, "")],
+        &[("[\"*\"]", "a")],
+    ));
+    let ok = h1(admin, admin_post("/admin/reload", Some(&auth))).await;
+    assert_eq!(ok.status, 200, "{}", String::from_utf8_lossy(&ok.body));
+    assert_eq!(
+        h1(admin, admin_get("/admin/config", Some(&auth)))
+            .await
+            .status,
+        401
+    );
+    let new_auth = format!("Bearer {new_token}");
+    let v = h1(admin, admin_get("/admin/config", Some(&new_auth))).await;
+    assert_eq!(v.json()["version"], 3);
+    assert!(!String::from_utf8_lossy(&v.body).contains(&new_token));
     gw.shutdown().await;
 
     // A gateway started from a config in memory has no file to read again.
