@@ -565,6 +565,17 @@ fn same_pool(a: &sluice_upstream::UpstreamConfig, b: &sluice_upstream::UpstreamC
         && *pool == b.pool
 }
 
+/// Whether two `[state]` sections are the same. Their `Debug` covers every field (the state
+/// crate's configs print exhaustively) but the Redis URL's credentials, compared apart.
+fn same_state(a: &crate::config::StateSettings, b: &crate::config::StateSettings) -> bool {
+    use sluice_state::BackendConfig::Redis;
+    let urls_same = match (&a.store.backend, &b.store.backend) {
+        (Redis(x), Redis(y)) => x.url == y.url,
+        _ => true,
+    };
+    urls_same && format!("{a:?}") == format!("{b:?}")
+}
+
 /// The first setting that differs between `old` and `new` and that only a restart applies, or
 /// `None` when a reload can apply `new`.
 ///
@@ -652,10 +663,66 @@ pub(crate) fn restart_field(old: &Config, new: &Config) -> Option<&'static str> 
         ),
         ("server.client_resets", *client_resets == o.client_resets),
         ("telemetry", *telemetry == old.telemetry),
-        (
-            "state",
-            config_view::state_json(state) == config_view::state_json(&old.state),
-        ),
+        ("state", same_state(state, &old.state)),
     ];
     same.iter().find(|(_, same)| !same).map(|(field, _)| *field)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::restart_field;
+    use crate::config::Config;
+
+    fn config(server: &str, rest: &str) -> Config {
+        let text = format!(
+            "[server]\n{server}\n[[upstream]]\nname = \"u\"\nbase_url = \"http://127.0.0.1:9/v1\"\n[[route]]\nmodels = [\"*\"]\nupstream = \"u\"\n{rest}"
+        );
+        Config::from_toml(&text, &|_| None).unwrap_or_else(|e| panic!("{e}\n{text}"))
+    }
+
+    #[test]
+    fn restart_only_settings_are_named_and_the_rest_reload() {
+        let base = config("", "");
+        for (server, rest, field) in [
+            ("listen = \"127.0.0.1:1\"", "", "server.listen"),
+            ("admin_listen = \"127.0.0.1:2\"", "", "server.admin_listen"),
+            ("shutdown_grace = \"1s\"", "", "server.shutdown_grace"),
+            ("access_log = \"off\"", "", "server.access_log"),
+            ("log_level = \"debug\"", "", "server.log_level"),
+            ("max_connections = 10", "", "server.max_connections"),
+            ("memory_budget = \"1GiB\"", "", "server.memory_budget"),
+            (
+                "trusted_proxies = [\"10.0.0.0/8\"]",
+                "",
+                "server.trusted_proxies",
+            ),
+            (
+                "client_timeouts = { header = \"1s\" }",
+                "",
+                "server.client_timeouts",
+            ),
+            (
+                "",
+                "[telemetry]\nendpoint = \"http://127.0.0.1:4318\"\n",
+                "telemetry",
+            ),
+            ("", "[state]\nmax_entries = 1000\n", "state"),
+            ("", "[state]\nsweep_interval = \"3s\"\n", "state"),
+        ] {
+            assert_eq!(
+                restart_field(&base, &config(server, rest)),
+                Some(field),
+                "{server}{rest}"
+            );
+        }
+        for server in [
+            "heartbeat = \"3s\"",
+            "max_request_body = \"1MiB\"",
+            "max_event_bytes = \"64KiB\"",
+            "server_timing = true",
+            "admin_token = \"0123456789abcdef0123456789abcdef\"",
+        ] {
+            assert_eq!(restart_field(&base, &config(server, "")), None, "{server}");
+        }
+    }
 }
