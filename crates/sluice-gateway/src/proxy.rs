@@ -61,7 +61,7 @@ pub(crate) struct State {
 }
 
 /// The parts of a [`State`] besides its config: built by `crate::reload::build`.
-pub(crate) struct Parts {
+pub(crate) struct StateParts {
     pub(crate) generation: crate::reload::Generation,
     pub(crate) upstreams: Vec<Upstream>,
     pub(crate) targets: Vec<Arc<crate::targets::RouteTargets>>,
@@ -73,8 +73,8 @@ pub(crate) struct Parts {
 impl State {
     /// A state for `config`; `prev` (the running generation, on a reload) hands over what
     /// outlives a config: the shutdown tokens and the request id sequence.
-    pub(crate) fn new(config: Config, parts: Parts, prev: Option<&State>) -> Self {
-        let Parts {
+    pub(crate) fn new(config: Config, parts: StateParts, prev: Option<&State>) -> Self {
+        let StateParts {
             generation,
             upstreams,
             targets,

@@ -35,7 +35,7 @@ use crate::admin::config_view;
 use crate::config::{Config, ConfigError, EnvMode, ServerConfig};
 use crate::ingress::StartError;
 use crate::pools::PoolCollector;
-use crate::proxy::{Parts, State};
+use crate::proxy::{State, StateParts};
 use crate::telemetry::Telemetry;
 
 pub(crate) use watch::watch_file;
@@ -527,7 +527,7 @@ pub(crate) fn build(
         .as_str()
         .unwrap_or_default()
         .to_string();
-    let parts = Parts {
+    let parts = StateParts {
         generation: Generation {
             version,
             hash,
