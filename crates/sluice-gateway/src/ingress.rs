@@ -18,14 +18,13 @@ use hyper::service::service_fn;
 use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
 use hyper_util::server::conn::auto;
 use prometheus_client::metrics::counter::Counter;
-use sluice_upstream::Upstream;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
 use tokio_rustls::TlsAcceptor;
-use tokio_util::sync::CancellationToken;
+use tokio_util::sync::{CancellationToken, DropGuard};
 
 pub(crate) use body::client_body_error;
 use io::{ConnIo, GOAWAY_ENHANCE_YOUR_CALM};
@@ -37,13 +36,18 @@ use watch::{CloseReason, ConnTracker};
 use crate::body_budget::BodyBudget;
 use crate::client_ip::TrustedProxies;
 use crate::config::{ClientTimeouts, Config, ServerConfig, TlsFiles};
-use crate::proxy::State;
+use crate::reload::{ConfigSource, ReloadError, ReloadMetrics, ReloadOutcome, Reloader, StateCell};
 use crate::telemetry::Telemetry;
 
 /// What every connection of the ingress shares: the request path's state, and the edge's
 /// limits and their accounting.
 pub(crate) struct Ingress {
-    pub(crate) state: Arc<State>,
+    /// The config's generation new requests get (swapped by a reload).
+    pub(crate) state: Arc<StateCell>,
+    /// Set when shutdown begins (the same token in every generation).
+    draining: CancellationToken,
+    /// Cancelled when the shutdown grace is over (the same token in every generation).
+    streams_deadline: CancellationToken,
     budget: Arc<BodyBudget>,
     resets: ResetGuard,
     trusted: TrustedProxies,
@@ -101,23 +105,52 @@ pub struct Gateway {
     /// The admin plane; it stops when the gateway is dropped or has shut down.
     admin: crate::admin::AdminHandle,
     telemetry: Arc<Telemetry>,
+    reloader: Arc<Reloader>,
+    /// Stops the config file's watch (`--watch`) when the gateway is dropped.
+    watcher: Option<DropGuard>,
     stop: CancellationToken,
     task: JoinHandle<()>,
 }
 
+/// Reloads a running gateway's config; a clone of the gateway's (for signal handlers).
+#[derive(Clone, Debug)]
+pub struct ReloadHandle(Arc<Reloader>);
+
+impl ReloadHandle {
+    /// Reads the config file again and applies it: see [`Gateway::reload`].
+    ///
+    /// # Errors
+    /// [`ReloadError`]: the running config stays.
+    pub async fn reload(&self) -> Result<ReloadOutcome, ReloadError> {
+        self.0.reload().await
+    }
+}
+
 impl Gateway {
     /// Builds the upstreams, binds the listener and starts serving on the current runtime.
+    /// Without a config file, [`Gateway::reload`] (and `POST /admin/reload`) answer
+    /// [`ReloadError::NoSource`]: see [`Gateway::start_with_source`].
     ///
     /// # Errors
     /// [`StartError`] if the address is taken, the TLS files do not load, or an upstream's
     /// settings are rejected.
     pub async fn start(config: Config) -> Result<Gateway, StartError> {
+        Gateway::launch(config, None).await
+    }
+
+    /// [`Gateway::start`] with the file `config` was read from, which a reload reads again.
+    ///
+    /// # Errors
+    /// As [`Gateway::start`].
+    pub async fn start_with_source(
+        config: Config,
+        source: ConfigSource,
+    ) -> Result<Gateway, StartError> {
+        Gateway::launch(config, Some(source)).await
+    }
+
+    async fn launch(config: Config, source: Option<ConfigSource>) -> Result<Gateway, StartError> {
         let tls = config.server.tls.as_ref().map(tls_acceptor).transpose()?;
-        let upstreams = config
-            .upstreams
-            .iter()
-            .map(|u| Upstream::new(u.upstream_settings()))
-            .collect::<Result<Vec<_>, _>>()?;
         let listen = config.server.listen;
         let listener = TcpListener::bind(listen)
             .await
@@ -145,14 +178,10 @@ impl Gateway {
                 source,
             })?;
         telemetry.start_tracer(&config.telemetry);
-        telemetry.register_pools(crate::pools::PoolCollector::new(
-            config
-                .upstreams
-                .iter()
-                .map(|u| u.name.clone())
-                .zip(upstreams.iter().cloned())
-                .collect(),
-        ));
+        // Registered once, filled by each generation.
+        let pools = crate::pools::PoolCollector::new(Vec::new());
+        telemetry.register_pools(pools.clone());
+        let reload_metrics = ReloadMetrics::register(telemetry.registry_mut());
         let keys = crate::keys::Keys::start(&config).await?;
         keys.register_metrics(telemetry.registry_mut());
         let server = &config.server;
@@ -181,22 +210,21 @@ impl Gateway {
             server.max_connection_request_rate,
         );
         let telemetry = Arc::new(telemetry);
-        let targets = crate::targets::build(&config, &upstreams)?;
-        let state = Arc::new(State::new(
-            config,
-            upstreams,
-            targets,
-            telemetry.clone(),
-            keys,
-        ));
-        let admin = crate::admin::start(state.clone(), admin_addr)
+        let (state, _) = crate::reload::build(config, None, telemetry.clone(), keys, 1)?;
+        pools.set(state.pool_list());
+        let (draining, streams_deadline) = (state.draining.clone(), state.streams_deadline.clone());
+        let cell = Arc::new(StateCell::from_pointee(state));
+        let reloader = Arc::new(Reloader::new(cell.clone(), source, pools, reload_metrics));
+        let admin = crate::admin::start(reloader.clone(), admin_addr)
             .await
             .map_err(|source| StartError::Bind {
                 addr: admin_addr,
                 source,
             })?;
         let ingress = Arc::new(Ingress {
-            state,
+            state: cell,
+            draining,
+            streams_deadline,
             budget,
             resets,
             trusted,
@@ -214,9 +242,40 @@ impl Gateway {
             addr,
             admin,
             telemetry,
+            reloader,
+            watcher: None,
             stop,
             task,
         })
+    }
+
+    /// Reads the config file again and, if it is valid and needs no restart, applies it to new
+    /// requests; requests already running finish on the config they started with. What
+    /// `SIGHUP`, `POST /admin/reload` and `--watch` do.
+    ///
+    /// # Errors
+    /// [`ReloadError`]: invalid (with the field and reason), a setting that needs a restart,
+    /// or no config file. The running config stays in force.
+    pub async fn reload(&self) -> Result<ReloadOutcome, ReloadError> {
+        self.reloader.reload().await
+    }
+
+    /// A handle that reloads this gateway's config (for signal handlers).
+    pub fn reload_handle(&self) -> ReloadHandle {
+        ReloadHandle(self.reloader.clone())
+    }
+
+    /// Polls the config file every `every` and reloads it when it has changed (and stayed
+    /// the same for one more poll, so a file caught half-written is not loaded). Stops when
+    /// the gateway shuts down or is dropped. Does nothing without a config file.
+    pub fn watch_config(&mut self, every: Duration) {
+        let stop = self.stop.child_token();
+        tokio::spawn(crate::reload::watch_file(
+            self.reloader.clone(),
+            every,
+            stop.clone(),
+        ));
+        self.watcher = Some(stop.drop_guard());
     }
 
     /// The bound address.
@@ -329,14 +388,14 @@ async fn serve(
     }
     drop(listener);
     // Every connection watches this: HTTP/2 gets GOAWAY, HTTP/1.1 closes after its response.
-    ing.state.draining.cancel();
+    ing.draining.cancel();
     tracing::info!(grace = ?grace, "shutting down: no new connections; GOAWAY sent to HTTP/2 clients");
     if tokio::time::timeout(grace, all_closed(&mut conns))
         .await
         .is_err()
     {
         // Streams still running get their final error event now, then their connections close.
-        ing.state.streams_deadline.cancel();
+        ing.streams_deadline.cancel();
         tracing::warn!("shutdown grace period over; ending the remaining streams");
         // Bounded: a client that never reads its last event must not hold the process.
         let _ = tokio::time::timeout(Duration::from_secs(5), all_closed(&mut conns)).await;
@@ -397,12 +456,15 @@ async fn serve_conn(
 ) {
     // The place is held for as long as the connection lives.
     let _slot = slot;
-    let cfg = &ing.state.config.server;
+    // Its settings need a restart to change: any generation's are the ones in force. Not
+    // kept for the connection's life: that would hold a generation (and its pools) past a
+    // reload.
+    let b = builder(&ing.state.load().config.server);
     match tls {
         None => {
             let (tx, rx) = oneshot::channel();
             let io = ConnIo::new(tcp, tracker.clone(), tx, false, ing.malformed.clone());
-            run(&ing, io, &tracker, builder(cfg), rx).await;
+            run(&ing, io, &tracker, b, rx).await;
         }
         Some(acceptor) => {
             // The handshake is part of the first request's head: the watch's header timeout
@@ -421,11 +483,7 @@ async fn serve_conn(
                 }
             };
             let h2 = stream.get_ref().1.alpn_protocol() == Some(b"h2");
-            let b = if h2 {
-                builder(cfg).http2_only()
-            } else {
-                builder(cfg).http1_only()
-            };
+            let b = if h2 { b.http2_only() } else { b.http1_only() };
             let (tx, rx) = oneshot::channel();
             let io = ConnIo::new(stream, tracker.clone(), tx, h2, ing.malformed.clone());
             run(&ing, io, &tracker, b, rx).await;
@@ -454,7 +512,7 @@ async fn run<T>(
     };
     // Boxed, not pinned on the stack: it is dropped below, before this function ends.
     let mut conn = Box::pin(builder.serve_connection(TokioIo::new(io), svc).into_owned());
-    let draining = ing.state.draining.clone();
+    let draining = ing.draining.clone();
     let mut graceful = false;
     let mut watching = true;
     let goodbye = tokio::time::sleep(Duration::MAX / 4);

@@ -27,10 +27,12 @@ mod policy;
 mod pools;
 mod proxy;
 mod relay;
+pub mod reload;
 pub mod route;
 mod targets;
 pub mod telemetry;
 pub mod trace;
 mod untrusted;
 
-pub use ingress::{Gateway, StartError};
+pub use ingress::{Gateway, ReloadHandle, StartError};
+pub use reload::{ConfigSource, Overrides, ReloadError, ReloadOutcome};

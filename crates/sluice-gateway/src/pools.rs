@@ -1,6 +1,9 @@
 //! The upstream pools, seen from outside: Prometheus metrics read at scrape time, and the
 //! `GET /admin/pools` JSON snapshot of every connection.
 
+use std::sync::Arc;
+
+use parking_lot::RwLock;
 use prometheus_client::collector::Collector;
 use prometheus_client::encoding::{DescriptorEncoder, EncodeLabelSet, EncodeMetric};
 use prometheus_client::metrics::counter::ConstCounter;
@@ -10,14 +13,24 @@ use serde_json::{json, Value};
 use sluice_upstream::{PoolSnapshot, ShardState, Upstream};
 
 /// Reads every upstream's pool when Prometheus scrapes; nothing is counted twice or cached.
-#[derive(Debug)]
+/// Registered once; a clone shares the list, which a reload replaces with the new
+/// generation's upstreams (a draining pool leaves the metrics: its successor may have the same
+/// name, and one series per name is all Prometheus takes).
+#[derive(Clone, Debug)]
 pub(crate) struct PoolCollector {
-    upstreams: Vec<(String, Upstream)>,
+    upstreams: Arc<RwLock<Vec<(String, Upstream)>>>,
 }
 
 impl PoolCollector {
     pub(crate) fn new(upstreams: Vec<(String, Upstream)>) -> Self {
-        PoolCollector { upstreams }
+        PoolCollector {
+            upstreams: Arc::new(RwLock::new(upstreams)),
+        }
+    }
+
+    /// Replaces the upstreams read at scrape time.
+    pub(crate) fn set(&self, upstreams: Vec<(String, Upstream)>) {
+        *self.upstreams.write() = upstreams;
     }
 }
 
@@ -63,6 +76,7 @@ impl Collector for PoolCollector {
     fn encode(&self, mut encoder: DescriptorEncoder<'_>) -> Result<(), std::fmt::Error> {
         let snaps: Vec<(String, PoolSnapshot)> = self
             .upstreams
+            .read()
             .iter()
             .map(|(n, u)| (n.clone(), u.pool_snapshot()))
             .collect();

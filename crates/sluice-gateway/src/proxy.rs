@@ -29,20 +29,25 @@ use crate::relay::{RelaySetup, RelayTimers, SseRelay};
 use crate::route::{self, Endpoint, Operation};
 use crate::telemetry::{EndReason, RequestLog, Telemetry};
 
-/// Everything requests share.
+/// Everything requests share: one config's worth. A reload builds a new `State` and swaps it
+/// in for new requests (`crate::reload`); a request keeps the one it started with to its end.
 pub(crate) struct State {
     pub(crate) config: Config,
+    /// Which config this is: its version (1 at start, +1 per reload), hash and load time.
+    pub(crate) generation: crate::reload::Generation,
     /// Parallel to `config.upstreams`.
     pub(crate) upstreams: Vec<Upstream>,
-    /// Parallel to `config.routes`: each route's tier-0 balancer.
-    pub(crate) targets: Vec<crate::targets::RouteTargets>,
-    /// Parallel to `config.upstreams`.
-    pub(crate) budgets: Vec<RetryBudget>,
+    /// Parallel to `config.routes`: each route's tier-0 balancer (kept across a reload when
+    /// the route's targets did not change).
+    pub(crate) targets: Vec<Arc<crate::targets::RouteTargets>>,
+    /// Parallel to `config.upstreams` (kept across a reload with their upstream).
+    pub(crate) budgets: Vec<Arc<RetryBudget>>,
     pub(crate) telemetry: Arc<Telemetry>,
     /// Cancelled when the shutdown grace period is over: streams still running end with an
-    /// error event.
+    /// error event. The same token in every generation.
     pub(crate) streams_deadline: CancellationToken,
-    /// Set when shutdown begins: new model requests get 503.
+    /// Set when shutdown begins: new model requests get 503. The same token in every
+    /// generation.
     pub(crate) draining: CancellationToken,
     /// What an upstream without `provider` speaks: the client's own API.
     pub(crate) passthrough: crate::outbound::PassthroughProviders,
@@ -50,41 +55,69 @@ pub(crate) struct State {
     pub(crate) models: crate::models::ModelCache,
     /// Virtual keys, limits, budgets and idempotency records.
     pub(crate) keys: crate::keys::Keys,
-    request_ids: AtomicU64,
-    id_prefix: String,
+    /// Shared by every generation, so request ids stay unique across reloads.
+    request_ids: Arc<AtomicU64>,
+    id_prefix: Arc<str>,
+}
+
+/// The parts of a [`State`] besides its config: built by `crate::reload::build`.
+pub(crate) struct StateParts {
+    pub(crate) generation: crate::reload::Generation,
+    pub(crate) upstreams: Vec<Upstream>,
+    pub(crate) targets: Vec<Arc<crate::targets::RouteTargets>>,
+    pub(crate) budgets: Vec<Arc<RetryBudget>>,
+    pub(crate) telemetry: Arc<Telemetry>,
+    pub(crate) keys: crate::keys::Keys,
 }
 
 impl State {
-    pub(crate) fn new(
-        config: Config,
-        upstreams: Vec<Upstream>,
-        targets: Vec<crate::targets::RouteTargets>,
-        telemetry: Arc<Telemetry>,
-        keys: crate::keys::Keys,
-    ) -> Self {
-        // A per-process prefix keeps generated ids unique across restarts without a RNG crate.
-        let nanos = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map(|d| d.as_nanos())
-            .unwrap_or(0);
-        let budgets = config
-            .upstreams
-            .iter()
-            .map(|u| RetryBudget::new(u.retry_budget))
-            .collect();
-        State {
-            config,
+    /// A state for `config`; `prev` (the running generation, on a reload) hands over what
+    /// outlives a config: the shutdown tokens and the request id sequence.
+    pub(crate) fn new(config: Config, parts: StateParts, prev: Option<&State>) -> Self {
+        let StateParts {
+            generation,
             upstreams,
             targets,
             budgets,
             telemetry,
-            streams_deadline: CancellationToken::new(),
-            draining: CancellationToken::new(),
+            keys,
+        } = parts;
+        let (streams_deadline, draining, request_ids, id_prefix) = match prev {
+            Some(p) => (
+                p.streams_deadline.clone(),
+                p.draining.clone(),
+                p.request_ids.clone(),
+                p.id_prefix.clone(),
+            ),
+            None => {
+                // A per-process prefix keeps generated ids unique across restarts without a
+                // RNG crate.
+                let nanos = std::time::SystemTime::now()
+                    .duration_since(std::time::UNIX_EPOCH)
+                    .map(|d| d.as_nanos())
+                    .unwrap_or(0);
+                (
+                    CancellationToken::new(),
+                    CancellationToken::new(),
+                    Arc::new(AtomicU64::new(0)),
+                    Arc::from(format!("sl-{:x}{:x}", nanos as u64, std::process::id())),
+                )
+            }
+        };
+        State {
+            config,
+            generation,
+            upstreams,
+            targets,
+            budgets,
+            telemetry,
+            streams_deadline,
+            draining,
             passthrough: Default::default(),
             models: Default::default(),
             keys,
-            request_ids: AtomicU64::new(0),
-            id_prefix: format!("sl-{:x}{:x}", nanos as u64, std::process::id()),
+            request_ids,
+            id_prefix,
         }
     }
 

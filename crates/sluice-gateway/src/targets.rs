@@ -5,7 +5,7 @@ use sluice_upstream::{
     BalanceConfigError, BalanceTarget, Balancer, BalancerConfig, HealthChecker, Upstream,
 };
 
-use crate::config::{Config, TargetConfig, UpstreamAuth};
+use crate::config::{Config, RouteConfig, TargetConfig, UpstreamAuth};
 
 /// One route's balancer and the health checks that run for it (stopped when dropped).
 pub(crate) struct RouteTargets {
@@ -13,55 +13,81 @@ pub(crate) struct RouteTargets {
     _health: Option<HealthChecker>,
 }
 
-/// A balancer per route over its tier-0 targets, with the health checks of the targets
-/// whose upstream has `health_check`.
+/// A balancer for one route over its tier-0 targets, with the health checks of the targets
+/// whose upstream has `health_check`. `upstreams` parallels `config.upstreams`.
 ///
 /// # Errors
 /// A balancer setting out of range (the config validator checks them first).
 ///
 /// # Panics
 /// Outside a Tokio runtime (health checks are tasks).
-pub(crate) fn build(
+pub(crate) fn build_route(
     config: &Config,
+    route: &RouteConfig,
     upstreams: &[Upstream],
-) -> Result<Vec<RouteTargets>, BalanceConfigError> {
-    config
-        .routes
+) -> Result<RouteTargets, BalanceConfigError> {
+    let targets: Vec<BalanceTarget> = route
+        .targets
         .iter()
-        .map(|route| {
-            let targets: Vec<BalanceTarget> = route
-                .targets
-                .iter()
-                .enumerate()
-                .map(|(i, t)| balance_target(config, route.targets.as_slice(), i, t))
-                .collect();
-            let balancer = Balancer::new(BalancerConfig {
-                name: route.name.clone(),
-                targets,
-                policy: route.balance,
-                outlier: route.outlier.clone(),
-                ..BalancerConfig::default()
-            })?;
-            let checked: Vec<Upstream> = route
-                .targets
-                .iter()
-                .map(|t| upstreams[t.upstream].clone())
-                .collect();
-            let health = if route
-                .targets
-                .iter()
-                .any(|t| config.upstreams[t.upstream].health_check.is_some())
-            {
-                Some(HealthChecker::spawn(&balancer, &checked)?)
-            } else {
-                None
-            };
-            Ok(RouteTargets {
-                balancer,
-                _health: health,
-            })
+        .enumerate()
+        .map(|(i, t)| balance_target(config, route.targets.as_slice(), i, t))
+        .collect();
+    let balancer = Balancer::new(BalancerConfig {
+        name: route.name.clone(),
+        targets,
+        policy: route.balance,
+        outlier: route.outlier.clone(),
+        ..BalancerConfig::default()
+    })?;
+    let checked: Vec<Upstream> = route
+        .targets
+        .iter()
+        .map(|t| upstreams[t.upstream].clone())
+        .collect();
+    let health = if route
+        .targets
+        .iter()
+        .any(|t| config.upstreams[t.upstream].health_check.is_some())
+    {
+        Some(HealthChecker::spawn(&balancer, &checked)?)
+    } else {
+        None
+    };
+    Ok(RouteTargets {
+        balancer,
+        _health: health,
+    })
+}
+
+/// Whether route `new` of config `b` would get the same balancer and health checks as route
+/// `old` of config `a`: same name, policy and outlier settings, and target by target the
+/// same upstream (by name, its pool kept: `kept(i)` for `b`'s upstream `i`), weight,
+/// credential and health check. Then a reload keeps the route's balancer state (EWMA,
+/// ejections) and its health-check tasks.
+pub(crate) fn same_balancer(
+    a: &Config,
+    old: &RouteConfig,
+    b: &Config,
+    new: &RouteConfig,
+    kept: &dyn Fn(usize) -> bool,
+) -> bool {
+    old.name == new.name
+        && old.balance == new.balance
+        && old.outlier == new.outlier
+        && old.targets.len() == new.targets.len()
+        && old.targets.iter().zip(&new.targets).all(|(x, y)| {
+            let (ux, uy) = (&a.upstreams[x.upstream], &b.upstreams[y.upstream]);
+            kept(y.upstream)
+                && ux.name == uy.name
+                && x.weight == y.weight
+                && x.auth == y.auth
+                && ux.auth == uy.auth
+                && ux.provider == uy.provider
+                && ux.health_check == uy.health_check
+                // Targets naming one upstream twice get `#i` names.
+                && old.targets.iter().filter(|o| o.upstream == x.upstream).count()
+                    == new.targets.iter().filter(|o| o.upstream == y.upstream).count()
         })
-        .collect()
 }
 
 /// A target as its balancer sees it: its upstream's name (with `#n` when the route names

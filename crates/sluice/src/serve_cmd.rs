@@ -5,7 +5,7 @@ use std::path::{Path, PathBuf};
 
 use anyhow::Context as _;
 use sluice_gateway::config::{Config, EnvMode};
-use sluice_gateway::Gateway;
+use sluice_gateway::{ConfigSource, Gateway, Overrides, ReloadHandle};
 
 /// Log line format.
 #[derive(Clone, Copy, Debug, clap::ValueEnum)]
@@ -56,6 +56,11 @@ pub struct ServeArgs {
     /// (default text). The operational log's filter is RUST_LOG, else `server.log_level`.
     #[arg(long, value_enum)]
     log_format: Option<LogFormat>,
+    /// Reload the config when the file changes (polled every second; applied once the
+    /// change has settled, refused and logged if invalid). SIGHUP and `POST /admin/reload`
+    /// reload it with or without this.
+    #[arg(long)]
+    watch: bool,
 }
 
 /// Options of `sluice check-config`.
@@ -131,24 +136,29 @@ pub fn serve(args: ServeArgs) -> anyhow::Result<()> {
         tracing::warn!(config = %file.display(), "{w}");
     }
     let mut cfg = checked.config;
-    if let Some(f) = args.log_format {
-        cfg.server.log_format = match f {
+    // The command line wins over the file, at startup and at every reload.
+    let overrides = Overrides {
+        listen: args.listen,
+        admin_listen: args.admin_listen,
+        log_format: args.log_format.map(|f| match f {
             LogFormat::Text => sluice_gateway::access_log::LogFormat::Text,
             LogFormat::Json => sluice_gateway::access_log::LogFormat::Json,
-        };
-    }
-    if let Some(listen) = args.listen {
-        cfg.server.listen = listen;
-    }
-    if let Some(admin) = args.admin_listen {
-        cfg.server.admin_listen = Some(admin);
-    }
+        }),
+    };
+    overrides.apply(&mut cfg);
+    let source = ConfigSource {
+        path: file.to_path_buf(),
+        overrides,
+    };
     let rt = tokio::runtime::Runtime::new().context("cannot start the tokio runtime")?;
     rt.block_on(async {
         // Installed before the first line is printed: whoever reads it may signal at once, and
         // an uninstalled SIGHUP would end the process.
         let signals = Signals::install();
-        let gateway = Gateway::start(cfg).await?;
+        let mut gateway = Gateway::start_with_source(cfg, source).await?;
+        if args.watch {
+            gateway.watch_config(WATCH_EVERY);
+        }
         println!("listening on {}", gateway.addr());
         // A reader that only wanted the first line may have gone: that is no reason to stop.
         {
@@ -157,8 +167,9 @@ pub fn serve(args: ServeArgs) -> anyhow::Result<()> {
             let _ = writeln!(out, "admin on {}", gateway.admin_addr()).and_then(|()| out.flush());
         }
         let stop = gateway.stop_token();
+        let reload = gateway.reload_handle();
         tokio::spawn(async move {
-            signals.wait().await;
+            signals.wait(reload).await;
             stop.cancel();
         });
         gateway.wait().await;
@@ -166,8 +177,11 @@ pub fn serve(args: ServeArgs) -> anyhow::Result<()> {
     })
 }
 
-/// The signals `serve` handles: SIGTERM and SIGINT stop it gracefully; SIGHUP is
-/// acknowledged (its default action would end the process, and `systemctl reload` sends it).
+/// How often `--watch` looks at the config file.
+const WATCH_EVERY: std::time::Duration = std::time::Duration::from_secs(1);
+
+/// The signals `serve` handles: SIGTERM and SIGINT stop it gracefully; SIGHUP reloads the
+/// config (`systemctl reload` sends it).
 struct Signals {
     #[cfg(unix)]
     term: Option<tokio::signal::unix::Signal>,
@@ -189,19 +203,23 @@ impl Signals {
         Signals {}
     }
 
-    /// Until SIGTERM or SIGINT.
-    async fn wait(mut self) {
+    /// Until SIGTERM or SIGINT; each SIGHUP reloads the config (the outcome is logged).
+    async fn wait(mut self, reload: ReloadHandle) {
         #[cfg(unix)]
         loop {
             tokio::select! {
                 Some(()) = async { self.term.as_mut()?.recv().await } => break,
                 _ = tokio::signal::ctrl_c() => break,
                 Some(()) = async { self.hup.as_mut()?.recv().await } => {
-                    tracing::warn!("SIGHUP: config reload is not supported yet; nothing changed (restart to apply a new config)");
+                    // Logged and counted by the gateway, whatever the outcome.
+                    let _ = reload.reload().await;
                 }
             }
         }
         #[cfg(not(unix))]
-        let _ = tokio::signal::ctrl_c().await;
+        {
+            let _ = reload;
+            let _ = tokio::signal::ctrl_c().await;
+        }
     }
 }

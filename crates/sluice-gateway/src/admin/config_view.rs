@@ -105,7 +105,7 @@ fn key_json(k: &KeyConfig, routes: &[RouteConfig]) -> Value {
     })
 }
 
-fn state_json(s: &StateSettings) -> Value {
+pub(crate) fn state_json(s: &StateSettings) -> Value {
     let store = &s.store;
     let backend = match &store.backend {
         sluice_state::BackendConfig::Memory => json!({ "kind": "memory" }),
@@ -208,7 +208,7 @@ fn server_json(s: &ServerConfig) -> Value {
     })
 }
 
-fn upstream_json(u: &UpstreamConfig) -> Value {
+pub(crate) fn upstream_json(u: &UpstreamConfig) -> Value {
     let UpstreamConfig {
         name,
         base_url,
@@ -316,7 +316,7 @@ fn target_json(t: &TargetConfig, ups: &[UpstreamConfig]) -> Value {
     })
 }
 
-fn route_json(r: &RouteConfig, ups: &[UpstreamConfig]) -> Value {
+pub(crate) fn route_json(r: &RouteConfig, ups: &[UpstreamConfig]) -> Value {
     let RouteConfig {
         name,
         models,

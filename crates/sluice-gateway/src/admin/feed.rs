@@ -27,6 +27,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::live::{quantile_ms, END_REASONS, LATENCY_BUCKETS};
 use crate::proxy::State;
+use crate::reload::Reloader;
 
 /// How often the feed samples.
 pub(crate) const TICK: Duration = Duration::from_secs(1);
@@ -70,9 +71,8 @@ struct Sampler {
 
 /// The feed shared by the admin routes and the ticker.
 pub(crate) struct Feed {
-    state: Arc<State>,
+    reloader: Arc<Reloader>,
     started: Instant,
-    config_hash: String,
     frames: watch::Sender<Bytes>,
     history: Mutex<VecDeque<Point>>,
     viewers: Arc<Semaphore>,
@@ -108,14 +108,11 @@ fn window(ring: &VecDeque<[u64; LATENCY_BUCKETS]>) -> [u64; LATENCY_BUCKETS] {
 }
 
 impl Feed {
-    pub(crate) fn new(state: Arc<State>) -> Arc<Feed> {
-        let config_hash =
-            super::config_view::hash(&super::config_view::view(&state.config)["config"]);
+    pub(crate) fn new(reloader: Arc<Reloader>) -> Arc<Feed> {
         let (frames, _) = watch::channel(Bytes::new());
         Arc::new(Feed {
-            state,
+            reloader,
             started: Instant::now(),
-            config_hash,
             frames,
             history: Mutex::new(VecDeque::with_capacity(HISTORY)),
             viewers: Arc::new(Semaphore::new(MAX_VIEWERS)),
@@ -124,14 +121,19 @@ impl Feed {
 
     /// Samples every [`TICK`] until `stop`.
     pub(crate) async fn run(self: Arc<Self>, stop: CancellationToken) {
-        let live = &self.state.telemetry.live;
-        let mut s = Sampler {
-            at: Instant::now(),
-            requests: live.requests.load(Ordering::Relaxed),
-            errors: errors_total(&self.state),
-            retries: live.retries.load(Ordering::Relaxed) + live.fallbacks.load(Ordering::Relaxed),
-            fb: VecDeque::from([live.first_byte.read()]),
-            fe: VecDeque::from([live.first_event.read()]),
+        let mut s = {
+            // Not held past this block: that would keep a generation alive across reloads.
+            let state = self.reloader.current();
+            let live = &state.telemetry.live;
+            Sampler {
+                at: Instant::now(),
+                requests: live.requests.load(Ordering::Relaxed),
+                errors: errors_total(&state),
+                retries: live.retries.load(Ordering::Relaxed)
+                    + live.fallbacks.load(Ordering::Relaxed),
+                fb: VecDeque::from([live.first_byte.read()]),
+                fe: VecDeque::from([live.first_event.read()]),
+            }
         };
         let mut tick = tokio::time::interval_at(Instant::now() + TICK, TICK);
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
@@ -156,11 +158,12 @@ impl Feed {
     }
 
     fn sample(&self, s: &mut Sampler) -> Point {
-        let live = &self.state.telemetry.live;
+        let state = self.reloader.current();
+        let live = &state.telemetry.live;
         let now = Instant::now();
         let secs = now.duration_since(s.at).as_secs_f64().max(1e-3);
         let requests = live.requests.load(Ordering::Relaxed);
-        let errors = errors_total(&self.state);
+        let errors = errors_total(&state);
         let retries = live.retries.load(Ordering::Relaxed) + live.fallbacks.load(Ordering::Relaxed);
         let rate = |new: u64, old: u64| (new.saturating_sub(old)) as f64 / secs;
         for (ring, h) in [
@@ -179,7 +182,7 @@ impl Feed {
             errors: rate(errors, s.errors),
             retries: rate(retries, s.retries),
             active: live.stream_ages(now).count,
-            pending: self.pending(),
+            pending: pending(&state),
             fb_p50: quantile_ms(&fb, 0.5),
             fb_p99: quantile_ms(&fb, 0.99),
             fe_p50: quantile_ms(&fe, 0.5),
@@ -191,24 +194,27 @@ impl Feed {
         s.retries = retries;
         point
     }
+}
 
-    fn pending(&self) -> usize {
-        self.state
-            .upstreams
-            .iter()
-            .map(|u| {
-                u.pool_snapshot()
-                    .lanes
-                    .iter()
-                    .map(|l| l.pending)
-                    .sum::<usize>()
-            })
-            .sum()
-    }
+fn pending(state: &State) -> usize {
+    state
+        .upstreams
+        .iter()
+        .map(|u| {
+            u.pool_snapshot()
+                .lanes
+                .iter()
+                .map(|l| l.pending)
+                .sum::<usize>()
+        })
+        .sum()
+}
 
+impl Feed {
     /// The whole state as one `tick` event.
     fn frame_event(&self, point: &Point) -> Bytes {
-        let state = &self.state;
+        let current = self.reloader.current();
+        let state = &*current;
         let live = &state.telemetry.live;
         let ages = live.stream_ages(Instant::now());
         let pairs: Vec<(String, sluice_upstream::Upstream)> = state
@@ -268,7 +274,8 @@ impl Feed {
             "t": point.t,
             "uptime_s": self.started.elapsed().as_secs(),
             "version": env!("CARGO_PKG_VERSION"),
-            "config_hash": self.config_hash,
+            "config_hash": state.generation.hash,
+            "config_version": state.generation.version,
             "ready": ready.ready,
             "draining": state.draining.is_cancelled(),
             "point": point,

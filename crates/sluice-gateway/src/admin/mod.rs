@@ -1,5 +1,5 @@
 //! The admin plane: its own listener (default `127.0.0.1:9901`), serving `/metrics`,
-//! `/admin/*` (pools, config, the dashboard and its feed), `/healthz` and `/readyz`. The
+//! `/admin/*` (pools, config, reload, the dashboard and its feed), `/healthz` and `/readyz`. The
 //! client listener serves only the APIs and `/healthz`, so a client can reach neither the
 //! metrics nor the config.
 //!
@@ -7,7 +7,7 @@
 //! static page asks for `Authorization: Bearer <token>`; a non-loopback admin address
 //! requires the token (config validation and startup refuse otherwise).
 
-mod config_view;
+pub(crate) mod config_view;
 mod dashboard;
 mod feed;
 pub(crate) mod ready;
@@ -23,7 +23,7 @@ use hyper_util::server::conn::auto;
 use tokio::net::TcpListener;
 use tokio_util::sync::{CancellationToken, DropGuard};
 
-use crate::proxy::State;
+use crate::reload::Reloader;
 
 /// The running admin plane; dropping it stops the listener, its connections and the feed.
 #[derive(Debug)]
@@ -43,13 +43,16 @@ impl AdminHandle {
 ///
 /// # Errors
 /// The OS error when `addr` cannot be bound.
-pub(crate) async fn start(state: Arc<State>, addr: SocketAddr) -> std::io::Result<AdminHandle> {
+pub(crate) async fn start(
+    reloader: Arc<Reloader>,
+    addr: SocketAddr,
+) -> std::io::Result<AdminHandle> {
     let listener = TcpListener::bind(addr).await?;
     let addr = listener.local_addr()?;
     let stop = CancellationToken::new();
-    let feed = feed::Feed::new(state.clone());
+    let feed = feed::Feed::new(reloader.clone());
     tokio::spawn(feed.clone().run(stop.clone()));
-    let app = Arc::new(routes::Admin { state, feed });
+    let app = Arc::new(routes::Admin { reloader, feed });
     tokio::spawn(serve(listener, app, stop.clone()));
     Ok(AdminHandle {
         addr,

@@ -11,11 +11,11 @@ use http::{Method, Request, Response, StatusCode};
 use http_body::{Body, Frame, SizeHint};
 
 use super::feed::{Feed, FeedBody};
-use crate::proxy::State;
+use crate::reload::{ReloadError, Reloader};
 
 /// The admin plane's shared state.
 pub(super) struct Admin {
-    pub(super) state: Arc<State>,
+    pub(super) reloader: Arc<Reloader>,
     pub(super) feed: Arc<Feed>,
 }
 
@@ -96,18 +96,30 @@ impl Admin {
             "/" | "/admin" => Access::Open,
             _ => Access::Token,
         };
-        if req.method() != Method::GET && req.method() != Method::HEAD {
+        // Reads only, but for the reload: it changes the gateway, so it takes POST alone.
+        let (allowed, allow) = if path == "/admin/reload" {
+            (req.method() == Method::POST, "POST")
+        } else {
+            (
+                req.method() == Method::GET || req.method() == Method::HEAD,
+                "GET, HEAD",
+            )
+        };
+        if !allowed {
             let mut r = error(
                 StatusCode::METHOD_NOT_ALLOWED,
                 "method_not_allowed",
-                "the admin plane answers GET",
+                &format!("{path} answers {allow}"),
             );
             r.headers_mut()
-                .insert(header::ALLOW, HeaderValue::from_static("GET, HEAD"));
+                .insert(header::ALLOW, HeaderValue::from_static(allow));
             return r;
         }
+        // The generation in force now: this request's answer is about it.
+        let current = self.reloader.current();
+        let state = &*current;
         if access == Access::Token {
-            if let Some(token) = &self.state.config.server.admin_token {
+            if let Some(token) = &state.config.server.admin_token {
                 let given = req.headers().get(header::AUTHORIZATION);
                 if !given.is_some_and(|v| token.matches_header(v.as_bytes())) {
                     let mut r = error(
@@ -123,7 +135,6 @@ impl Admin {
                 }
             }
         }
-        let state = &self.state;
         match path {
             "/healthz" => full(
                 StatusCode::OK,
@@ -144,18 +155,33 @@ impl Admin {
                 "application/openmetrics-text; version=1.0.0; charset=utf-8",
                 state.telemetry.encode(),
             ),
-            "/admin/pools" => {
-                let pairs: Vec<(String, sluice_upstream::Upstream)> = state
-                    .config
-                    .upstreams
-                    .iter()
-                    .map(|u| u.name.clone())
-                    .zip(state.upstreams.iter().cloned())
-                    .collect();
-                json(StatusCode::OK, &crate::pools::snapshot_json(&pairs))
-            }
+            "/admin/pools" => json(
+                StatusCode::OK,
+                &crate::pools::snapshot_json(&state.pool_list()),
+            ),
             "/admin/targets" => json(StatusCode::OK, &crate::targets::snapshot_json(state)),
-            "/admin/config" => json(StatusCode::OK, &super::config_view::view(&state.config)),
+            "/admin/config" => {
+                let mut v = super::config_view::view(&state.config);
+                let g = &state.generation;
+                v["version"] = g.version.into();
+                v["loaded_at"] = humantime::format_rfc3339_seconds(g.loaded_at)
+                    .to_string()
+                    .into();
+                json(StatusCode::OK, &v)
+            }
+            "/admin/reload" => match self.reloader.reload().await {
+                Ok(outcome) => json(StatusCode::OK, &outcome.json()),
+                Err(e) => {
+                    let status = match e {
+                        ReloadError::Invalid(_) | ReloadError::NeedsRestart { .. } => {
+                            StatusCode::BAD_REQUEST
+                        }
+                        ReloadError::NoSource => StatusCode::CONFLICT,
+                        ReloadError::Build(_) => StatusCode::INTERNAL_SERVER_ERROR,
+                    };
+                    error(status, e.code(), &e.to_string())
+                }
+            },
             p if p == "/admin/keys" || p.starts_with("/admin/keys/") => {
                 // Reads the state store (Redis when shared), so across every instance.
                 let reply = crate::keys::admin_keys(&state.keys, &p["/admin/keys".len()..]).await;
@@ -194,7 +220,8 @@ impl Admin {
                     StatusCode::NOT_FOUND,
                     "not_found",
                     "admin paths: /metrics, /healthz, /readyz, /admin/, /admin/feed, \
-                     /admin/pools, /admin/targets, /admin/config, /admin/keys[/{id}]",
+                     /admin/pools, /admin/targets, /admin/config, /admin/keys[/{id}], \
+                     POST /admin/reload",
                 ),
             },
         }

@@ -48,7 +48,9 @@ pub(crate) async fn serve(
         return ClientBody::wrap(refused, guard, None, &conn);
     }
     let lease = BodyLease::new(ing.budget.clone());
-    let max = ing.state.config.server.max_request_body;
+    // The config generation this request runs on, to its end, whatever reloads meanwhile.
+    let state = ing.state.load_full();
+    let max = state.config.server.max_request_body;
     let declared = parts
         .headers
         .get(header::CONTENT_LENGTH)
@@ -76,7 +78,7 @@ pub(crate) async fn serve(
     parts.extensions.insert(lease.clone());
     let to = ing.timeouts;
     let body = IngressBody::new(body, lease.clone(), prepaid, started, to.body_idle, to.body);
-    let resp = proxy::handle(ing.state.clone(), Request::from_parts(parts, body)).await;
+    let resp = proxy::handle(state, Request::from_parts(parts, body)).await;
     ClientBody::wrap(resp, guard, Some(lease), &conn)
 }
 
@@ -136,7 +138,7 @@ fn refusal(
         header::CONTENT_TYPE,
         HeaderValue::from_static("application/json"),
     );
-    h.insert(REQUEST_ID, ing.state.request_id(parts));
+    h.insert(REQUEST_ID, ing.state.load().request_id(parts));
     if let Some(d) = retry_after {
         let secs = d.as_secs() + u64::from(d.subsec_nanos() > 0);
         h.insert(header::RETRY_AFTER, HeaderValue::from(secs.max(1)));
@@ -173,7 +175,7 @@ impl Drop for RequestGuard {
     fn drop(&mut self) {
         self.conn.request_ended();
         // Ended by the gateway (a closing connection, a shutdown) is not the client's cancel.
-        if !self.done && self.conn.closing().is_none() && !self.ing.state.draining.is_cancelled() {
+        if !self.done && self.conn.closing().is_none() && !self.ing.draining.is_cancelled() {
             self.ing.cancelled(&self.conn, self.client_ip);
         }
     }

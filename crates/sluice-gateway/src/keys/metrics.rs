@@ -43,8 +43,9 @@ pub(crate) struct KeyCounters {
     pub(crate) spend_micros: Counter,
 }
 
-/// The metric families of keys, limits and idempotency.
-#[derive(Debug, Default)]
+/// The metric families of keys, limits and idempotency. A clone shares the families (what a
+/// reload keeps).
+#[derive(Clone, Debug, Default)]
 pub(crate) struct KeyMetrics {
     requests: Family<KeyLabels, Counter>,
     tokens: Family<KeyTokenLabels, Counter>,

@@ -114,8 +114,18 @@ impl Keys {
         Keys::with_store(config, Store::in_memory(&s.memory, &s.idempotency))
     }
 
+    /// The keys of a reloaded `config` over this store and these metric families: counters,
+    /// limits and idempotency records already in the store carry on (a reload changes the
+    /// rules, not what was spent). `[state]` itself needs a restart.
+    pub(crate) fn reconfigure(&self, config: &Config) -> Keys {
+        Keys::build(config, self.inner.store.clone(), self.inner.metrics.clone())
+    }
+
     fn with_store(config: &Config, store: Store) -> Keys {
-        let metrics = KeyMetrics::default();
+        Keys::build(config, store, KeyMetrics::default())
+    }
+
+    fn build(config: &Config, store: Store, metrics: KeyMetrics) -> Keys {
         let keys = config
             .keys
             .iter()

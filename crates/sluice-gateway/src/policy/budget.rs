@@ -55,6 +55,11 @@ impl RetryBudget {
         }
     }
 
+    /// The settings it was built with (a reload keeps the budget when they are unchanged).
+    pub(crate) fn config(&self) -> BudgetConfig {
+        self.cfg
+    }
+
     fn with_current<R>(&self, f: impl FnOnce(&mut Bucket, &[Bucket; WINDOW_SECS]) -> R) -> R {
         let second = self.epoch.elapsed().as_secs();
         let mut b = self.buckets.lock();

@@ -23,6 +23,7 @@ mod memory;
 mod policy;
 mod raw;
 mod relay;
+mod reload;
 mod resets;
 mod shutdown;
 mod stalled_body;
