@@ -30,6 +30,8 @@ pub(crate) trait Writer: Send {
     fn start(&mut self, id: Option<JsonStr<'_>>, out: &mut Vec<Emitted>);
     /// Assistant text.
     fn text(&mut self, text: JsonStr<'_>, out: &mut Vec<Emitted>);
+    /// An OpenAI refusal message (`delta.refusal`).
+    fn refusal(&mut self, text: JsonStr<'_>, out: &mut Vec<Emitted>);
     /// Reasoning ("thinking") text.
     fn reasoning(&mut self, text: JsonStr<'_>, out: &mut Vec<Emitted>);
     /// A piece of tool call `key`.
@@ -111,6 +113,11 @@ impl<W: Writer> Writer for Guard<W> {
     fn text(&mut self, text: JsonStr<'_>, out: &mut Vec<Emitted>) {
         if !self.0.closed() {
             self.0.text(text, out);
+        }
+    }
+    fn refusal(&mut self, text: JsonStr<'_>, out: &mut Vec<Emitted>) {
+        if !self.0.closed() {
+            self.0.refusal(text, out);
         }
     }
     fn reasoning(&mut self, text: JsonStr<'_>, out: &mut Vec<Emitted>) {

@@ -182,6 +182,8 @@ pub struct OpenAiMessage {
     pub role: Option<String>,
     pub content: String,
     pub reasoning: String,
+    /// The `delta.refusal` fragments, joined.
+    pub refusal: String,
     /// (id, name, arguments) by index.
     pub tool_calls: Vec<(String, String, String)>,
     pub finish_reason: Option<String>,
@@ -247,6 +249,9 @@ pub fn openai_continue(m: &mut OpenAiMessage, out: &[Emitted]) {
         }
         if let Some(c) = delta.get("reasoning_content").and_then(Value::as_str) {
             m.reasoning.push_str(c);
+        }
+        if let Some(c) = delta.get("refusal").and_then(Value::as_str) {
+            m.refusal.push_str(c);
         }
         for tc in delta
             .get("tool_calls")

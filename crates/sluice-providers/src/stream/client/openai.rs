@@ -164,6 +164,19 @@ impl Writer for OpenAiWriter {
         }
     }
 
+    fn refusal(&mut self, text: JsonStr<'_>, out: &mut Vec<Emitted>) {
+        self.ensure_started(out);
+        if text.is_empty() {
+            return;
+        }
+        let doc = self.chunk();
+        doc.push_str("{\"refusal\":");
+        doc.push_str(text.literal());
+        doc.push('}');
+        doc.push_str(NO_FINISH);
+        self.enc.emit(None, EventKind::Content, out);
+    }
+
     fn reasoning(&mut self, text: JsonStr<'_>, out: &mut Vec<Emitted>) {
         self.ensure_started(out);
         if text.is_empty() {

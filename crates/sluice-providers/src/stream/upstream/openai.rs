@@ -73,7 +73,7 @@ impl Reader for OpenAiReader {
                 w.text(t, out);
             }
             if let Some(t) = JsonStr::opt(delta.refusal) {
-                w.text(t, out);
+                w.refusal(t, out);
             }
             for (pos, call) in delta.tool_calls.iter().flatten().enumerate() {
                 let function = call.function.as_ref();
