@@ -126,6 +126,9 @@ pub(crate) struct Answer {
 pub(crate) struct Choice {
     pub index: u32,
     pub text: String,
+    /// Reasoning (Anthropic thinking, Gemini thought summaries): for OpenAI clients, as
+    /// `reasoning_content`, the way streams send it.
+    pub reasoning: String,
     /// OpenAI's refusal message.
     pub refusal: Option<String>,
     pub tool_calls: Vec<ToolCall>,

@@ -19,6 +19,8 @@ use stream_support::*;
 #[derive(Debug, PartialEq)]
 struct Seen {
     text: String,
+    /// OpenAI clients: `reasoning_content`; Anthropic clients: thinking blocks.
+    reasoning: String,
     refusal: String,
     /// (id, name, arguments).
     tools: Vec<(String, String, Value)>,
@@ -63,6 +65,7 @@ fn from_body(op: Operation, provider: &ProviderKind, body: &Value) -> Seen {
                 .collect();
             Seen {
                 text: m["content"].as_str().unwrap_or("").to_owned(),
+                reasoning: m["reasoning_content"].as_str().unwrap_or("").to_owned(),
                 refusal: m["refusal"].as_str().unwrap_or("").to_owned(),
                 tools,
                 finish: v["choices"][0]["finish_reason"]
@@ -82,6 +85,11 @@ fn from_body(op: Operation, provider: &ProviderKind, body: &Value) -> Seen {
                     .iter()
                     .filter(|b| b["type"] == "text")
                     .map(|b| b["text"].as_str().unwrap())
+                    .collect(),
+                reasoning: blocks
+                    .iter()
+                    .filter(|b| b["type"] == "thinking")
+                    .map(|b| b["thinking"].as_str().unwrap())
                     .collect(),
                 refusal: String::new(),
                 tools: blocks
@@ -117,6 +125,7 @@ fn from_stream(op: Operation, provider: &ProviderKind, stream: &Bytes) -> Seen {
             let u = m.usage.expect("usage chunk");
             Seen {
                 text: m.content,
+                reasoning: m.reasoning,
                 refusal: m.refusal,
                 tools: m
                     .tool_calls
@@ -140,6 +149,12 @@ fn from_stream(op: Operation, provider: &ProviderKind, stream: &Bytes) -> Seen {
                     .blocks
                     .iter()
                     .filter(|b| b.kind == "text")
+                    .map(|b| b.text.as_str())
+                    .collect(),
+                reasoning: m
+                    .blocks
+                    .iter()
+                    .filter(|b| b.kind == "thinking")
                     .map(|b| b.text.as_str())
                     .collect(),
                 refusal: String::new(),
@@ -243,8 +258,12 @@ fn gemini(parts: &[Value], reason: &str) -> (Value, Bytes) {
 fn gemini_parts() -> Vec<(&'static str, Vec<Value>)> {
     vec![
         (
-            "text",
-            vec![json!({"text": "Hello"}), json!({"text": " there"})],
+            "a thought, then text",
+            vec![
+                json!({"text": "Thinking it over.", "thought": true}),
+                json!({"text": "Hello"}),
+                json!({"text": " there"}),
+            ],
         ),
         (
             "text and a signed call",
@@ -397,6 +416,10 @@ fn anthropic(blocks: &[Value], reason: &str, stop_sequence: Option<&str>) -> (Va
     )];
     for (i, b) in blocks.iter().enumerate() {
         let (start, delta) = match b["type"].as_str().unwrap() {
+            "thinking" => (
+                json!({"type": "thinking", "thinking": "", "signature": ""}),
+                json!({"type": "thinking_delta", "thinking": b["thinking"]}),
+            ),
             "text" => (
                 json!({"type": "text", "text": ""}),
                 json!({"type": "text_delta", "text": b["text"]}),
@@ -431,7 +454,13 @@ fn anthropic(blocks: &[Value], reason: &str, stop_sequence: Option<&str>) -> (Va
 fn anthropic_stop_reasons_agree_between_stream_and_body() {
     let provider = ProviderKind::anthropic();
     let variants = [
-        ("text", vec![json!({"type": "text", "text": "Hello there"})]),
+        (
+            "thinking, then text",
+            vec![
+                json!({"type": "thinking", "thinking": "Let me see.", "signature": "sig"}),
+                json!({"type": "text", "text": "Hello there"}),
+            ],
+        ),
         (
             "text and a tool call",
             vec![

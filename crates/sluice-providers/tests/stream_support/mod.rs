@@ -373,6 +373,12 @@ pub fn anthropic_continue(m: &mut AnthropicMessage, out: &[Emitted]) {
                         assert_eq!(b.kind, "tool_use");
                         b.input_json.push_str(d["partial_json"].as_str().unwrap());
                     }
+                    // A thinking block's text goes in `text` (its kind tells them apart).
+                    "thinking_delta" => {
+                        assert_eq!(b.kind, "thinking");
+                        b.text.push_str(d["thinking"].as_str().unwrap());
+                    }
+                    "signature_delta" => assert_eq!(b.kind, "thinking"),
                     other => panic!("unexpected delta {other}"),
                 }
             }
