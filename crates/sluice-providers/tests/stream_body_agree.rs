@@ -12,7 +12,7 @@ use sluice_providers::request::{translate_request, RequestOptions};
 use sluice_providers::response::{translate_response, ResponseOptions};
 use sluice_providers::shape::gemini::gemini_call_id;
 use sluice_providers::stream::{translator, StreamOptions};
-use sluice_providers::{Operation, ProviderKind};
+use sluice_providers::{Operation, ProviderKind, Usage};
 use stream_support::*;
 
 /// What a client ends up with, read from a body or accumulated from a stream.
@@ -27,6 +27,8 @@ struct Seen {
     finish: String,
     /// (input, output) as the client's own usage fields say them.
     usage: (u64, u64),
+    /// The usage the gateway records (logs, `sluice_tokens_total`).
+    recorded: Option<Usage>,
 }
 
 fn args_value(s: &str) -> Value {
@@ -48,6 +50,7 @@ fn from_body(op: Operation, provider: &ProviderKind, body: &Value) -> Seen {
     )
     .unwrap_or_else(|e| panic!("{e}: {body}"));
     let v: Value = serde_json::from_slice(&r.body).unwrap();
+    let recorded = r.usage;
     match op {
         Operation::ChatCompletions => {
             let m = &v["choices"][0]["message"];
@@ -76,6 +79,7 @@ fn from_body(op: Operation, provider: &ProviderKind, body: &Value) -> Seen {
                     v["usage"]["prompt_tokens"].as_u64().unwrap(),
                     v["usage"]["completion_tokens"].as_u64().unwrap(),
                 ),
+                recorded,
             }
         }
         _ => {
@@ -108,6 +112,7 @@ fn from_body(op: Operation, provider: &ProviderKind, body: &Value) -> Seen {
                     v["usage"]["input_tokens"].as_u64().unwrap(),
                     v["usage"]["output_tokens"].as_u64().unwrap(),
                 ),
+                recorded,
             }
         }
     }
@@ -118,6 +123,7 @@ fn from_stream(op: Operation, provider: &ProviderKind, stream: &Bytes) -> Seen {
     opts.client_wants_usage = true;
     let mut t = translator(&opts);
     let r = run_with(t.as_mut(), stream, &[]);
+    let recorded = r.usage;
     match op {
         Operation::ChatCompletions => {
             let m = openai_message(&r.out);
@@ -137,6 +143,7 @@ fn from_stream(op: Operation, provider: &ProviderKind, stream: &Bytes) -> Seen {
                     u["prompt_tokens"].as_u64().unwrap(),
                     u["completion_tokens"].as_u64().unwrap(),
                 ),
+                recorded,
             }
         }
         _ => {
@@ -173,6 +180,7 @@ fn from_stream(op: Operation, provider: &ProviderKind, stream: &Bytes) -> Seen {
                         .unwrap(),
                     u["output_tokens"].as_u64().unwrap(),
                 ),
+                recorded,
             }
         }
     }
@@ -234,7 +242,7 @@ const GEMINI_REASONS: [&str; 18] = [
 /// One Gemini answer as a `generateContent` body and as a `streamGenerateContent` stream (a
 /// chunk per part, the finish reason on the last one, usage cumulative in each).
 fn gemini(parts: &[Value], reason: &str) -> (Value, Bytes) {
-    let usage = |out: usize| json!({"promptTokenCount": 7, "candidatesTokenCount": out, "thoughtsTokenCount": 2, "totalTokenCount": 9 + out});
+    let usage = |out: usize| json!({"promptTokenCount": 7, "cachedContentTokenCount": 3, "candidatesTokenCount": out, "thoughtsTokenCount": 2, "totalTokenCount": 9 + out});
     let body = json!({
         "candidates": [{"content": {"role": "model", "parts": parts}, "finishReason": reason, "index": 0}],
         "usageMetadata": usage(parts.len()),
@@ -314,6 +322,16 @@ fn gemini_finish_reasons_agree_between_stream_and_body() {
             assert_eq!(
                 (openai.finish.as_str(), anthropic.finish.as_str()),
                 (o, a),
+                "{reason}, {what}"
+            );
+            assert_eq!(
+                openai.recorded,
+                Some(Usage {
+                    input: 7,
+                    output: parts.len() as u64 + 2,
+                    cached_input: 3,
+                    reasoning: 2
+                }),
                 "{reason}, {what}"
             );
             assert_eq!(
@@ -408,11 +426,11 @@ fn anthropic(blocks: &[Value], reason: &str, stop_sequence: Option<&str>) -> (Va
     let body = json!({
         "id": "msg_1", "type": "message", "role": "assistant", "model": "claude",
         "content": blocks, "stop_reason": reason, "stop_sequence": stop_sequence,
-        "usage": {"input_tokens": 11, "output_tokens": 6},
+        "usage": {"input_tokens": 11, "cache_read_input_tokens": 4, "output_tokens": 6},
     });
     let mut ev = vec![(
         Some("message_start"),
-        json!({"type": "message_start", "message": {"id": "msg_1", "type": "message", "role": "assistant", "model": "claude", "content": [], "stop_reason": null, "stop_sequence": null, "usage": {"input_tokens": 11, "output_tokens": 1}}}),
+        json!({"type": "message_start", "message": {"id": "msg_1", "type": "message", "role": "assistant", "model": "claude", "content": [], "stop_reason": null, "stop_sequence": null, "usage": {"input_tokens": 11, "cache_read_input_tokens": 4, "output_tokens": 1}}}),
     )];
     for (i, b) in blocks.iter().enumerate() {
         let (start, delta) = match b["type"].as_str().unwrap() {
@@ -523,7 +541,7 @@ fn openai(
     if !tool_calls.is_empty() {
         message["tool_calls"] = json!(tool_calls);
     }
-    let usage = json!({"prompt_tokens": 9, "completion_tokens": 4, "total_tokens": 13});
+    let usage = json!({"prompt_tokens": 9, "completion_tokens": 4, "total_tokens": 13, "prompt_tokens_details": {"cached_tokens": 2}, "completion_tokens_details": {"reasoning_tokens": 1}});
     let body = json!({
         "id": "chatcmpl-1", "object": "chat.completion", "created": 1, "model": "gpt",
         "choices": [{"index": 0, "message": message, "finish_reason": reason, "logprobs": null}],
