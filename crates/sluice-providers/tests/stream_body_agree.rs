@@ -18,6 +18,8 @@ use stream_support::*;
 /// What a client ends up with, read from a body or accumulated from a stream.
 #[derive(Debug, PartialEq)]
 struct Seen {
+    /// The model the answer names.
+    model: String,
     text: String,
     /// OpenAI clients: `reasoning_content`; Anthropic clients: thinking blocks.
     reasoning: String,
@@ -67,6 +69,7 @@ fn from_body(op: Operation, provider: &ProviderKind, body: &Value) -> Seen {
                 })
                 .collect();
             Seen {
+                model: v["model"].as_str().unwrap().to_owned(),
                 text: m["content"].as_str().unwrap_or("").to_owned(),
                 reasoning: m["reasoning_content"].as_str().unwrap_or("").to_owned(),
                 refusal: m["refusal"].as_str().unwrap_or("").to_owned(),
@@ -85,6 +88,7 @@ fn from_body(op: Operation, provider: &ProviderKind, body: &Value) -> Seen {
         _ => {
             let blocks = v["content"].as_array().unwrap();
             Seen {
+                model: v["model"].as_str().unwrap().to_owned(),
                 text: blocks
                     .iter()
                     .filter(|b| b["type"] == "text")
@@ -130,6 +134,7 @@ fn from_stream(op: Operation, provider: &ProviderKind, stream: &Bytes) -> Seen {
             assert!(m.error.is_none() && m.done, "{:?}", m.error);
             let u = m.usage.expect("usage chunk");
             Seen {
+                model: m.model,
                 text: m.content,
                 reasoning: m.reasoning,
                 refusal: m.refusal,
@@ -152,6 +157,7 @@ fn from_stream(op: Operation, provider: &ProviderKind, stream: &Bytes) -> Seen {
             let u = m.usage.expect("message_delta usage");
             let start = m.start_usage.unwrap_or_default();
             Seen {
+                model: m.model,
                 text: m
                     .blocks
                     .iter()
@@ -258,7 +264,7 @@ fn gemini(parts: &[Value], reason: &str) -> (Value, Bytes) {
         chunks.push((None, json!({"candidates": [cand], "usageMetadata": usage(i + 1), "modelVersion": "gemini-3-pro", "responseId": "resp-1"})));
     }
     if parts.is_empty() {
-        chunks.push((None, json!({"candidates": [{"finishReason": reason, "index": 0}], "usageMetadata": usage(0), "responseId": "resp-1"})));
+        chunks.push((None, json!({"candidates": [{"finishReason": reason, "index": 0}], "usageMetadata": usage(0), "modelVersion": "gemini-3-pro", "responseId": "resp-1"})));
     }
     (body, sse(&chunks))
 }

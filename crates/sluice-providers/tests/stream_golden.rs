@@ -174,7 +174,8 @@ fn openai_text_to_anthropic() {
     assert_eq!(&k[k.len() - 3..], [Content, Trailer, Trailer]);
     let m = anthropic_message(&r.out);
     assert_eq!(m.id, "chatcmpl-123");
-    assert_eq!(m.model, "client-model");
+    // What answered (the upstream's `model`), as a whole response names it.
+    assert_eq!(m.model, "gpt-4o-mini");
     assert_eq!(m.blocks.len(), 1);
     assert_eq!(m.blocks[0].kind, "text");
     assert_eq!(m.blocks[0].text, "Hello! How can I \"help\" you\ntoday?");

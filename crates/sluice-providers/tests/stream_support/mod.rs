@@ -179,6 +179,7 @@ pub fn decode_one(bytes: &Bytes) -> (String, String) {
 #[derive(Debug, Default)]
 pub struct OpenAiMessage {
     pub id: String,
+    pub model: String,
     pub role: Option<String>,
     pub content: String,
     pub reasoning: String,
@@ -226,6 +227,7 @@ pub fn openai_continue(m: &mut OpenAiMessage, out: &[Emitted]) {
         assert!(v["created"].is_u64());
         assert!(v["model"].is_string());
         let id = v["id"].as_str().expect("id").to_owned();
+        m.model = v["model"].as_str().unwrap().to_owned();
         if m.id.is_empty() {
             m.id = id;
         } else {

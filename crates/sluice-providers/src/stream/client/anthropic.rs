@@ -149,7 +149,7 @@ impl AnthropicWriter {
 
     fn ensure_started(&mut self, out: &mut Vec<Emitted>) {
         if !self.started {
-            self.start(None, out);
+            self.start(None, None, out);
         }
     }
 
@@ -264,11 +264,17 @@ impl AnthropicWriter {
 }
 
 impl Writer for AnthropicWriter {
-    fn start(&mut self, id: Option<JsonStr<'_>>, out: &mut Vec<Emitted>) {
+    fn start(
+        &mut self,
+        id: Option<JsonStr<'_>>,
+        model: Option<JsonStr<'_>>,
+        out: &mut Vec<Emitted>,
+    ) {
         if self.started {
             return;
         }
         self.started = true;
+        self.cfg.answered_by(model);
         if self.id.is_none() {
             self.id =
                 Some(id.map_or_else(|| JsonString::escape("msg_sluice"), JsonString::from_json));

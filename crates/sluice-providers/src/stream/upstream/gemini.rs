@@ -69,7 +69,11 @@ impl Reader for GeminiReader {
             if let Some(u) = self.usage() {
                 w.usage(u);
             }
-            w.start(JsonStr::opt(r.response_id), out);
+            w.start(
+                JsonStr::opt(r.response_id),
+                JsonStr::opt(r.model_version),
+                out,
+            );
         }
         let Some(candidate) = r.candidates.and_then(|c| c.first) else {
             if r.prompt_feedback.and_then(|p| p.block_reason).is_some() {

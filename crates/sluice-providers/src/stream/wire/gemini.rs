@@ -18,6 +18,8 @@ pub(crate) struct Response<'a> {
     #[serde(borrow, default)]
     pub(crate) response_id: Option<&'a RawValue>,
     #[serde(borrow, default)]
+    pub(crate) model_version: Option<&'a RawValue>,
+    #[serde(borrow, default)]
     pub(crate) prompt_feedback: Option<PromptFeedback<'a>>,
     #[serde(borrow, default)]
     pub(crate) error: Option<&'a RawValue>,
