@@ -663,3 +663,30 @@ fn an_openai_refusal_stays_a_refusal_for_an_openai_client() {
         "as OpenAI said it"
     );
 }
+
+/// A prompt Gemini blocked (no candidates, `promptFeedback.blockReason`) is a filtered answer
+/// either way.
+#[test]
+fn a_blocked_gemini_prompt_agrees_between_stream_and_body() {
+    for reason in [
+        "SAFETY",
+        "OTHER",
+        "BLOCKLIST",
+        "PROHIBITED_CONTENT",
+        "IMAGE_SAFETY",
+    ] {
+        let body = json!({
+            "promptFeedback": {"blockReason": reason},
+            "usageMetadata": {"promptTokenCount": 7, "totalTokenCount": 7},
+            "modelVersion": "gemini-3-pro",
+            "responseId": "resp-1",
+        });
+        let stream = sse(&[(None, body.clone())]);
+        let (openai, anthropic) = agree(&ProviderKind::Gemini, &body, &stream, reason);
+        assert_eq!(
+            (openai.finish.as_str(), anthropic.finish.as_str()),
+            ("content_filter", "refusal")
+        );
+        assert_eq!((openai.text.as_str(), openai.usage), ("", (7, 0)));
+    }
+}
