@@ -532,11 +532,17 @@ fn anthropic_stop_reasons_agree_between_stream_and_body() {
 
 // ---- OpenAI ----
 
-/// An OpenAI answer: `content`, `refusal`, tool calls (id, name, arguments).
+/// A tool call: id, name, arguments.
+type Call<'a> = (&'a str, &'a str, &'a str);
+
+/// What a case is, its `content`, its `refusal` and its calls.
+type Variant<'a> = (&'a str, Option<&'a str>, Option<&'a str>, &'a [Call<'a>]);
+
+/// An OpenAI answer: `content`, `refusal`, tool calls.
 fn openai(
     content: Option<&str>,
     refusal: Option<&str>,
-    calls: &[(&str, &str, &str)],
+    calls: &[Call<'_>],
     reason: &str,
 ) -> (Value, Bytes) {
     let tool_calls: Vec<Value> = calls
@@ -598,7 +604,7 @@ fn openai(
 fn openai_finish_reasons_and_refusals_agree_between_stream_and_body() {
     let provider = ProviderKind::OpenAi;
     let call = [("call.1:x", "get_weather", r#"{"city":"Paris"}"#)];
-    let variants: [(&str, Option<&str>, Option<&str>, &[(&str, &str, &str)]); 5] = [
+    let variants: [Variant<'_>; 5] = [
         ("text", Some("Hello there"), None, &[]),
         ("a refusal", None, Some("I can't help with that."), &[]),
         (
