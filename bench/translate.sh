@@ -9,9 +9,11 @@
 # Three measures, rounds interleaved (pass, anthropic, gemini, pass, ...) so that the shared
 # machine's drift hits all routes alike, with the medians over the rounds:
 #   closed loop, c=CONCURRENCY, SECONDS per run: non-streaming req/s and latency p50/p99;
-#   streams, STREAMS per run (c=STREAM_C, 10 tokens 5 ms apart): first-event latency p50/p99
-#     (request sent -> first complete SSE event the client gets, i.e. the committed first
-#     content; a translated stream's role chunk is held until then, as a passthrough's is);
+#   streams, STREAMS per run (c=STREAM_C, 10 tokens, no gap between events): first-event
+#     latency p50/p99 (request sent -> first complete SSE event the client gets: the held
+#     preamble flushed with the first content, translated or not). No gap, because the mock
+#     paces every event, preamble included, and each format has a different preamble (Gemini
+#     none, Anthropic three events): with gaps the figure would measure the mock's format.
 #   open loop at RATE req/s for RATE*SECONDS requests (below saturation): the gateway's CPU
 #     time per request (utime + stime of its process from /proc, over the run) and p50/p99.
 #
@@ -110,13 +112,13 @@ for round in $(seq "$ROUNDS"); do
 done
 
 echo
-echo "streaming, $STREAMS streams per run (c=$STREAM_C, 10 tokens 5 ms apart), $ROUNDS rounds interleaved"
+echo "streaming, $STREAMS streams per run (c=$STREAM_C, 10 tokens, no gap), $ROUNDS rounds interleaved"
 printf '%-13s %-6s %14s %14s %7s\n' route round first_p50_ms first_p99_ms errors
 declare -A F50 F99
 for round in $(seq "$ROUNDS"); do
   for m in "${ROUTES[@]}"; do
     "$BIN" bench stream --url "http://$GW/v1/chat/completions" --protocol http1 -c "$STREAM_C" -n "$STREAMS" \
-      --ramp 200ms --body "$(stream_body "$m")" -H 'x-mock: tokens=10, interval_ms=5' --json > "$WORK/r.json"
+      --ramp 200ms --body "$(stream_body "$m")" -H 'x-mock: tokens=10, interval_ms=0' --json > "$WORK/r.json"
     p=$(field 'round(r["first_event"]["p50_ms"], 3)'); q=$(field 'round(r["first_event"]["p99_ms"], 3)')
     F50[$m]="${F50[$m]:-} $p"; F99[$m]="${F99[$m]:-} $q"
     printf '%-13s %-6s %14s %14s %7s\n' "$m" "$round" "$p" "$q" "$(field 'r["errors"] + r["timeouts"]')"
