@@ -43,6 +43,7 @@ use tokio_rustls::TlsAcceptor;
 
 pub use knobs::{Behavior, ErrorKind, FailWith, KnobError, PrefillMode, SILENT_LIMIT};
 pub use route::{MOCK_HEADER, REQUEST_ID_HEADER};
+pub use shapes::gemini::THOUGHT_SIGNATURE;
 pub use shapes::Api;
 pub use stats::{
     CloseReason, ConnRecord, Outcome, PrefillRecord, Protocol, ReqRecord, Snapshot, Stats, Totals,

@@ -54,6 +54,11 @@ impl Finish {
     /// A Gemini `finishReason`; `has_function_calls` when the candidate's parts include a
     /// `functionCall` (Gemini says `STOP` for those).
     pub fn from_gemini(reason: &str, has_function_calls: bool) -> Finish {
+        // The one reading of Gemini's reasons, for bodies and streams alike (the table in
+        // provider-formats.md §5, LiteLLM's): an answer cut for any reason but its own end or
+        // its limit is a filtered one, so that a client never takes a withheld answer for a
+        // complete `stop`. `LANGUAGE` (an unsupported language), `OTHER`, `NO_IMAGE` and
+        // `IMAGE_OTHER` end the answer without the model finishing it.
         let finish = match reason {
             "MAX_TOKENS" => Finish::Length,
             "SAFETY"
@@ -72,39 +77,29 @@ impl Finish {
             // TOO_MANY_TOOL_CALLS (no usable call came back) and anything newer.
             _ => Finish::Stop,
         };
-        if has_function_calls && finish == Finish::Stop {
-            Finish::ToolCalls
-        } else {
-            finish
-        }
+        finish.after_tools(has_function_calls)
     }
 
     /// A `finishReason` on a Gemini stream chunk: `None` for `FINISH_REASON_UNSPECIFIED`
-    /// (the chunk finished nothing). Whether the answer called functions is not known from
-    /// one chunk (the calls may come in an earlier one): the stream applies
-    /// [`Finish::after_tools`] when it writes the reason.
-    ///
-    /// NOTE: `LANGUAGE`, `OTHER`, `NO_IMAGE` and `IMAGE_OTHER` read as [`Finish::Stop`] here
-    /// and as [`Finish::ContentFilter`] in [`Finish::from_gemini`] (LiteLLM's reading, which
-    /// whole responses follow). The stream and response translations were written apart and
-    /// disagree on these four; the difference is kept as it was when their two maps became
-    /// this one, and is to be settled here.
+    /// (the chunk finished nothing), else exactly what [`Finish::from_gemini`] reads for a
+    /// whole response, so a stream and a body that end the same way end the same way for the
+    /// client. Whether the answer called functions is not known from one chunk (the calls may
+    /// come in an earlier one): the stream applies [`Finish::after_tools`] when it writes the
+    /// reason, the rule [`Finish::from_gemini`] applies with `has_function_calls`.
     pub(crate) fn from_gemini_chunk(reason: &str) -> Option<Finish> {
         match reason {
             "FINISH_REASON_UNSPECIFIED" => None,
-            "LANGUAGE" | "OTHER" | "NO_IMAGE" | "IMAGE_OTHER" => Some(Finish::Stop),
             other => Some(Finish::from_gemini(other, false)),
         }
     }
 
-    /// A natural end after tool calls is a tool-call stop: Gemini says `STOP` after
-    /// `functionCall` parts, and some OpenAI-compatible servers say `stop` after tool calls;
-    /// agents that wait for `tool_calls`/`tool_use` would otherwise stop (pitfalls 3 and 4).
-    /// (A whole response also turns a stop sequence after tool calls into
-    /// [`Finish::ToolCalls`]; a stream keeps it.)
+    /// A natural end (or a stop sequence) after tool calls is a tool-call stop: Gemini says
+    /// `STOP` after `functionCall` parts, and some OpenAI-compatible servers say `stop` after
+    /// tool calls; agents that wait for `tool_calls`/`tool_use` would otherwise stop with the
+    /// calls unanswered (pitfalls 3 and 4). Whole responses and streams both end by this rule.
     pub fn after_tools(self, tools_seen: bool) -> Finish {
         match self {
-            Finish::Stop if tools_seen => Finish::ToolCalls,
+            Finish::Stop | Finish::StopSequence if tools_seen => Finish::ToolCalls,
             other => other,
         }
     }
@@ -180,7 +175,15 @@ mod tests {
     fn after_tools() {
         assert_eq!(Finish::Stop.after_tools(true), Finish::ToolCalls);
         assert_eq!(Finish::Stop.after_tools(false), Finish::Stop);
-        assert_eq!(Finish::StopSequence.after_tools(true), Finish::StopSequence);
+        assert_eq!(Finish::StopSequence.after_tools(true), Finish::ToolCalls);
+        assert_eq!(
+            Finish::StopSequence.after_tools(false),
+            Finish::StopSequence
+        );
+        assert_eq!(
+            Finish::ContentFilter.after_tools(true),
+            Finish::ContentFilter
+        );
         assert_eq!(Finish::Length.after_tools(true), Finish::Length);
     }
 
@@ -199,9 +202,16 @@ mod tests {
             Finish::from_gemini_chunk("MAX_TOKENS").map(|f| f.after_tools(true)),
             Some(Finish::Length)
         );
-        // The four the NOTE on `from_gemini_chunk` is about.
-        for r in ["LANGUAGE", "OTHER", "NO_IMAGE", "IMAGE_OTHER"] {
-            assert_eq!(Finish::from_gemini_chunk(r), Some(Finish::Stop));
+        // Once read apart (streams said `stop`), now one reading.
+        for r in [
+            "LANGUAGE",
+            "OTHER",
+            "NO_IMAGE",
+            "IMAGE_OTHER",
+            "SAFETY",
+            "SPII",
+        ] {
+            assert_eq!(Finish::from_gemini_chunk(r), Some(Finish::ContentFilter));
             assert_eq!(Finish::from_gemini(r, false), Finish::ContentFilter);
         }
     }

@@ -126,6 +126,9 @@ pub(crate) struct Answer {
 pub(crate) struct Choice {
     pub index: u32,
     pub text: String,
+    /// Reasoning (Anthropic thinking, Gemini thought summaries): for OpenAI clients, as
+    /// `reasoning_content`, the way streams send it.
+    pub reasoning: String,
     /// OpenAI's refusal message.
     pub refusal: Option<String>,
     pub tool_calls: Vec<ToolCall>,
@@ -136,16 +139,10 @@ pub(crate) struct Choice {
 
 impl Choice {
     /// A turn that made tool calls ended because of them, whatever the provider said
-    /// (Gemini says `STOP`; some OpenAI-compatible servers say `stop`).
-    ///
-    /// NOTE: this also turns a stop sequence into [`Finish::ToolCalls`], where a stream
-    /// ([`Finish::after_tools`]) keeps `stop_sequence` (only Anthropic reports one). Written
-    /// apart and kept as they were when the finish maps were merged; to be settled together.
+    /// (Gemini says `STOP`; some OpenAI-compatible servers say `stop`): the rule streams
+    /// follow too ([`Finish::after_tools`]).
     fn settle_finish(&mut self) {
-        if !self.tool_calls.is_empty() && matches!(self.finish, Finish::Stop | Finish::StopSequence)
-        {
-            self.finish = Finish::ToolCalls;
-        }
+        self.finish = self.finish.after_tools(!self.tool_calls.is_empty());
     }
 }
 

@@ -113,7 +113,9 @@ pub struct StreamOptions<'a> {
     pub op: Operation,
     /// The provider streaming.
     pub provider: &'a ProviderKind,
-    /// The model name sent upstream (what the client's events name as the model).
+    /// The model name sent upstream: what a translated stream's events name as the model
+    /// until the upstream names the one that answers (Anthropic `message_start`, an OpenAI
+    /// chunk's `model`, Gemini `modelVersion`), as a whole response does.
     pub model: &'a str,
     /// The client asked for usage in its stream (OpenAI `include_usage`); if not, a usage
     /// chunk the gateway asked for on its own is removed from the client's stream.

@@ -6,6 +6,7 @@ mod stream_support;
 
 use bytes::Bytes;
 use serde_json::{json, Value};
+use sluice_providers::shape::gemini::{client_call_id, gemini_call_id};
 use sluice_providers::stream::{classify_event, translator, EventKind, StreamOptions};
 use sluice_providers::{Family, Operation, ProviderKind, Usage};
 use sluice_sse::{Decoder, Item};
@@ -173,7 +174,8 @@ fn openai_text_to_anthropic() {
     assert_eq!(&k[k.len() - 3..], [Content, Trailer, Trailer]);
     let m = anthropic_message(&r.out);
     assert_eq!(m.id, "chatcmpl-123");
-    assert_eq!(m.model, "client-model");
+    // What answered (the upstream's `model`), as a whole response names it.
+    assert_eq!(m.model, "gpt-4o-mini");
     assert_eq!(m.blocks.len(), 1);
     assert_eq!(m.blocks[0].kind, "text");
     assert_eq!(m.blocks[0].text, "Hello! How can I \"help\" you\ntoday?");
@@ -411,6 +413,15 @@ fn gemini_text_to_openai() {
     );
 }
 
+/// The client id of gemini_function_call.sse's call, and the check that it carries the
+/// fixture's signature.
+fn gemini_fixture_call_id() -> String {
+    let sig = "CikBcsjafFK168IbtVtoxVV0Tsn8O+eU45rzJahzwuKGmMbdMdfpmNpgBwplAXLI2nyA";
+    let id = client_call_id(None, Some("qpc2afWVFJK4vr0Pq6WiyAU"), 0, Some(sig));
+    assert_eq!(gemini_call_id(&id).thought_signature.as_deref(), Some(sig));
+    id
+}
+
 #[test]
 fn gemini_function_call_to_openai() {
     let r = run(
@@ -420,7 +431,9 @@ fn gemini_function_call_to_openai() {
     let m = openai_message(&r.out);
     assert_eq!(m.tool_calls.len(), 1);
     let (id, name, a) = &m.tool_calls[0];
-    assert_eq!(id, "call_qpc2afWVFJK4vr0Pq6WiyAU_0");
+    // The id a whole response gives the call: made up (Gemini gave none), carrying the
+    // part's thoughtSignature back to Gemini on the client's next request.
+    assert_eq!(id, &gemini_fixture_call_id());
     assert_eq!(name, "getWeather");
     assert_eq!(args(a), json!({"location": "Tokyo"}));
     // Gemini says STOP; the client must hear tool_calls.
@@ -513,7 +526,7 @@ fn gemini_function_call_to_anthropic() {
     let b = &m.blocks[0];
     assert_eq!(b.kind, "tool_use");
     assert_eq!(b.name, "getWeather");
-    assert_eq!(b.id, "toolu_qpc2afWVFJK4vr0Pq6WiyAU_0");
+    assert_eq!(b.id, gemini_fixture_call_id());
     // Pitfall 1: the arguments reach the client (one input_json_delta with all of them).
     assert_eq!(args(&b.input_json), json!({"location": "Tokyo"}));
     assert!(b.stopped);

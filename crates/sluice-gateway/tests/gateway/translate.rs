@@ -233,3 +233,113 @@ async fn usage_is_recorded_for_every_request_and_the_unasked_usage_chunk_is_remo
         "{metrics}"
     );
 }
+
+/// A Gemini 3 function call streamed to an OpenAI or Anthropic client comes back in the
+/// client's next request (its tool result) with the `thoughtSignature` Gemini put on the
+/// call's part, exactly: the id the client got carries it (Gemini refuses the turn without).
+#[tokio::test]
+async fn a_streamed_gemini_calls_thought_signature_makes_the_round_trip() {
+    let mock = mock("").await;
+    let gw = gateway_as(&mock, "gemini", "").await;
+    let thinking_call = "tools, tokens=3, reasoning_tokens=4";
+    let tools_openai = r#"[{"type":"function","function":{"name":"search","parameters":{"type":"object","properties":{"query":{"type":"string"}}}}}]"#;
+    let tools_anthropic = r#"[{"name":"search","input_schema":{"type":"object","properties":{"query":{"type":"string"}}}}]"#;
+    for (path, first) in [
+        (
+            "/v1/chat/completions",
+            format!(
+                r#"{{"model":"gemini-3-pro","stream":true,"messages":[{{"role":"user","content":"find"}}],"tools":{tools_openai}}}"#
+            ),
+        ),
+        (
+            "/v1/messages",
+            format!(
+                r#"{{"model":"gemini-3-pro","max_tokens":100,"stream":true,"messages":[{{"role":"user","content":"find"}}],"tools":{tools_anthropic}}}"#
+            ),
+        ),
+    ] {
+        let s = h1(gw.addr(), request("POST", path, thinking_call, &first)).await;
+        assert_eq!(
+            s.status,
+            200,
+            "{path}: {}",
+            String::from_utf8_lossy(&s.body)
+        );
+        // The call's id and arguments, as the client's SDK accumulates them.
+        let (mut id, mut name, mut args) = (String::new(), String::new(), String::new());
+        for (_, d) in sse(&s.body) {
+            let Ok(v) = serde_json::from_str::<serde_json::Value>(&d) else {
+                continue;
+            };
+            let call = &v["choices"][0]["delta"]["tool_calls"][0];
+            let block = &v["content_block"];
+            if let Some(i) = call["id"].as_str().or(block["id"].as_str()) {
+                id = i.to_string();
+            }
+            if let Some(n) = call["function"]["name"].as_str().or(block["name"].as_str()) {
+                name = n.to_string();
+            }
+            if let Some(a) = call["function"]["arguments"]
+                .as_str()
+                .or(v["delta"]["partial_json"].as_str())
+            {
+                args.push_str(a);
+            }
+        }
+        assert_eq!(
+            name,
+            "search",
+            "{path}: {}",
+            String::from_utf8_lossy(&s.body)
+        );
+        let input: serde_json::Value = serde_json::from_str(&args).unwrap();
+        let next = if path == "/v1/messages" {
+            serde_json::json!({
+                "model": "gemini-3-pro", "max_tokens": 100,
+                "messages": [
+                    {"role": "user", "content": "find"},
+                    {"role": "assistant", "content": [{"type": "tool_use", "id": id, "name": name, "input": input}]},
+                    {"role": "user", "content": [{"type": "tool_result", "tool_use_id": id, "content": "found it"}]},
+                ],
+                "tools": serde_json::from_str::<serde_json::Value>(tools_anthropic).unwrap(),
+            })
+        } else {
+            serde_json::json!({
+                "model": "gemini-3-pro",
+                "messages": [
+                    {"role": "user", "content": "find"},
+                    {"role": "assistant", "content": null, "tool_calls": [{"id": id, "type": "function", "function": {"name": name, "arguments": args}}]},
+                    {"role": "tool", "tool_call_id": id, "content": "found it"},
+                ],
+                "tools": serde_json::from_str::<serde_json::Value>(tools_openai).unwrap(),
+            })
+        };
+        let r = h1(
+            gw.addr(),
+            request("POST", path, "tokens=2", &next.to_string()),
+        )
+        .await;
+        assert_eq!(
+            r.status,
+            200,
+            "{path}: {}",
+            String::from_utf8_lossy(&r.body)
+        );
+        // What Gemini received: the call part with its signature, then the result.
+        let snap = mock.stats().snapshot();
+        let sent: serde_json::Value =
+            serde_json::from_slice(&snap.requests.last().unwrap().body).unwrap();
+        let call_part = &sent["contents"][1]["parts"][0];
+        assert_eq!(
+            call_part["thoughtSignature"],
+            sluice_mock::THOUGHT_SIGNATURE,
+            "{path}: {sent}"
+        );
+        assert_eq!(call_part["functionCall"]["name"], "search", "{sent}");
+        assert_eq!(call_part["functionCall"]["args"], input, "{sent}");
+        assert_eq!(
+            sent["contents"][2]["parts"][0]["functionResponse"]["name"], "search",
+            "{sent}"
+        );
+    }
+}

@@ -226,8 +226,17 @@ fn candidate(c: &Completion, parts: Option<Value>, finish: bool) -> Value {
     cand
 }
 
+/// The `thoughtSignature` a thinking answer (`reasoning_tokens` > 0) puts on its function call
+/// part, as Gemini 3 does: opaque base64 (with `+`, `/` and padding, which a gateway that
+/// carries it through a tool-call id must give back exactly).
+pub const THOUGHT_SIGNATURE: &str = "CiQBc2x1aWNlK21vY2svc2ln+/8=";
+
 fn call_part(c: &Completion) -> Value {
-    json!({ "functionCall": { "name": c.tool_name(), "args": c.tool_input() } })
+    let mut part = json!({ "functionCall": { "name": c.tool_name(), "args": c.tool_input() } });
+    if c.reasoning_tokens > 0 {
+        part["thoughtSignature"] = json!(THOUGHT_SIGNATURE);
+    }
+    part
 }
 
 /// `:generateContent`: the whole answer; a tool call is a whole `functionCall` part and, as
@@ -413,6 +422,18 @@ mod tests {
         assert!(call["args"]["query"].is_string());
         let last: Value = serde_json::from_str(&s.event(1).1).unwrap();
         assert_eq!(last["candidates"][0]["finishReason"], "STOP");
+        assert!(v["candidates"][0]["content"]["parts"][0]
+            .get("thoughtSignature")
+            .is_none());
+        // A thinking answer signs its call, streamed or not.
+        let s = stream("tools, tokens=2, reasoning_tokens=3");
+        let v: Value = serde_json::from_str(&s.event(0).1).unwrap();
+        let part = &v["candidates"][0]["content"]["parts"][0];
+        assert_eq!(part["thoughtSignature"], THOUGHT_SIGNATURE);
+        assert_eq!(
+            generate_body(&s.c)["candidates"][0]["content"]["parts"][0]["thoughtSignature"],
+            THOUGHT_SIGNATURE
+        );
     }
 
     #[test]

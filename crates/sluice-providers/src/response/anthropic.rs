@@ -11,6 +11,7 @@ use crate::shape::anthropic as wire;
 pub(super) fn read(body: &[u8], model: &str) -> Result<Answer, String> {
     let m: wire::MessageResponse = serde_json::from_slice(body).map_err(|e| e.to_string())?;
     let mut text = String::new();
+    let mut reasoning = String::new();
     let mut tool_calls = Vec::new();
     for b in m.content {
         match b {
@@ -20,15 +21,14 @@ pub(super) fn read(body: &[u8], model: &str) -> Result<Answer, String> {
                 name,
                 arguments: input,
             }),
-            // Thinking is Anthropic's to show; other families' clients get the answer.
-            wire::ResponseBlock::Thinking { .. }
-            | wire::ResponseBlock::RedactedThinking { .. }
-            | wire::ResponseBlock::Other => {}
+            wire::ResponseBlock::Thinking { thinking, .. } => reasoning.push_str(&thinking),
+            wire::ResponseBlock::RedactedThinking { .. } | wire::ResponseBlock::Other => {}
         }
     }
     let mut choice = Choice {
         index: 0,
         text,
+        reasoning,
         refusal: None,
         tool_calls,
         finish: Finish::from_anthropic(m.stop_reason.as_deref().unwrap_or("end_turn")),
@@ -53,6 +53,7 @@ pub(super) fn write(a: Answer) -> Result<Bytes, String> {
     let c = a.choices.into_iter().next().unwrap_or(Choice {
         index: 0,
         text: String::new(),
+        reasoning: String::new(),
         refusal: None,
         tool_calls: Vec::new(),
         finish: Finish::Stop,

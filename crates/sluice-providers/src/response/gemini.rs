@@ -16,6 +16,7 @@ pub(super) fn read(body: &[u8], model: &str) -> Result<Answer, String> {
     let mut choices = Vec::with_capacity(r.candidates.len().max(1));
     for cand in r.candidates {
         let mut text = String::new();
+        let mut reasoning = String::new();
         let mut tool_calls = Vec::new();
         for p in cand.content.map(|c| c.parts).unwrap_or_default() {
             if let Some(fc) = p.function_call {
@@ -36,7 +37,9 @@ pub(super) fn read(body: &[u8], model: &str) -> Result<Answer, String> {
                 });
             } else if let Some(t) = p.text {
                 // Thought summaries are not the answer.
-                if p.thought != Some(true) {
+                if p.thought == Some(true) {
+                    reasoning.push_str(&t);
+                } else {
                     text.push_str(&t);
                 }
             }
@@ -48,6 +51,7 @@ pub(super) fn read(body: &[u8], model: &str) -> Result<Answer, String> {
         let mut choice = Choice {
             index: cand.index,
             text,
+            reasoning,
             refusal: None,
             tool_calls,
             finish,
@@ -66,6 +70,7 @@ pub(super) fn read(body: &[u8], model: &str) -> Result<Answer, String> {
         choices.push(Choice {
             index: 0,
             text: String::new(),
+            reasoning: String::new(),
             refusal: None,
             tool_calls: Vec::new(),
             finish: if blocked {

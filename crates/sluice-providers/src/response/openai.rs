@@ -26,6 +26,9 @@ pub(super) fn read(body: &[u8], model: &str) -> Result<Answer, String> {
         let mut choice = Choice {
             index: ch.index,
             text: ch.message.content.unwrap_or_default(),
+            // Anthropic clients get no reasoning from other families (a thinking block needs
+            // a signature only Anthropic makes), streamed or not.
+            reasoning: String::new(),
             refusal: ch.message.refusal.filter(|r| !r.is_empty()),
             tool_calls,
             finish: Finish::from_openai(ch.finish_reason.as_deref().unwrap_or("stop")),
@@ -83,6 +86,7 @@ pub(super) fn write(a: Answer, now_unix: u64) -> Result<Bytes, String> {
                     role: "assistant".to_string(),
                     content,
                     refusal: c.refusal,
+                    reasoning_content: (!c.reasoning.is_empty()).then_some(c.reasoning),
                     tool_calls: (!tool_calls.is_empty()).then_some(tool_calls),
                 },
                 finish_reason: Some(c.finish.as_openai().to_string()),

@@ -196,7 +196,7 @@ pub enum ResponseBlock {
         #[serde(default)]
         input: Value,
     },
-    /// Extended thinking (Anthropic-only; not shown to clients of other families).
+    /// Extended thinking (OpenAI clients get its text as `reasoning_content`).
     Thinking {
         /// The thinking text.
         #[serde(default)]

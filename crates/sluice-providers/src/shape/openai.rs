@@ -258,6 +258,11 @@ pub struct ResponseMessage {
     /// A refusal message, instead of content.
     #[serde(default)]
     pub refusal: Option<String>,
+    /// Reasoning text: not in OpenAI's schema, the field vLLM, DeepSeek and LiteLLM use
+    /// (what streams send as `delta.reasoning_content`); written only for reasoning
+    /// translated from another family.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reasoning_content: Option<String>,
     /// The calls the model made.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tool_calls: Option<Vec<ToolCall>>,

@@ -26,10 +26,19 @@ pub(crate) struct ToolPart<'a> {
 /// events to `out`. After [`Writer::done`] or [`Writer::fail`] the writer is closed and the
 /// translator stops feeding it.
 pub(crate) trait Writer: Send {
-    /// The upstream's answer started (`id`: the upstream's message/chunk id).
-    fn start(&mut self, id: Option<JsonStr<'_>>, out: &mut Vec<Emitted>);
+    /// The upstream's answer started (`id`: the upstream's message/chunk id; `model`: the
+    /// model that answers, as the upstream names it, which the client's events name as a
+    /// whole response does).
+    fn start(
+        &mut self,
+        id: Option<JsonStr<'_>>,
+        model: Option<JsonStr<'_>>,
+        out: &mut Vec<Emitted>,
+    );
     /// Assistant text.
     fn text(&mut self, text: JsonStr<'_>, out: &mut Vec<Emitted>);
+    /// An OpenAI refusal message (`delta.refusal`).
+    fn refusal(&mut self, text: JsonStr<'_>, out: &mut Vec<Emitted>);
     /// Reasoning ("thinking") text.
     fn reasoning(&mut self, text: JsonStr<'_>, out: &mut Vec<Emitted>);
     /// A piece of tool call `key`.
@@ -71,6 +80,14 @@ pub(crate) struct WriterConfig {
 }
 
 impl WriterConfig {
+    /// The upstream named the model that answers: the client's events name it (not in a
+    /// continuation, whose events keep the cut stream's model).
+    pub(crate) fn answered_by(&mut self, model: Option<JsonStr<'_>>) {
+        if let Some(m) = model.filter(|m| !m.is_empty() && self.splice.is_none()) {
+            self.model = JsonString::from_json(m);
+        }
+    }
+
     /// From the options; a continuation's splice state overrides `model` and `created`.
     pub(crate) fn new(opts: &StreamOptions<'_>) -> Self {
         let splice = opts.splice.filter(|_| opts.continuation).cloned();
@@ -103,14 +120,24 @@ pub(crate) fn sum(a: Usage, b: Option<Usage>) -> Usage {
 pub(crate) struct Guard<W>(pub(crate) W);
 
 impl<W: Writer> Writer for Guard<W> {
-    fn start(&mut self, id: Option<JsonStr<'_>>, out: &mut Vec<Emitted>) {
+    fn start(
+        &mut self,
+        id: Option<JsonStr<'_>>,
+        model: Option<JsonStr<'_>>,
+        out: &mut Vec<Emitted>,
+    ) {
         if !self.0.closed() {
-            self.0.start(id, out);
+            self.0.start(id, model, out);
         }
     }
     fn text(&mut self, text: JsonStr<'_>, out: &mut Vec<Emitted>) {
         if !self.0.closed() {
             self.0.text(text, out);
+        }
+    }
+    fn refusal(&mut self, text: JsonStr<'_>, out: &mut Vec<Emitted>) {
+        if !self.0.closed() {
+            self.0.refusal(text, out);
         }
     }
     fn reasoning(&mut self, text: JsonStr<'_>, out: &mut Vec<Emitted>) {

@@ -179,9 +179,12 @@ pub fn decode_one(bytes: &Bytes) -> (String, String) {
 #[derive(Debug, Default)]
 pub struct OpenAiMessage {
     pub id: String,
+    pub model: String,
     pub role: Option<String>,
     pub content: String,
     pub reasoning: String,
+    /// The `delta.refusal` fragments, joined.
+    pub refusal: String,
     /// (id, name, arguments) by index.
     pub tool_calls: Vec<(String, String, String)>,
     pub finish_reason: Option<String>,
@@ -224,6 +227,7 @@ pub fn openai_continue(m: &mut OpenAiMessage, out: &[Emitted]) {
         assert!(v["created"].is_u64());
         assert!(v["model"].is_string());
         let id = v["id"].as_str().expect("id").to_owned();
+        m.model = v["model"].as_str().unwrap().to_owned();
         if m.id.is_empty() {
             m.id = id;
         } else {
@@ -247,6 +251,9 @@ pub fn openai_continue(m: &mut OpenAiMessage, out: &[Emitted]) {
         }
         if let Some(c) = delta.get("reasoning_content").and_then(Value::as_str) {
             m.reasoning.push_str(c);
+        }
+        if let Some(c) = delta.get("refusal").and_then(Value::as_str) {
+            m.refusal.push_str(c);
         }
         for tc in delta
             .get("tool_calls")
@@ -368,6 +375,12 @@ pub fn anthropic_continue(m: &mut AnthropicMessage, out: &[Emitted]) {
                         assert_eq!(b.kind, "tool_use");
                         b.input_json.push_str(d["partial_json"].as_str().unwrap());
                     }
+                    // A thinking block's text goes in `text` (its kind tells them apart).
+                    "thinking_delta" => {
+                        assert_eq!(b.kind, "thinking");
+                        b.text.push_str(d["thinking"].as_str().unwrap());
+                    }
+                    "signature_delta" => assert_eq!(b.kind, "thinking"),
                     other => panic!("unexpected delta {other}"),
                 }
             }

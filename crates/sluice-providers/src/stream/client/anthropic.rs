@@ -13,9 +13,9 @@
 use super::{sum, ToolPart, Writer, WriterConfig};
 use crate::api::Family;
 use crate::finish::Finish;
-use crate::shape::anthropic::UsageBody;
+use crate::shape::anthropic::{tool_use_id, UsageBody};
 use crate::stream::fault::Fault;
-use crate::stream::json::{push_u64, EventEncoder, JsonStr, JsonString};
+use crate::stream::json::{push_escaped, push_u64, EventEncoder, JsonStr, JsonString};
 use crate::stream::{Emitted, EventKind, SpliceState};
 use crate::usage::Usage;
 
@@ -38,6 +38,22 @@ fn push_usage(out: &mut String, u: &Usage, output: bool) {
     out.push_str(",\"output_tokens\":");
     push_u64(out, if output { b.output_tokens } else { 0 });
     out.push('}');
+}
+
+/// Appends a `tool_use` id Anthropic accepts for the upstream's call id: the id a whole
+/// response gives the same call ([`tool_use_id`]), so the client's `tool_result` pairs up
+/// either way. Ids already in `[A-Za-z0-9_-]` (all of OpenAI's and Gemini's so far) are
+/// copied as they are.
+fn push_tool_use_id(out: &mut String, id: JsonStr<'_>) {
+    let plain = id
+        .inner()
+        .bytes()
+        .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-');
+    if plain {
+        out.push_str(id.literal());
+    } else {
+        push_escaped(out, &tool_use_id(&id.unescape()));
+    }
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -83,6 +99,10 @@ pub(crate) struct AnthropicWriter {
     usage: Option<Usage>,
     prior: Usage,
     text: String,
+    /// Answer text has been written (a refusal after it goes on a line of its own).
+    wrote_text: bool,
+    /// An OpenAI refusal is being written as text.
+    in_refusal: bool,
 }
 
 impl AnthropicWriter {
@@ -113,6 +133,8 @@ impl AnthropicWriter {
             usage: None,
             prior,
             text: String::new(),
+            wrote_text: false,
+            in_refusal: false,
         }
     }
 
@@ -127,7 +149,7 @@ impl AnthropicWriter {
 
     fn ensure_started(&mut self, out: &mut Vec<Emitted>) {
         if !self.started {
-            self.start(None, out);
+            self.start(None, None, out);
         }
     }
 
@@ -148,7 +170,7 @@ impl AnthropicWriter {
             Some((id, name)) => {
                 doc.push_str(",\"content_block\":{\"type\":\"tool_use\",\"id\":");
                 match id {
-                    Some(id) => doc.push_str(id.literal()),
+                    Some(id) => push_tool_use_id(doc, id),
                     None => {
                         // Gemini often sends no id: one unique within the response.
                         doc.push_str("\"toolu_");
@@ -242,11 +264,17 @@ impl AnthropicWriter {
 }
 
 impl Writer for AnthropicWriter {
-    fn start(&mut self, id: Option<JsonStr<'_>>, out: &mut Vec<Emitted>) {
+    fn start(
+        &mut self,
+        id: Option<JsonStr<'_>>,
+        model: Option<JsonStr<'_>>,
+        out: &mut Vec<Emitted>,
+    ) {
         if self.started {
             return;
         }
         self.started = true;
+        self.cfg.answered_by(model);
         if self.id.is_none() {
             self.id =
                 Some(id.map_or_else(|| JsonString::escape("msg_sluice"), JsonString::from_json));
@@ -294,9 +322,24 @@ impl Writer for AnthropicWriter {
             }
         };
         self.delta(index, "text_delta", "text", text.literal(), out);
+        self.wrote_text = true;
         if self.cfg.track_text {
             self.text.push_str(&text.unescape());
         }
+    }
+
+    /// An Anthropic client has no refusal field: the refusal is text, after a newline when
+    /// answer text came first, and the natural stop after it is a `refusal` stop, as a whole
+    /// response writes `message.refusal`.
+    fn refusal(&mut self, text: JsonStr<'_>, out: &mut Vec<Emitted>) {
+        if text.is_empty() {
+            return;
+        }
+        if self.wrote_text && !self.in_refusal {
+            self.text(JsonStr::from_literal("\"\\n\""), out);
+        }
+        self.in_refusal = true;
+        self.text(text, out);
     }
 
     fn reasoning(&mut self, _text: JsonStr<'_>, _out: &mut Vec<Emitted>) {}
@@ -382,6 +425,10 @@ impl Writer for AnthropicWriter {
         }
         self.close_open(out);
         self.close_splice(out);
+        let reason = match reason {
+            Finish::Stop if self.in_refusal => Finish::ContentFilter,
+            other => other,
+        };
         self.stop = Some(reason.after_tools(!self.tool_keys.is_empty()));
     }
 

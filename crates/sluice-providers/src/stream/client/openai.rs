@@ -116,7 +116,7 @@ impl OpenAiWriter {
 
     fn ensure_started(&mut self, out: &mut Vec<Emitted>) {
         if self.id.is_none() {
-            self.start(None, out);
+            self.start(None, None, out);
         }
     }
 
@@ -129,11 +129,17 @@ impl OpenAiWriter {
 }
 
 impl Writer for OpenAiWriter {
-    fn start(&mut self, id: Option<JsonStr<'_>>, out: &mut Vec<Emitted>) {
+    fn start(
+        &mut self,
+        id: Option<JsonStr<'_>>,
+        model: Option<JsonStr<'_>>,
+        out: &mut Vec<Emitted>,
+    ) {
         if self.id.is_some() {
             // Started already, or a continuation whose id came with its splice state.
             return;
         }
+        self.cfg.answered_by(model);
         let id = id.map_or_else(
             || JsonString::escape("chatcmpl-sluice"),
             JsonString::from_json,
@@ -162,6 +168,19 @@ impl Writer for OpenAiWriter {
         if self.cfg.track_text {
             self.text.push_str(&text.unescape());
         }
+    }
+
+    fn refusal(&mut self, text: JsonStr<'_>, out: &mut Vec<Emitted>) {
+        self.ensure_started(out);
+        if text.is_empty() {
+            return;
+        }
+        let doc = self.chunk();
+        doc.push_str("{\"refusal\":");
+        doc.push_str(text.literal());
+        doc.push('}');
+        doc.push_str(NO_FINISH);
+        self.enc.emit(None, EventKind::Content, out);
     }
 
     fn reasoning(&mut self, text: JsonStr<'_>, out: &mut Vec<Emitted>) {

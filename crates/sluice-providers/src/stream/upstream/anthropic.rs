@@ -132,7 +132,11 @@ impl Reader for AnthropicReader {
                 if let Some(u) = m.message.usage {
                     self.apply_usage(u.get().as_bytes(), w);
                 }
-                w.start(JsonStr::opt(m.message.id), out);
+                w.start(
+                    JsonStr::opt(m.message.id),
+                    JsonStr::opt(m.message.model),
+                    out,
+                );
             }
             b"message_delta" => {
                 let m: MessageDelta<'_> = parse(text)?;

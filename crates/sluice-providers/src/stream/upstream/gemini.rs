@@ -3,17 +3,17 @@
 //! is), function calls arrive whole, `usageMetadata` is cumulative, and a `finishReason` of
 //! `STOP` follows function calls.
 //!
-//! NOTE: a call's id reaches the client as Gemini gave it (the writer makes one up when there
-//! is none), and its `thoughtSignature` is not read; whole responses give the ids of
-//! [`crate::shape::gemini::client_call_id`] instead, which carry the signature back to Gemini
-//! on the client's next request. The two were written apart; making streams use those ids
-//! changes what clients see, so it is left to a change of its own.
+//! A call's id is the one a whole response gives it ([`client_call_id`]: Gemini's id or a
+//! made-up one, with the part's `thoughtSignature`), so the signature comes back to Gemini on
+//! the client's next request whether the answer was streamed or not (Gemini 3 refuses a
+//! function call sent back without it).
 
 use sluice_sse::Event;
 
 use super::{Reader, Unreadable};
 use crate::api::Family;
 use crate::finish::Finish;
+use crate::shape::gemini::client_call_id;
 use crate::stream::client::{ToolPart, Writer};
 use crate::stream::fault::Fault;
 use crate::stream::json::{push_escaped, JsonStr};
@@ -34,6 +34,10 @@ pub(crate) struct GeminiReader {
     calls: u32,
     /// One call's arguments as a JSON string literal, while it is written.
     args: String,
+    /// One call's client id as a JSON string literal, while it is written.
+    call_id: String,
+    /// The stream's `responseId` (every chunk repeats it), for made-up call ids.
+    response_id: Option<String>,
 }
 
 impl Reader for GeminiReader {
@@ -57,12 +61,19 @@ impl Reader for GeminiReader {
             self.usage.clear();
             self.usage.push_str(u.get());
         }
+        if self.response_id.is_none() {
+            self.response_id = JsonStr::opt(r.response_id).map(|id| id.unescape().into_owned());
+        }
         if !self.started {
             self.started = true;
             if let Some(u) = self.usage() {
                 w.usage(u);
             }
-            w.start(JsonStr::opt(r.response_id), out);
+            w.start(
+                JsonStr::opt(r.response_id),
+                JsonStr::opt(r.model_version),
+                out,
+            );
         }
         let Some(candidate) = r.candidates.and_then(|c| c.first) else {
             if r.prompt_feedback.and_then(|p| p.block_reason).is_some() {
@@ -83,10 +94,20 @@ impl Reader for GeminiReader {
                 push_escaped(&mut self.args, call.args.map_or("{}", |a| a.get()));
                 let key = self.calls;
                 self.calls += 1;
+                let gemini_id = JsonStr::opt(call.id).map(JsonStr::unescape);
+                let signature = JsonStr::opt(part.thought_signature).map(JsonStr::unescape);
+                let id = client_call_id(
+                    gemini_id.as_deref(),
+                    self.response_id.as_deref(),
+                    key as usize,
+                    signature.as_deref(),
+                );
+                self.call_id.clear();
+                push_escaped(&mut self.call_id, &id);
                 w.tool(
                     key,
                     ToolPart {
-                        id: JsonStr::opt(call.id),
+                        id: Some(JsonStr::from_literal(&self.call_id)),
                         name: Some(name),
                         args: Some(JsonStr::from_literal(&self.args)),
                     },

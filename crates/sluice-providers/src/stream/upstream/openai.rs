@@ -60,7 +60,8 @@ impl Reader for OpenAiReader {
         if !self.started {
             self.started = true;
             let head: Option<Head<'_>> = serde_json::from_str(text).ok();
-            w.start(JsonStr::opt(head.and_then(|h| h.id)), out);
+            let (id, model) = head.map_or((None, None), |h| (h.id, h.model));
+            w.start(JsonStr::opt(id), JsonStr::opt(model), out);
         }
         let Some(choice) = chunk.choices.and_then(|c| c.first) else {
             return Ok(());
@@ -73,7 +74,7 @@ impl Reader for OpenAiReader {
                 w.text(t, out);
             }
             if let Some(t) = JsonStr::opt(delta.refusal) {
-                w.text(t, out);
+                w.refusal(t, out);
             }
             for (pos, call) in delta.tool_calls.iter().flatten().enumerate() {
                 let function = call.function.as_ref();

@@ -18,6 +18,8 @@ pub(crate) struct Response<'a> {
     #[serde(borrow, default)]
     pub(crate) response_id: Option<&'a RawValue>,
     #[serde(borrow, default)]
+    pub(crate) model_version: Option<&'a RawValue>,
+    #[serde(borrow, default)]
     pub(crate) prompt_feedback: Option<PromptFeedback<'a>>,
     #[serde(borrow, default)]
     pub(crate) error: Option<&'a RawValue>,
@@ -48,7 +50,8 @@ pub(crate) struct Content<'a> {
     pub(crate) parts: Option<Few<Part<'a>>>,
 }
 
-/// One part: text (a thought when `thought` is true) or a whole function call.
+/// One part: text (a thought when `thought` is true) or a whole function call (with its
+/// `thoughtSignature`, if any).
 #[derive(Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub(crate) struct Part<'a> {
@@ -58,6 +61,9 @@ pub(crate) struct Part<'a> {
     pub(crate) thought: Option<bool>,
     #[serde(borrow, default)]
     pub(crate) function_call: Option<FunctionCall<'a>>,
+    /// Gemini 3's signature on a `functionCall` part, to be sent back with the call.
+    #[serde(borrow, default)]
+    pub(crate) thought_signature: Option<&'a RawValue>,
 }
 
 /// A function call, arguments whole (`args` is an object).
