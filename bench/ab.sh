@@ -23,6 +23,7 @@ cfg() {
   cat <<CFG
 [server]
 listen = "127.0.0.1:$1"
+admin_listen = "127.0.0.1:0"
 [[upstream]]
 name = "mock"
 base_url = "http://127.0.0.1:$MOCK_PORT/v1"
