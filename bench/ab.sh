@@ -23,7 +23,7 @@ cfg() {
   cat <<CFG
 [server]
 listen = "127.0.0.1:$1"
-admin_listen = "127.0.0.1:0"
+$2
 [[upstream]]
 name = "mock"
 base_url = "http://127.0.0.1:$MOCK_PORT/v1"
@@ -34,7 +34,9 @@ upstream = "mock"
 $ROUTE_EXTRA
 CFG
 }
-cfg $PA >"$DIR/a.toml"; cfg $PB >"$DIR/b.toml"
+# Builds with an admin plane get their own port each (older builds have none).
+admin() { "$1" serve --help 2>/dev/null | grep -q admin-listen && echo 'admin_listen = "127.0.0.1:0"' || true; }
+cfg $PA "$(admin "$A")" >"$DIR/a.toml"; cfg $PB "$(admin "$B")" >"$DIR/b.toml"
 # Each gateway logs every request to a file, as a default deployment would.
 "$A" serve --config "$DIR/a.toml" >"$DIR/a.out" 2>"$DIR/a.log" & APID=$!
 "$B" serve --config "$DIR/b.toml" >"$DIR/b.out" 2>"$DIR/b.log" & BPID=$!

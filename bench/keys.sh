@@ -91,17 +91,20 @@ base > "$WORK/plain.toml"
 { base; keyed; } > "$WORK/memory.toml"
 { printf '[state]\nredis = "redis://127.0.0.1:%s/0"\ncall_timeout = "50ms"\n' "$RPORT"; base; keyed; } > "$WORK/redis.toml"
 
-declare -A ADDR PID
+declare -A ADDR ADMIN PID
 for g in plain memory redis; do
   BENCH_UPSTREAM_KEY=sk-up RUST_LOG=warn "$BIN" serve --config "$WORK/$g.toml" > "$WORK/$g.out" 2> "$WORK/$g.err" &
   PID[$g]=$!
   PIDS+=($!)
   ADDR[$g]=$(wait_line "$WORK/$g.out")
+  # Metrics are on the admin plane: its address is the second line.
+  for _ in $(seq 50); do grep -q '^admin on' "$WORK/$g.out" && break; sleep 0.1; done
+  ADMIN[${ADDR[$g]}]=$(sed -n 's/^admin on //p' "$WORK/$g.out")
 done
 
 ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; }
 HZ=$(getconf CLK_TCK)
-metric() { curl -s "http://$1/metrics" | awk -v m="$2" '$1 == m {print $2}'; }
+metric() { curl -s "http://${ADMIN[$1]}/metrics" | awk -v m="$2" '$1 == m {print $2}'; }
 
 rps() { "$BIN" bench rps --url "http://$1/v1/chat/completions" --protocol http1 "${@:2}" \
   --payload-bytes 1024 -H "authorization: Bearer $KEY" --json > "$WORK/r.json"; }

@@ -507,13 +507,11 @@ async fn run<T>(
         service_fn(move |req| {
             let ing = ing.clone();
             let tracker = tracker.clone();
-            // Boxed: hyper keeps an HTTP/2 stream's service future inside the stream's task
-            // for the stream's whole life, at the future's full size (~10 KB: the policy and
-            // relay set-up live in it). Boxed, it is 16 bytes there and its memory goes back
-            // when the response head is out: 10,000 streams, 100 MB less.
-            Box::pin(async move {
-                Ok::<_, std::convert::Infallible>(request::serve(ing, tracker, req).await)
-            })
+            // NOTE: not boxed, though hyper keeps an HTTP/2 stream's service future (~10 KB:
+            // the policy and relay set-up live in it) in the stream's task for the stream's
+            // whole life: boxing it saved 28 MB at 10,000 streams but cost ~10 % more CPU per
+            // small call (callgrind, docs/BENCHMARKS.md).
+            async move { Ok::<_, std::convert::Infallible>(request::serve(ing, tracker, req).await) }
         })
     };
     // Boxed, not pinned on the stack: it is dropped below, before this function ends.
