@@ -2,7 +2,8 @@
 //!
 //! A request formats its line into a buffer and hands it to a bounded channel with `try_send`;
 //! one writer thread (owned by the gateway, joined at shutdown) drains the channel every 20 ms
-//! into a buffered sink and flushes; no request ever wakes it. A request never waits for the
+//! while lines come (up to 320 ms apart when idle) into a buffered sink and flushes; no request
+//! ever wakes it. A request never waits for the
 //! sink: when it cannot keep up (a full disk, a blocked pipe), lines are dropped and counted
 //! (`sluice_access_log_dropped_total`), and requests go on at full speed.
 //!
@@ -147,16 +148,20 @@ impl Drop for AccessLog {
     }
 }
 
-/// How often the writer looks for lines. It is never woken by a request: a thread blocked in
-/// `recv` would be woken (a futex call and a context switch) for every line, which cost as
-/// much as the rest of a small call; a timed nap makes it a few dozen wake-ups a second
-/// whatever the request rate, and a line reaches the sink within this long.
+/// How often the writer looks for lines while they come. It is never woken by a request: a
+/// thread blocked in `recv` would be woken (a futex call and a context switch) for every line,
+/// which cost as much as the rest of a small call; a timed nap makes it at most 50 wake-ups a
+/// second whatever the request rate, and a line reaches the sink within this long.
 const WRITE_INTERVAL: std::time::Duration = std::time::Duration::from_millis(20);
+/// The longest nap: after a look that found nothing the nap doubles up to this, so an idle
+/// gateway wakes its writer a few times a second.
+const IDLE_INTERVAL: std::time::Duration = std::time::Duration::from_millis(320);
 
 fn write_lines(rx: Receiver<String>, out: Box<dyn std::io::Write + Send>, stats: &AccessLogStats) {
     let mut out = std::io::BufWriter::with_capacity(64 * 1024, out);
+    let mut nap = WRITE_INTERVAL;
     loop {
-        std::thread::park_timeout(WRITE_INTERVAL);
+        std::thread::park_timeout(nap);
         let mut n = 0u64;
         let mut ok = true;
         let mut closed = false;
@@ -173,6 +178,11 @@ fn write_lines(rx: Receiver<String>, out: Box<dyn std::io::Write + Send>, stats:
                 }
             }
         }
+        nap = if n > 0 {
+            WRITE_INTERVAL
+        } else {
+            (nap * 2).min(IDLE_INTERVAL)
+        };
         if n > 0 {
             ok &= out.flush().is_ok();
             if ok {
