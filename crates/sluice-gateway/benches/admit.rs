@@ -13,54 +13,15 @@
 
 use std::hint::black_box;
 
-use criterion::measurement::{Measurement, ValueFormatter, WallTime};
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, SamplingMode};
 use futures_util::FutureExt;
 use http::{HeaderMap, HeaderValue};
 use sluice_gateway::config::Config;
 use sluice_gateway::keys::{reservation, Keys, Outcome};
 
-/// CPU time of the calling thread, in ns, from the scheduler's own account.
-struct ThreadCpuTime;
-
-fn thread_cpu_ns() -> Option<u64> {
-    let stat = std::fs::read_to_string("/proc/thread-self/schedstat").ok()?;
-    stat.split_whitespace().next()?.parse().ok()
-}
-
-fn wall_ns() -> u64 {
-    static START: std::sync::OnceLock<tokio::time::Instant> = std::sync::OnceLock::new();
-    START
-        .get_or_init(tokio::time::Instant::now)
-        .elapsed()
-        .as_nanos() as u64
-}
-
-impl Measurement for ThreadCpuTime {
-    type Intermediate = u64;
-    type Value = u64;
-
-    fn start(&self) -> u64 {
-        thread_cpu_ns().unwrap_or_else(wall_ns)
-    }
-    fn end(&self, start: u64) -> u64 {
-        thread_cpu_ns()
-            .unwrap_or_else(wall_ns)
-            .saturating_sub(start)
-    }
-    fn add(&self, a: &u64, b: &u64) -> u64 {
-        a + b
-    }
-    fn zero(&self) -> u64 {
-        0
-    }
-    fn to_f64(&self, value: &u64) -> f64 {
-        *value as f64
-    }
-    fn formatter(&self) -> &dyn ValueFormatter {
-        WallTime.formatter()
-    }
-}
+#[path = "../../sluice-state/benches/support/thread_cpu.rs"]
+mod thread_cpu;
+use thread_cpu::ThreadCpuTime;
 
 fn sha256_hex(s: &str) -> String {
     let d = ring::digest::digest(&ring::digest::SHA256, s.as_bytes());
