@@ -135,6 +135,8 @@ impl Drop for AccessLog {
         // the thread to the process's end.
         self.tx = None;
         if let Some(w) = self.writer.take() {
+            // It may be in a nap of up to `IDLE_INTERVAL`: wake it to see the channel closed.
+            w.thread().unpark();
             let step = std::time::Duration::from_millis(5);
             let mut waited = std::time::Duration::ZERO;
             while !w.is_finished() && waited < FLUSH_ON_DROP {
