@@ -13,7 +13,7 @@
 
 use std::hint::black_box;
 
-use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, SamplingMode};
+use criterion::{criterion_group, criterion_main, BatchSize, BenchmarkId, Criterion, SamplingMode};
 use futures_util::FutureExt;
 use http::{HeaderMap, HeaderValue};
 use sluice_gateway::config::Config;
@@ -99,14 +99,14 @@ fn headers(key: &str) -> HeaderMap {
 }
 
 /// One request through the admit stage and its settlement (with the `x-ratelimit-*` headers
-/// put in a response's header map when `headers`); returns the spend.
-fn request(keys: &Keys, client: &HeaderMap, route: usize, model: &str, headers: bool) -> u64 {
-    let mut h = client.clone();
-    let id = keys.identify(&h);
+/// put in a response's header map when `headers`); returns the spend. `client` is the
+/// request's own header map, which the stage rewrites (the credential) as the gateway does.
+fn request(keys: &Keys, h: &mut HeaderMap, route: usize, model: &str, headers: bool) -> u64 {
+    let id = keys.identify(h);
     if keys.screen(&id).is_err() {
         return 0;
     }
-    let Ok(key) = keys.authorize(route, model, id, &mut h) else {
+    let Ok(key) = keys.authorize(route, model, id, h) else {
         return 0;
     };
     let admitted = keys
@@ -145,26 +145,43 @@ fn bench(c: &mut Criterion<ThreadCpuTime>) {
         let keys = Keys::in_memory(&cfg);
         let clients: Vec<HeaderMap> = (0..n).map(|i| headers(&format!("sk-bench-{i}"))).collect();
         let mut i = 0usize;
+        // The copy of a request's headers is set up outside the measured time: the gateway
+        // works on the request's own map.
         g.bench_function(BenchmarkId::new("key_5_checks", n), |b| {
-            b.iter(|| {
-                i = (i + 7919) % n;
-                black_box(request(&keys, &clients[i], 0, "gpt-4o", true))
-            })
+            b.iter_batched_ref(
+                || {
+                    i = (i + 7919) % n;
+                    clients[i].clone()
+                },
+                |h| black_box(request(&keys, h, 0, "gpt-4o", true)),
+                BatchSize::SmallInput,
+            )
         });
         if n == 1 {
             g.bench_function("key_5_checks_without_headers/1", |b| {
-                b.iter(|| black_box(request(&keys, &clients[0], 0, "gpt-4o", false)))
+                b.iter_batched_ref(
+                    || clients[0].clone(),
+                    |h| black_box(request(&keys, h, 0, "gpt-4o", false)),
+                    BatchSize::SmallInput,
+                )
             });
             let typical = headers("sk-bench-typical");
             g.bench_function("key_2_checks/1", |b| {
-                b.iter(|| black_box(request(&keys, &typical, 0, "gpt-4o", true)))
+                b.iter_batched_ref(
+                    || typical.clone(),
+                    |h| black_box(request(&keys, h, 0, "gpt-4o", true)),
+                    BatchSize::SmallInput,
+                )
             });
         }
     }
     let keys = Keys::in_memory(&config(1));
-    let anonymous = HeaderMap::new();
     g.bench_function("route_without_keys", |b| {
-        b.iter(|| black_box(request(&keys, &anonymous, 1, "free-1", true)))
+        b.iter_batched_ref(
+            HeaderMap::new,
+            |h| black_box(request(&keys, h, 1, "free-1", true)),
+            BatchSize::SmallInput,
+        )
     });
     let invalid: Vec<HeaderMap> = (0..10_000u64)
         .map(|_| headers(&format!("sk-{:032x}", fastrand::u128(..))))

@@ -195,7 +195,9 @@ impl Store {
                     .iter()
                     .any(|c| matches!(c, Check::Concurrency { .. }))
                     .then(|| inner.next_id.fetch_add(1, Ordering::Relaxed));
-                match shared.admit(&checks, lease, false).await {
+                // Boxed: the Redis call's future is ~2 KB, and unboxed it would sit in (and be
+                // moved with) every admission's future, the in-memory ones too.
+                match Box::pin(shared.admit(&checks, lease, false)).await {
                     Ok(Ok(quotas)) => {
                         if let Some(n) = lease {
                             shared.hold_lease(n, &checks);
