@@ -875,6 +875,12 @@ fn stream_response(
         shutdown: state.streams_deadline.clone().cancelled_owned(),
         on_disconnect: policy.route().on_client_disconnect,
         telemetry: state.telemetry.clone(),
+        token_cap: log.ticket.as_ref().and_then(|t| t.stream_cap()).map(|cap| {
+            crate::relay::TokenCap {
+                cap,
+                input_estimate: (policy.ctx.body.len() as u64).div_ceil(4),
+            }
+        }),
     };
     let mut log = log;
     log.status = status.as_u16();

@@ -53,6 +53,8 @@ pub enum EndReason {
     Limited,
     /// The state store of limits failed (`fail_closed`) or was full (503).
     StateUnavailable,
+    /// A stream outgrew its key's token limit (`cut_streams`) and was cut.
+    TokenCap,
 }
 
 impl EndReason {
@@ -112,6 +114,7 @@ impl EndReason {
             EndReason::Unauthorized => "unauthorized",
             EndReason::Limited => "limited",
             EndReason::StateUnavailable => "state_unavailable",
+            EndReason::TokenCap => "token_cap",
         }
     }
 }

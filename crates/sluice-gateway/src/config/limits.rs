@@ -27,6 +27,9 @@ pub struct RateLimit {
     pub limit: u64,
     /// The period.
     pub per: Duration,
+    /// Tokens only (opt-in): a stream that outgrows what this limit let it have at
+    /// admission (its reservation plus what was left) is cut with an SSE error event.
+    pub cut_streams: bool,
 }
 
 /// A spend limit per fixed period (aligned to the Unix epoch, UTC: `1d` resets at 00:00 UTC).
@@ -154,9 +157,20 @@ impl Default for StateSettings {
 }
 
 fn rate(path: &str, raw: Option<RawRate>) -> Result<Option<RateLimit>, ConfigError> {
-    let Some(RawRate { limit, per }) = raw else {
+    let Some(RawRate {
+        limit,
+        per,
+        cut_streams,
+    }) = raw
+    else {
         return Ok(None);
     };
+    if cut_streams && !path.ends_with(".tokens") {
+        return Err(ConfigError::new(
+            format!("{path}.cut_streams"),
+            "only a tokens limit can cut streams (remove it here, or move it to `tokens`)",
+        ));
+    }
     if limit == 0 || limit > MAX_LIMIT {
         return Err(ConfigError::new(
             format!("{path}.limit"),
@@ -164,7 +178,11 @@ fn rate(path: &str, raw: Option<RawRate>) -> Result<Option<RateLimit>, ConfigErr
         ));
     }
     let per = positive(&format!("{path}.per"), per)?;
-    Ok(Some(RateLimit { limit, per }))
+    Ok(Some(RateLimit {
+        limit,
+        per,
+        cut_streams,
+    }))
 }
 
 /// The store's ceiling on limits (it computes in IEEE doubles, exact up to 2^53).

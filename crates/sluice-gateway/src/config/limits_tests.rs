@@ -60,7 +60,8 @@ output = 10.0
         k.limits.requests,
         Some(RateLimit {
             limit: 600,
-            per: Duration::from_secs(60)
+            per: Duration::from_secs(60),
+            cut_streams: false,
         })
     );
     assert_eq!(k.budget.unwrap().limit_micros, 20_500_000);

@@ -107,6 +107,8 @@ pub(super) struct RawKey {
 pub(super) struct RawRate {
     pub(super) limit: u64,
     pub(super) per: DurationValue,
+    #[serde(default)]
+    pub(super) cut_streams: bool,
 }
 
 /// `budget = { limit = 20.0, per = "1d" }`: currency units per period.

@@ -31,7 +31,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use http::header::HeaderMap;
-use sluice_state::{Admission, Check, Decision, Store, MAX_CHECKS};
+use sluice_state::{Admission, Check, Decision, Quota, Store, MAX_CHECKS};
 
 pub use admin::{admin_keys, AdminReply};
 pub(crate) use idempotency::{complete, replay, to_store, IdempotencyStart};
@@ -291,16 +291,27 @@ impl Keys {
         }
         let mut checks = Vec::with_capacity(8);
         let mut hidden = 0u32;
+        let mut cuts = 0u32;
         let mut scopes = [ScopeRef::Key; MAX_CHECKS];
-        self.plan(plan, key.map(|k| &**k), model, reserve, track, |c, s| {
-            if matches!(s, ScopeRef::Tracking) {
-                hidden |= 1 << checks.len();
-            }
-            if let Some(slot) = scopes.get_mut(checks.len()) {
-                *slot = s;
-            }
-            checks.push(c);
-        });
+        self.plan(
+            plan,
+            key.map(|k| &**k),
+            model,
+            reserve,
+            track,
+            |c, s, cut| {
+                if matches!(s, ScopeRef::Tracking) {
+                    hidden |= 1 << checks.len();
+                }
+                if cut {
+                    cuts |= 1 << checks.len();
+                }
+                if let Some(slot) = scopes.get_mut(checks.len()) {
+                    *slot = s;
+                }
+                checks.push(c);
+            },
+        );
         let admission = if checks.is_empty() {
             None
         } else {
@@ -341,6 +352,9 @@ impl Keys {
         if let Some(k) = key {
             k.metrics.requests.inc();
         }
+        let stream_cap = admission
+            .as_ref()
+            .and_then(|a| stream_cap(a.checks(), a.quotas(), cuts));
         Ok(Some(Ticket {
             keys: self.clone(),
             key: key.cloned(),
@@ -348,6 +362,7 @@ impl Keys {
             admission,
             hidden,
             idempotency: None,
+            stream_cap,
         }))
     }
 
@@ -360,12 +375,12 @@ impl Keys {
         model: &str,
         reserve: u64,
         track: bool,
-        mut push: impl FnMut(Check, ScopeRef),
+        mut push: impl FnMut(Check, ScopeRef, bool),
     ) {
         let limits = |name: &Arc<str>,
                       l: &Limits,
                       scope: ScopeRef,
-                      push: &mut dyn FnMut(Check, ScopeRef)| {
+                      push: &mut dyn FnMut(Check, ScopeRef, bool)| {
             if let Some(r) = l.requests {
                 push(
                     Check::Rate {
@@ -374,6 +389,7 @@ impl Keys {
                         period: r.per,
                     },
                     scope,
+                    false,
                 );
             }
             if let Some(t) = l.tokens {
@@ -385,6 +401,7 @@ impl Keys {
                         reserve: reserve.min(t.limit),
                     },
                     scope,
+                    t.cut_streams,
                 );
             }
             if let Some(c) = l.concurrency {
@@ -394,6 +411,7 @@ impl Keys {
                         limit: c,
                     },
                     scope,
+                    false,
                 );
             }
         };
@@ -408,6 +426,7 @@ impl Keys {
                         period: b.per,
                     },
                     ScopeRef::Key,
+                    false,
                 ),
                 None if track => push(
                     Check::Budget {
@@ -416,6 +435,7 @@ impl Keys {
                         period: TRACKING_PERIOD,
                     },
                     ScopeRef::Tracking,
+                    false,
                 ),
                 None => {}
             }
@@ -446,7 +466,7 @@ impl Keys {
     ) -> Option<Duration> {
         let mut n = 0;
         let mut found = None;
-        self.plan(plan, key, model, 0, track, |c, _| {
+        self.plan(plan, key, model, 0, track, |c, _, _| {
             if n == index {
                 found = match c {
                     Check::Rate { period, .. }
@@ -473,6 +493,7 @@ impl Keys {
             admission: None,
             hidden: 0,
             idempotency: Some(guard),
+            stream_cap: None,
         }
     }
 
@@ -492,6 +513,8 @@ pub struct Ticket {
     /// Checks that make no header (spend tracking), as a bit set of indices.
     hidden: u32,
     idempotency: Option<sluice_state::IdempotencyGuard>,
+    /// The most tokens a stream may use before it is cut (`cut_streams` limits only).
+    stream_cap: Option<u64>,
 }
 
 /// How a request ended, as the settlement needs it.
@@ -523,6 +546,13 @@ impl Ticket {
             quota_headers::collect(&mut out, a.quotas(), self.hidden, values);
         }
         out
+    }
+
+    /// The most tokens (input plus output) a stream of this request may use before it is
+    /// cut: of the `cut_streams` token limits, the least of its reservation plus what the
+    /// limit had left at admission. `None` when no such limit applies.
+    pub fn stream_cap(&self) -> Option<u64> {
+        self.stream_cap
     }
 
     pub(crate) fn set_idempotency(&mut self, guard: Option<sluice_state::IdempotencyGuard>) {
@@ -570,6 +600,24 @@ impl Ticket {
         }
         spend
     }
+}
+
+/// The least, over the checks whose bit is set in `cuts` (token limits with `cut_streams`),
+/// of the tokens the admission reserved plus those the limit still had.
+fn stream_cap(checks: &[Check], quotas: &[Quota], cuts: u32) -> Option<u64> {
+    if cuts == 0 {
+        return None;
+    }
+    checks
+        .iter()
+        .zip(quotas)
+        .enumerate()
+        .filter(|(i, _)| cuts & (1 << i) != 0)
+        .filter_map(|(_, (c, q))| match c {
+            Check::Tokens { reserve, .. } => Some(reserve.saturating_add(q.remaining)),
+            _ => None,
+        })
+        .min()
 }
 
 /// The token reservation of a request: an estimate of its input from its body size (about

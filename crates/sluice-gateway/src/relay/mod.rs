@@ -123,6 +123,21 @@ pub(crate) struct SseRelay {
     /// Most upstream bytes held at once (decoder input not yet forwarded), for the metric
     /// that proves the per-stream bound.
     peak_buffered: usize,
+    token_cap: Option<TokenCap>,
+    /// Text bytes of attempts before a continuation (the current translator tracks its own).
+    text_before: u64,
+    /// The cap was passed: the events already out go first, then the stream is cut.
+    cap_hit: bool,
+}
+
+/// A stream's token cap (a key's `cut_streams` token limit): past `cap` tokens, counted as
+/// the upstream's usage when it reports one so far, else estimated (input from the request
+/// body's size, output from the text sent, about four bytes a token), the stream is cut.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct TokenCap {
+    pub(crate) cap: u64,
+    /// The request body's bytes / 4: the input, until the upstream says.
+    pub(crate) input_estimate: u64,
 }
 
 /// A committed stream's cut, while a continuation is tried.
@@ -140,6 +155,7 @@ pub(crate) struct RelaySetup {
     pub(crate) shutdown: WaitForCancellationFutureOwned,
     pub(crate) on_disconnect: OnClientDisconnect,
     pub(crate) telemetry: Arc<Telemetry>,
+    pub(crate) token_cap: Option<TokenCap>,
 }
 
 impl SseRelay {
@@ -158,9 +174,10 @@ impl SseRelay {
             shutdown,
             on_disconnect,
             telemetry,
+            token_cap,
         } = setup;
         telemetry.stream_started();
-        let translator = new_translator(&policy, &attempt);
+        let translator = new_translator(&policy, &attempt, token_cap.is_some());
         let upstream_family = attempt.built.provider.family();
         let compressed = compressed_stream(attempt.resp.headers());
         let (_, body) = attempt.resp.into_parts();
@@ -199,6 +216,9 @@ impl SseRelay {
             last_yield: None,
             on_disconnect,
             peak_buffered: 0,
+            token_cap,
+            text_before: 0,
+            cap_hit: false,
         };
         if let Some(f) = compressed {
             relay.retry(f);
@@ -307,6 +327,30 @@ impl SseRelay {
         if total.is_some() {
             self.log.usage = total;
             self.log.usage_partial = partial;
+        }
+    }
+
+    /// Tokens used so far, as [`TokenCap`] counts them.
+    fn tokens_used(&self, cap: &TokenCap) -> u64 {
+        let mut usage = self.usage_before.unwrap_or_default();
+        if let Some(u) = self.translator.usage() {
+            usage.add(&u);
+        }
+        let input = if usage.input > 0 {
+            usage.input
+        } else {
+            cap.input_estimate
+        };
+        let text = self.text_before + self.translator.text().len() as u64;
+        input + usage.output.max(text.div_ceil(4))
+    }
+
+    /// After the commit: marks the stream to be cut once the client has the events out.
+    fn check_token_cap(&mut self) {
+        if let Some(cap) = self.token_cap {
+            if self.uncommitted.is_none() && !self.cap_hit && self.tokens_used(&cap) > cap.cap {
+                self.cap_hit = true;
+            }
         }
     }
 
@@ -424,7 +468,7 @@ impl SseRelay {
     /// A new attempt answered: relay its stream instead.
     fn install(&mut self, policy: Box<Policy>, attempt: Attempt) {
         let is_sse = crate::proxy::is_event_stream(attempt.resp.headers());
-        self.translator = new_translator(&policy, &attempt);
+        self.translator = new_translator(&policy, &attempt, self.token_cap.is_some());
         self.upstream_family = attempt.built.provider.family();
         let compressed = compressed_stream(attempt.resp.headers());
         let (_, body) = attempt.resp.into_parts();
@@ -468,6 +512,7 @@ impl SseRelay {
         };
         self.continuations += 1;
         let text = self.translator.text().to_string();
+        self.text_before += text.len() as u64;
         if let Some(u) = self.translator.usage() {
             self.usage_before.get_or_insert_with(Usage::default).add(&u);
         }
@@ -500,6 +545,7 @@ impl SseRelay {
             opts.client_wants_usage = built.client_wants_usage;
             opts.created = crate::proxy::now_unix();
             opts.continuation = true;
+            opts.track_text = self.token_cap.is_some();
             opts.splice = Some(&cut.splice);
             self.translator = sluice_providers::stream::translator(&opts);
         }
@@ -529,11 +575,12 @@ impl SseRelay {
 
 /// The translator for an attempt's stream: a passthrough when the client speaks the
 /// upstream's format, a translating one otherwise.
-fn new_translator(policy: &Policy, attempt: &Attempt) -> Box<dyn StreamTranslator> {
+fn new_translator(policy: &Policy, attempt: &Attempt, capped: bool) -> Box<dyn StreamTranslator> {
     let built = &attempt.built;
     let mut opts = StreamOptions::new(policy.ctx.op, &built.provider, &built.model);
     opts.client_wants_usage = built.client_wants_usage;
-    opts.track_text = policy.route().continuation;
+    // A token cap counts the text sent (its bytes stay in memory, bounded by the cap).
+    opts.track_text = policy.route().continuation || capped;
     opts.created = crate::proxy::now_unix();
     sluice_providers::stream::translator(&opts)
 }
@@ -577,6 +624,30 @@ impl Body for SseRelay {
         loop {
             if let Some(b) = this.out.pop_front() {
                 return this.forward(b, 1);
+            }
+            if this.cap_hit {
+                let cap = this.token_cap.map_or(0, |c| c.cap);
+                if this.usage_before.is_none() && this.translator.usage().is_none() {
+                    // No usage from the upstream yet: settle with the estimate the cut used,
+                    // so the key is charged for what it got.
+                    if let Some(c) = this.token_cap {
+                        let text = this.text_before + this.translator.text().len() as u64;
+                        this.usage_before = Some(Usage {
+                            input: c.input_estimate,
+                            output: text.div_ceil(4),
+                            ..Usage::default()
+                        });
+                    }
+                }
+                return this.fail(
+                    EndReason::TokenCap,
+                    StatusCode::TOO_MANY_REQUESTS,
+                    "token_limit_exceeded",
+                    &format!(
+                        "the stream was cut: it passed the {cap} tokens its key's token limit \
+                         allowed it (the limit has `cut_streams` on)"
+                    ),
+                );
             }
             if let Some(next) = this.next.as_mut() {
                 match next.as_mut().poll(cx) {
@@ -627,6 +698,7 @@ impl Body for SseRelay {
                         scratch.clear();
                         this.scratch = scratch;
                         this.upstream_alive();
+                        this.check_token_cap();
                         if failure.is_some() || !this.out.is_empty() {
                             break;
                         }

@@ -305,3 +305,103 @@ async fn a_token_limit_under_concurrent_load_is_overshot_by_at_most_one_reservat
     assert!(total <= 3000 + reservation + 1, "{total}");
     assert!(total + reservation >= 3000, "{total}");
 }
+
+/// Content deltas and the final error event of an OpenAI stream's body.
+fn stream_parts(body: &[u8]) -> (usize, Option<serde_json::Value>) {
+    let text = String::from_utf8_lossy(body);
+    let mut deltas = 0;
+    let mut error = None;
+    for data in text.split("\n\n").filter_map(|e| e.strip_prefix("data: ")) {
+        let Ok(v) = serde_json::from_str::<serde_json::Value>(data) else {
+            continue;
+        };
+        if v.get("error").is_some() {
+            error = Some(v);
+        } else if v["choices"][0]["delta"]["content"]
+            .as_str()
+            .is_some_and(|c| !c.is_empty())
+        {
+            deltas += 1;
+        }
+    }
+    (deltas, error)
+}
+
+#[tokio::test]
+async fn a_stream_past_a_cut_streams_token_limit_is_cut_with_an_error_event() {
+    let mock = mock("").await;
+    let keys = format!(
+        "{}{}",
+        key(
+            "capped",
+            "sk-capped",
+            "tokens = { limit = 1000, per = \"1h\", cut_streams = true }"
+        ),
+        key(
+            "plain",
+            "sk-plain",
+            "tokens = { limit = 1000, per = \"1h\" }"
+        ),
+    );
+    let gw = gateway(&mock, &route(""), &keys).await;
+    let body = r#"{"model":"gpt-4o","stream":true,"messages":[{"role":"user","content":"hi"}]}"#;
+    // 8 bytes of text a token: the cap counts about 2 tokens per delta.
+    let knobs = "tokens=2000, interval_ms=1, token_bytes=8";
+    let mut req = post("/v1/chat/completions", bearer("sk-capped"), body);
+    req.headers_mut().insert("x-mock", knobs.parse().unwrap());
+    let r = h1(gw.addr(), req).await;
+    assert_eq!(r.status, 200);
+    let (deltas, error) = stream_parts(&r.body);
+    let error = error.unwrap_or_else(|| {
+        panic!(
+            "no error event after {deltas} deltas: {}",
+            String::from_utf8_lossy(&r.body[r.body.len().saturating_sub(300)..])
+        )
+    });
+    assert_eq!(error["error"]["code"], "token_limit_exceeded", "{error}");
+    assert!(
+        error["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("1000 tokens"),
+        "{error}"
+    );
+    // (1000 - the input estimate) / 2 tokens a delta: the cut comes near 490 deltas, never
+    // before the cap and at most an event after it.
+    assert!(
+        (450..=500).contains(&deltas),
+        "{deltas} deltas before the cut"
+    );
+    // The upstream was cancelled, not read to its end.
+    let snap = wait_for(mock.stats(), "the capped stream's cancel", |s| {
+        s.requests
+            .last()
+            .is_some_and(|r| matches!(r.outcome, sluice_mock::Outcome::Cancelled(_)))
+    })
+    .await;
+    assert_eq!(snap.requests.len(), 1);
+    // The key is charged what it got (the estimate, no usage came): about the cap.
+    let used = tokens_used(&gw, "capped").await;
+    assert!((950..=1100).contains(&used), "charged {used}");
+
+    // Without `cut_streams` the same stream runs to its end: the cut is opt-in.
+    let mut req = post("/v1/chat/completions", bearer("sk-plain"), body);
+    req.headers_mut().insert("x-mock", knobs.parse().unwrap());
+    let r = h1(gw.addr(), req).await;
+    assert_eq!(r.status, 200);
+    let (deltas, error) = stream_parts(&r.body);
+    assert!(error.is_none(), "{error:?}");
+    assert_eq!(deltas, 2000);
+    assert!(String::from_utf8_lossy(&r.body).ends_with("data: [DONE]\n\n"));
+}
+
+#[test]
+fn cut_streams_is_refused_on_a_requests_limit() {
+    let text = "[[upstream]]\nname = \"u\"\nbase_url = \"http://127.0.0.1:9/v1\"\n\n[[route]]\nname = \"r\"\nmodels = [\"*\"]\nupstream = \"u\"\n\n[[key]]\nid = \"k\"\nhash = \"sha256:0000000000000000000000000000000000000000000000000000000000000000\"\nrequests = { limit = 10, per = \"1m\", cut_streams = true }\n";
+    let e = sluice_gateway::config::Config::from_toml(text, &|_| None).unwrap_err();
+    let msg = e.to_string();
+    assert!(
+        msg.contains("requests.cut_streams") && msg.contains("only a tokens limit"),
+        "{msg}"
+    );
+}
