@@ -314,6 +314,55 @@ async fn an_idempotent_request_sent_to_both_instances_at_once_runs_upstream_once
     let _ = std::fs::remove_dir_all(dir);
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[cfg_attr(
+    no_redis,
+    ignore = "no redis-server: install it (apt-get install redis-server) or set REDIS_SERVER"
+)]
+async fn a_stream_cut_by_its_token_limit_on_one_instance_is_charged_on_both() {
+    let redis = RedisServer::start().await;
+    let mock = MockServer::start(MockConfig::default()).await.unwrap();
+    let dir = tmpdir("shared-cut");
+    let capped = format!(
+        "\n[[key]]\nid = \"capped\"\nhash = \"{}\"\ntokens = {{ limit = 1000, per = \"1h\", cut_streams = true }}\n",
+        sha256_hex("sk-capped")
+    );
+    let cfg = config_file(&dir, &capped);
+    let (_a, a, _) = serve(&cfg, &redis.url(), &mock, "fail_closed").await;
+    let (_b, b, _) = serve(&cfg, &redis.url(), &mock, "fail_closed").await;
+    let stream =
+        r#"{"model":"gpt-4o-mini","stream":true,"messages":[{"role":"user","content":"hi"}]}"#;
+    let knobs = "x-mock: tokens=2000, interval_ms=1, token_bytes=8\r\n";
+    let r = call(&a, "/v1/chat/completions", "sk-capped", knobs, stream).await;
+    assert_eq!(r.status, 200);
+    let deltas = r.body.matches("\"content\":\"").count();
+    assert!(
+        r.body.contains("token_limit_exceeded"),
+        "no cut after {deltas} deltas: {}",
+        &r.body[r.body.len().saturating_sub(300)..]
+    );
+    assert!(
+        (400..=520).contains(&deltas),
+        "{deltas} deltas before the cut"
+    );
+    // The other instance sees the charge (settled through Redis): nothing is left.
+    let deadline = Instant::now() + Duration::from_secs(3);
+    loop {
+        let r = call(&b, "/v1/chat/completions", "sk-capped", "", CHAT).await;
+        if r.status == 429 {
+            assert!(r.body.contains("tokens_limited"), "{}", r.body);
+            break;
+        }
+        assert_eq!(r.status, 200, "{}", r.body);
+        assert!(
+            Instant::now() < deadline,
+            "instance B still admits the capped key"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let _ = std::fs::remove_dir_all(dir);
+}
+
 /// Sends requests to `addr` until `stop`, each bounded; returns (status, took) per request.
 async fn load(addr: String, until: Instant) -> Vec<(u16, Duration, String)> {
     let mut out = Vec::new();
