@@ -142,14 +142,14 @@ for g in plain memory redis; do
 done
 
 N=$((RATE * DUR))
-echo "open loop, $RATE req/s, $N requests per gateway per round, $ROUNDS rounds interleaved"
+echo "open loop, $RATE req/s over $C connections, $N requests per gateway per round, $ROUNDS rounds interleaved"
 printf '%-7s %9s %9s %11s\n' gateway p50_ms p99_ms cpu_us/req
 declare -A CPU OP50
 for round in $(seq "$ROUNDS"); do
   for g in plain memory redis; do
     p=${PID[$g]}
     t0=$(ticks "$p")
-    rps "${ADDR[$g]}" --rate "$RATE" -n "$N"
+    rps "${ADDR[$g]}" --rate "$RATE" -n "$N" --connections "$C"
     ok=$(field 'r["successes"]')
     t1=$(ticks "$p")
     cpu=$(python3 -c "print(round(($t1 - $t0) / $HZ * 1e6 / max($ok, 1), 1))")
@@ -165,7 +165,9 @@ done
 echo "light load, 200 req/s, 1000 requests: the added latency without queueing"
 printf '%-7s %9s %9s\n' gateway p50_ms p99_ms
 for g in memory redis memory redis; do
-  rps "${ADDR[$g]}" --rate 200 -n 1000
+  rps "${ADDR[$g]}" --rate 200 -n 1000 --connections "$C"
   printf '%-7s %9s %9s\n' "$g" "$(field 'round(r["latency"]["p50_ms"], 3)')" "$(field 'round(r["latency"]["p99_ms"], 3)')"
 done
+echo "redis-server's own time per call (INFO commandstats: calls, usec_per_call):"
+redis-cli -p "$RPORT" info commandstats | grep -E 'evalsha|eval:' | tr -d '\r' || true
 grep -h -i -E 'warn|error' "$WORK"/*.err | head -5 || true

@@ -299,9 +299,12 @@ impl Store {
             Backend::Memory(local) => (local.records.begin(&record, body_hash)?, Origin::Local),
             Backend::Redis {
                 shared, fallback, ..
-            } => match shared
-                .idempotency_begin(&record, body_hash, inner.idempotency.in_flight_ttl)
-                .await
+            } => match Box::pin(shared.idempotency_begin(
+                &record,
+                body_hash,
+                inner.idempotency.in_flight_ttl,
+            ))
+            .await
             {
                 Ok(raw) => (raw, Origin::Shared),
                 Err(e) => {
