@@ -9,7 +9,9 @@ mod request;
 mod resets;
 mod watch;
 
+use std::future::Future;
 use std::net::SocketAddr;
+use std::pin::Pin;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
@@ -462,9 +464,19 @@ async fn serve_conn(
     let b = builder(&ing.state.load().config.server);
     match tls {
         None => {
+            // h2c prior knowledge or HTTP/1.1: the first bytes say which, so that each gets
+            // its own service (see `run`).
+            let h2 = tokio::select! {
+                h2 = speaks_h2c(&tcp) => h2,
+                reason = watch::watchdog(&tracker, &ing.timeouts) => {
+                    ing.metrics.connection_closed(reason.as_str());
+                    return;
+                }
+            };
+            let b = if h2 { b.http2_only() } else { b.http1_only() };
             let (tx, rx) = oneshot::channel();
-            let io = ConnIo::new(tcp, tracker.clone(), tx, false, ing.malformed.clone());
-            run(&ing, io, &tracker, b, rx).await;
+            let io = ConnIo::new(tcp, tracker.clone(), tx, h2, ing.malformed.clone());
+            run(&ing, io, &tracker, b, rx, h2).await;
         }
         Some(acceptor) => {
             // The handshake is part of the first request's head: the watch's header timeout
@@ -486,36 +498,118 @@ async fn serve_conn(
             let b = if h2 { b.http2_only() } else { b.http1_only() };
             let (tx, rx) = oneshot::channel();
             let io = ConnIo::new(stream, tracker.clone(), tx, h2, ing.malformed.clone());
-            run(&ing, io, &tracker, b, rx).await;
+            run(&ing, io, &tracker, b, rx, h2).await;
         }
     }
 }
 
+/// Whether a plaintext client opens with HTTP/2's preface (h2c prior knowledge), read without
+/// consuming it. EOF or an error: not h2 (hyper then sees it for itself).
+async fn speaks_h2c(tcp: &TcpStream) -> bool {
+    const PREFACE_START: &[u8] = b"PRI";
+    let mut buf = [0u8; 3];
+    loop {
+        let n = match tcp.peek(&mut buf).await {
+            Ok(0) | Err(_) => return false,
+            Ok(n) => n,
+        };
+        if buf[..n] != PREFACE_START[..n] {
+            return false;
+        }
+        if n == PREFACE_START.len() {
+            return true;
+        }
+        // "P" or "PR" so far: a peek would answer at once with the same bytes, so wait a
+        // little for the rest (rare: a head split after its first byte or two). The
+        // connection's header timeout bounds this.
+        tokio::time::sleep(Duration::from_millis(1)).await;
+    }
+}
+
 /// Serves one connection until it ends, the gateway drains, or its watch closes it.
+///
+/// On HTTP/2 the service future is boxed: hyper runs each stream in a task whose cell is as
+/// large as the service future (~10 KB: the policy, the admission and the relay set-up) for
+/// the stream's whole life, so a long stream would hold all of it; boxed, it is freed when the
+/// response head is out. On HTTP/1.1 the future lives in the connection's own (reused) slot,
+/// where a box would be an allocation per request for nothing.
 async fn run<T>(
     ing: &Arc<Ingress>,
     io: ConnIo<T>,
     tracker: &Arc<ConnTracker>,
     builder: auto::Builder<TokioExecutor>,
     give_back: oneshot::Receiver<T>,
+    h2: bool,
 ) where
     T: AsyncRead + AsyncWrite + Unpin + Send + 'static,
 {
-    let svc = {
-        let ing = ing.clone();
-        let tracker = tracker.clone();
-        service_fn(move |req| {
+    let closed_for = if h2 {
+        let svc = {
             let ing = ing.clone();
             let tracker = tracker.clone();
-            // NOTE: not boxed, though hyper keeps an HTTP/2 stream's service future (~10 KB:
-            // the policy and relay set-up live in it) in the stream's task for the stream's
-            // whole life: boxing it saved 28 MB at 10,000 streams but cost ~10 % more CPU per
-            // small call (callgrind, docs/BENCHMARKS.md).
-            async move { Ok::<_, std::convert::Infallible>(request::serve(ing, tracker, req).await) }
-        })
+            service_fn(move |req| {
+                let ing = ing.clone();
+                let tracker = tracker.clone();
+                Box::pin(async move {
+                    Ok::<_, std::convert::Infallible>(request::serve(ing, tracker, req).await)
+                })
+            })
+        };
+        drive(
+            ing,
+            tracker,
+            builder.serve_connection(TokioIo::new(io), svc).into_owned(),
+        )
+        .await
+    } else {
+        let svc = {
+            let ing = ing.clone();
+            let tracker = tracker.clone();
+            service_fn(move |req| {
+                let ing = ing.clone();
+                let tracker = tracker.clone();
+                async move { Ok::<_, std::convert::Infallible>(request::serve(ing, tracker, req).await) }
+            })
+        };
+        drive(
+            ing,
+            tracker,
+            builder.serve_connection(TokioIo::new(io), svc).into_owned(),
+        )
+        .await
     };
+    closed(ing, tracker, closed_for, give_back).await;
+}
+
+/// hyper's connection, whichever service it runs.
+trait Served: Future<Output = Result<(), Box<dyn std::error::Error + Send + Sync>>> {
+    fn shut_down(self: Pin<&mut Self>);
+}
+
+impl<I, S, B> Served for auto::Connection<'static, I, S, TokioExecutor>
+where
+    S: hyper::service::Service<http::Request<hyper::body::Incoming>, Response = http::Response<B>>,
+    S::Future: 'static,
+    S::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
+    B: http_body::Body + 'static,
+    B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
+    I: hyper::rt::Read + hyper::rt::Write + Unpin + 'static,
+    TokioExecutor: auto::HttpServerConnExec<S::Future, B>,
+{
+    fn shut_down(self: Pin<&mut Self>) {
+        self.graceful_shutdown();
+    }
+}
+
+/// Runs `conn` until it ends, the gateway drains, or the watch closes it; why the watch
+/// closed it, if it did.
+async fn drive(
+    ing: &Arc<Ingress>,
+    tracker: &Arc<ConnTracker>,
+    conn: impl Served,
+) -> Option<CloseReason> {
     // Boxed, not pinned on the stack: it is dropped below, before this function ends.
-    let mut conn = Box::pin(builder.serve_connection(TokioIo::new(io), svc).into_owned());
+    let mut conn = Box::pin(conn);
     let draining = ing.draining.clone();
     let mut graceful = false;
     let mut watching = true;
@@ -526,7 +620,7 @@ async fn run<T>(
         tokio::select! {
             _ = conn.as_mut() => break,
             _ = draining.cancelled(), if !graceful => {
-                conn.as_mut().graceful_shutdown();
+                conn.as_mut().shut_down();
                 graceful = true;
             }
             reason = watch::watchdog(tracker, &ing.timeouts), if watching => {
@@ -536,7 +630,7 @@ async fn run<T>(
                     // Nothing in flight: a polite close (HTTP/2 GOAWAY), bounded.
                     CloseReason::KeepAliveTimeout | CloseReason::Evicted => {
                         if !graceful {
-                            conn.as_mut().graceful_shutdown();
+                            conn.as_mut().shut_down();
                             graceful = true;
                         }
                         goodbye.as_mut().reset(Instant::now() + GOODBYE);
@@ -553,6 +647,19 @@ async fn run<T>(
     // Dropping hyper's connection drops the I/O, which hands the socket back for a GOAWAY if
     // the connection is cut for abuse.
     drop(conn);
+    closed_for
+}
+
+/// After the connection: the metric and, for abuse on HTTP/2, the GOAWAY on the socket
+/// hyper gave back.
+async fn closed<T>(
+    ing: &Arc<Ingress>,
+    tracker: &Arc<ConnTracker>,
+    closed_for: Option<CloseReason>,
+    give_back: oneshot::Receiver<T>,
+) where
+    T: AsyncRead + AsyncWrite + Unpin + Send + 'static,
+{
     let Some(reason) = closed_for else {
         return;
     };
