@@ -543,42 +543,28 @@ async fn run<T>(
 ) where
     T: AsyncRead + AsyncWrite + Unpin + Send + 'static,
 {
+    let io = TokioIo::new(io);
+    let (i, t) = (ing.clone(), tracker.clone());
     let closed_for = if h2 {
-        let svc = {
-            let ing = ing.clone();
-            let tracker = tracker.clone();
-            service_fn(move |req| {
-                let ing = ing.clone();
-                let tracker = tracker.clone();
-                Box::pin(async move {
-                    Ok::<_, std::convert::Infallible>(request::serve(ing, tracker, req).await)
-                })
-            })
-        };
-        drive(
-            ing,
-            tracker,
-            builder.serve_connection(TokioIo::new(io), svc).into_owned(),
-        )
-        .await
+        let svc = service_fn(move |req| Box::pin(respond(&i, &t, req)));
+        drive(ing, tracker, builder.serve_connection(io, svc).into_owned()).await
     } else {
-        let svc = {
-            let ing = ing.clone();
-            let tracker = tracker.clone();
-            service_fn(move |req| {
-                let ing = ing.clone();
-                let tracker = tracker.clone();
-                async move { Ok::<_, std::convert::Infallible>(request::serve(ing, tracker, req).await) }
-            })
-        };
-        drive(
-            ing,
-            tracker,
-            builder.serve_connection(TokioIo::new(io), svc).into_owned(),
-        )
-        .await
+        let svc = service_fn(move |req| respond(&i, &t, req));
+        drive(ing, tracker, builder.serve_connection(io, svc).into_owned()).await
     };
     closed(ing, tracker, closed_for, give_back).await;
+}
+
+/// One request's response, as the connection's service gives it.
+fn respond(
+    ing: &Arc<Ingress>,
+    tracker: &Arc<ConnTracker>,
+    req: http::Request<hyper::body::Incoming>,
+) -> impl Future<Output = Result<http::Response<request::ClientBody>, std::convert::Infallible>>
+       + Send
+       + 'static {
+    let (ing, tracker) = (ing.clone(), tracker.clone());
+    async move { Ok(request::serve(ing, tracker, req).await) }
 }
 
 /// hyper's connection, whichever service it runs.
