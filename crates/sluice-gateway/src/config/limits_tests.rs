@@ -129,7 +129,8 @@ fn broken_keys_limits_and_state_get_the_field_the_line_and_the_fix() {
         ),
         (
             key("requests = { limit = 10, every = \"1m\" }"),
-            "line 15: key[0].requests.every: unknown field; expected one of `limit`, `per`",
+            "line 15: key[0].requests.every: unknown field; expected one of `limit`, `per`, \
+             `cut_streams`",
         ),
         (
             key("concurrency = 0"),
