@@ -148,6 +148,10 @@ impl H1Body {
         &mut self,
         cx: &mut Context<'_>,
     ) -> Poll<Option<Result<Frame<Bytes>, BodyError>>> {
+        // The connection has no task of its own: reading the body is what moves it.
+        if let Some(lease) = self.lease.as_mut() {
+            lease.poll_connection(cx);
+        }
         match ready!(Pin::new(&mut self.body).poll_frame(cx)) {
             Some(Ok(frame)) => Poll::Ready(Some(Ok(frame))),
             Some(Err(e)) => {

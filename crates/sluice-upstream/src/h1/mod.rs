@@ -13,8 +13,16 @@
 //! Idle connections are closed by a sweeper task once idle for `idle_timeout` (or past
 //! `max_connection_age`); the task is spawned with the first idle connection, holds only a
 //! `Weak` of the pool, and is aborted with it.
+//!
+//! A connection has no task of its own: its hyper `Connection` future (a [`Driver`]) travels
+//! with its `SendRequest`, in the idle list and in the lease, and the request's own task polls
+//! it while it waits for the head and while it reads the body. A small call then stays on one
+//! task, where a spawned driver cost two cross-task wake-ups per call. An idle connection is
+//! not polled: a close by the server is seen when the connection is next used (`ready` fails,
+//! or the stale keep-alive retry below), or the sweeper drops it first.
 
 mod conn;
+mod driver;
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -37,6 +45,7 @@ use crate::pool::{CapWarning, DrainReason, LaneSnapshot, PoolCtx, ShardState, Wi
 use crate::timing::Recorder;
 use crate::Lane;
 use conn::{ConnInfo, Counted};
+use driver::Driver;
 
 type SendRequest = http1::SendRequest<Full<Bytes>>;
 
@@ -50,6 +59,7 @@ type Registry = Arc<Mutex<HashMap<u64, Arc<ConnInfo>>>>;
 /// A kept-alive connection waiting for its next request.
 struct Idle {
     send: SendRequest,
+    driver: Driver,
     conn: Arc<ConnInfo>,
     since: Instant,
 }
@@ -241,21 +251,27 @@ impl H1Pool {
             let taken = if fresh_only { None } else { self.take_idle() };
             let reused = taken.is_some();
             let mut lease = match taken {
-                Some(idle) => Lease::new(idle.send, idle.conn, self.clone(), permit.take()),
+                Some(idle) => Lease::new(
+                    idle.send,
+                    idle.driver,
+                    idle.conn,
+                    self.clone(),
+                    permit.take(),
+                ),
                 None => {
                     let connected = match preconnected.take() {
                         Some(c) => c,
                         None => self.connect(deadline).await?,
                     };
                     rec.connected(connected.phases);
-                    let (send, conn) = self.handshake(connected.io).await?;
-                    Lease::new(send, conn, self.clone(), permit.take())
+                    let (send, driver, conn) = self.handshake(connected.io).await?;
+                    Lease::new(send, driver, conn, self.clone(), permit.take())
                 }
             };
-            let Some(send) = lease.send.as_mut() else {
+            let (Some(send), Some(driver)) = (lease.send.as_mut(), lease.driver.as_mut()) else {
                 return Err(UpstreamError::Closed);
             };
-            match timeout_at(deadline, send.ready()).await {
+            match timeout_at(deadline, driver.drive(send.ready())).await {
                 Err(_) => return Err(UpstreamError::Deadline),
                 // An idle connection that died between the check and now: try another.
                 Ok(Err(_)) if reused => {
@@ -274,7 +290,7 @@ impl H1Pool {
             let handed_over = Instant::now();
             let sent = send.try_send_request(request);
             rec.written();
-            let mut failed = match timeout_at(deadline, sent).await {
+            let mut failed = match timeout_at(deadline, driver.drive(sent)).await {
                 // Dropping `sent` makes hyper close the connection; the lease discards it.
                 Err(_) => return Err(UpstreamError::Deadline),
                 Ok(Ok(resp)) => return Ok((resp, lease)),
@@ -328,7 +344,7 @@ impl H1Pool {
 
     /// Whether `idle` must not be used at `now` (counting an age drain if that is why).
     fn expired(&self, idle: &Idle, now: Instant) -> bool {
-        if idle.send.is_closed() {
+        if idle.send.is_closed() || idle.driver.is_done() {
             return true;
         }
         let (at, reason) = self.expires(idle);
@@ -359,8 +375,8 @@ impl H1Pool {
     /// Puts a connection whose response ended cleanly back in the idle list, unless it is
     /// closed, draining (its last request) or too old; those are dropped, which closes them.
     /// Called before the lease's permit is released, so a waiter finds it idle.
-    fn put_idle(self: &Arc<Self>, send: SendRequest, conn: Arc<ConnInfo>) {
-        if send.is_closed() || conn.state() == ShardState::Draining {
+    fn put_idle(self: &Arc<Self>, send: SendRequest, driver: Driver, conn: Arc<ConnInfo>) {
+        if send.is_closed() || driver.is_done() || conn.state() == ShardState::Draining {
             return;
         }
         let now = Instant::now();
@@ -375,6 +391,7 @@ impl H1Pool {
             let mut idle = lock(&self.idle);
             idle.push(Idle {
                 send,
+                driver,
                 conn,
                 since: now,
             });
@@ -427,7 +444,10 @@ impl H1Pool {
         }
     }
 
-    async fn handshake(&self, io: Io) -> Result<(SendRequest, Arc<ConnInfo>), UpstreamError> {
+    async fn handshake(
+        &self,
+        io: Io,
+    ) -> Result<(SendRequest, Driver, Arc<ConnInfo>), UpstreamError> {
         let id = self.ctx.next_shard_id.fetch_add(1, Ordering::Relaxed);
         let info = Arc::new(ConnInfo::new(id, self.lane));
         let io = TokioIo::new(Counted::new(io, info.clone()));
@@ -437,20 +457,8 @@ impl H1Pool {
         let (send, conn) = shaken.map_err(|e| UpstreamError::Protocol(e.to_string()))?;
         let open = self.ctx.counters.connection_opened();
         lock(&self.live).insert(id, info.clone());
-        let live = self.live.clone();
-        let task_info = info.clone();
-        // The task ends when the connection closes, which happens when its SendRequest is
-        // dropped: the idle list (owned by the Upstream) or a lease (owned by a response)
-        // holds it.
-        tokio::spawn(async move {
-            let _open = open;
-            if let Err(e) = conn.await {
-                tracing::debug!(error = %e, "upstream http/1.1 connection ended with an error");
-            }
-            task_info.set_state(ShardState::Closed);
-            lock(&live).remove(&task_info.id);
-        });
-        Ok((send, info))
+        let driver = Driver::new(conn, info.clone(), self.live.clone(), open);
+        Ok((send, driver, info))
     }
 }
 
@@ -485,6 +493,7 @@ fn copy_request(req: &Request<Full<Bytes>>) -> Request<Full<Bytes>> {
 /// connection: only a response read to its end leaves the connection in a known state.
 pub(crate) struct Lease {
     send: Option<SendRequest>,
+    driver: Option<Driver>,
     conn: Arc<ConnInfo>,
     pool: Arc<H1Pool>,
     permit: Option<OwnedSemaphorePermit>,
@@ -493,12 +502,14 @@ pub(crate) struct Lease {
 impl Lease {
     fn new(
         send: SendRequest,
+        driver: Driver,
         conn: Arc<ConnInfo>,
         pool: Arc<H1Pool>,
         permit: Option<OwnedSemaphorePermit>,
     ) -> Lease {
         Lease {
             send: Some(send),
+            driver: Some(driver),
             conn,
             pool,
             permit,
@@ -508,14 +519,23 @@ impl Lease {
     /// The response was read to EOF: the connection may carry another request (unless it is
     /// closed, or due for rotation).
     pub(crate) fn reuse(mut self) {
-        if let Some(send) = self.send.take() {
+        if let (Some(send), Some(driver)) = (self.send.take(), self.driver.take()) {
             // Before the permit is released (in drop), so a waiter finds it idle.
-            self.pool.put_idle(send, self.conn.clone());
+            self.pool.put_idle(send, driver, self.conn.clone());
+        }
+    }
+
+    /// Moves the connection on (reads the response into its body, writes what is left of the
+    /// request); the response body's poll calls it first, with the same waker.
+    pub(crate) fn poll_connection(&mut self, cx: &mut std::task::Context<'_>) {
+        if let Some(d) = self.driver.as_mut() {
+            d.poll_connection(cx);
         }
     }
 
     fn into_permit(mut self) -> Option<OwnedSemaphorePermit> {
         drop(self.send.take());
+        drop(self.driver.take());
         self.permit.take()
     }
 }
@@ -524,6 +544,7 @@ impl Drop for Lease {
     fn drop(&mut self) {
         // Connection first (closing it), then the permit.
         drop(self.send.take());
+        drop(self.driver.take());
         drop(self.permit.take());
     }
 }
