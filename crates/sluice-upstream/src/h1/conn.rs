@@ -19,7 +19,7 @@ use crate::pool::{ConnectionSnapshot, DrainReason, ShardState};
 use crate::{Counters, Lane, Protocol};
 
 /// The record of one HTTP/1.1 connection, shared by the pool (idle list, registry), the lease
-/// of the request on it, its socket wrapper and its task.
+/// of the request on it, its socket wrapper and its driver.
 #[derive(Debug)]
 pub(crate) struct ConnInfo {
     pub(crate) id: u64,
