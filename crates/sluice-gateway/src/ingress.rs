@@ -473,7 +473,13 @@ async fn serve_conn(
                     return;
                 }
             };
-            let b = if h2 { b.http2_only() } else { b.http1_only() };
+            let b = match h2 {
+                Some(true) => b.http2_only(),
+                Some(false) => b.http1_only(),
+                // A head split after its first byte or two (rare): hyper tells, as before.
+                None => b,
+            };
+            let h2 = h2 == Some(true);
             let (tx, rx) = oneshot::channel();
             let io = ConnIo::new(tcp, tracker.clone(), tx, h2, ing.malformed.clone());
             run(&ing, io, &tracker, b, rx, h2).await;
@@ -504,26 +510,20 @@ async fn serve_conn(
 }
 
 /// Whether a plaintext client opens with HTTP/2's preface (h2c prior knowledge), read without
-/// consuming it. EOF or an error: not h2 (hyper then sees it for itself).
-async fn speaks_h2c(tcp: &TcpStream) -> bool {
+/// consuming it: `None` while its first bytes are only "P" or "PR" (hyper's own detection
+/// then decides, as it reads). EOF or an error: not h2 (hyper then sees it for itself).
+async fn speaks_h2c(tcp: &TcpStream) -> Option<bool> {
     const PREFACE_START: &[u8] = b"PRI";
     let mut buf = [0u8; 3];
-    loop {
-        let n = match tcp.peek(&mut buf).await {
-            Ok(0) | Err(_) => return false,
-            Ok(n) => n,
-        };
-        if buf[..n] != PREFACE_START[..n] {
-            return false;
-        }
-        if n == PREFACE_START.len() {
-            return true;
-        }
-        // "P" or "PR" so far: a peek would answer at once with the same bytes, so wait a
-        // little for the rest (rare: a head split after its first byte or two). The
-        // connection's header timeout bounds this.
-        tokio::time::sleep(Duration::from_millis(1)).await;
+    let n = match tcp.peek(&mut buf).await {
+        Ok(0) | Err(_) => return Some(false),
+        Ok(n) => n,
+    };
+    if buf[..n] != PREFACE_START[..n] {
+        return Some(false);
     }
+    // A peek now would answer at once with the same bytes: no waiting on a split head here.
+    (n == PREFACE_START.len()).then_some(true)
 }
 
 /// Serves one connection until it ends, the gateway drains, or its watch closes it.

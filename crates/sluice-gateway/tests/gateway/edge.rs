@@ -137,3 +137,43 @@ async fn forwarded_headers_are_believed_only_from_trusted_proxies() {
         Some("6.6.6.6")
     );
 }
+
+/// Plaintext connections are told apart (HTTP/1.1 or h2c prior knowledge) by their first
+/// bytes before hyper starts; a head split after "P" or "PR" is left to hyper's own
+/// detection. Both protocols still work when the first bytes come alone.
+#[tokio::test]
+async fn heads_split_after_their_first_bytes_are_served_on_both_protocols() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    use tokio::net::TcpStream;
+
+    let mock = mock("").await;
+    let gw = gateway(&mock, Setup::default()).await;
+
+    // HTTP/1.1: "P", a pause, then the rest of the POST.
+    let req = post("/v1/chat/completions", "", CHAT);
+    let mut s = TcpStream::connect(gw.addr()).await.unwrap();
+    s.write_all(&req[..1]).await.unwrap();
+    tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    s.write_all(&req[1..]).await.unwrap();
+    let out = read_to_close(&mut s, std::time::Duration::from_secs(5))
+        .await
+        .expect("the gateway answers and closes");
+    let (status, _, body) = split_response(&String::from_utf8_lossy(&out));
+    assert_eq!(status, 200, "{body}");
+
+    // h2c prior knowledge: "PR", a pause, the rest of the preface and an empty SETTINGS; the
+    // gateway answers with its own SETTINGS frame (type 4 on stream 0).
+    let mut s = TcpStream::connect(gw.addr()).await.unwrap();
+    let preface = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
+    s.write_all(&preface[..2]).await.unwrap();
+    tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    s.write_all(&preface[2..]).await.unwrap();
+    s.write_all(&[0, 0, 0, 4, 0, 0, 0, 0, 0]).await.unwrap();
+    let mut head = [0u8; 9];
+    tokio::time::timeout(std::time::Duration::from_secs(5), s.read_exact(&mut head))
+        .await
+        .expect("a frame within 5 s")
+        .unwrap();
+    assert_eq!(head[3], 4, "the first frame is SETTINGS: {head:?}");
+    assert_eq!(&head[5..9], &[0, 0, 0, 0], "on stream 0");
+}
