@@ -148,11 +148,17 @@ impl H1Body {
         &mut self,
         cx: &mut Context<'_>,
     ) -> Poll<Option<Result<Frame<Bytes>, BodyError>>> {
-        // The connection has no task of its own: reading the body is what moves it.
-        if let Some(lease) = self.lease.as_mut() {
-            lease.poll_connection(cx);
+        // The connection has no task of its own: reading the body is what moves it. It is
+        // polled only when the body has nothing ready (a small response comes whole with its
+        // head), then the body is asked again.
+        let mut frame = Pin::new(&mut self.body).poll_frame(cx);
+        if frame.is_pending() {
+            if let Some(lease) = self.lease.as_mut() {
+                lease.poll_connection(cx);
+                frame = Pin::new(&mut self.body).poll_frame(cx);
+            }
         }
-        match ready!(Pin::new(&mut self.body).poll_frame(cx)) {
+        match ready!(frame) {
             Some(Ok(frame)) => Poll::Ready(Some(Ok(frame))),
             Some(Err(e)) => {
                 // A broken response leaves the connection in an unknown state: discard it.
