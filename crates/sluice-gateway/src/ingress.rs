@@ -29,7 +29,7 @@ use tokio_rustls::TlsAcceptor;
 use tokio_util::sync::{CancellationToken, DropGuard};
 
 pub(crate) use body::client_body_error;
-use io::{ConnIo, GOAWAY_ENHANCE_YOUR_CALM};
+use io::{ConnIo, GOAWAY_ENHANCE_YOUR_CALM, H2_PREFACE_START};
 use limits::{ConnLimits, ConnSlot, Refusal};
 use metrics::{IngressMetrics, RequestRefusal};
 use resets::ResetGuard;
@@ -513,17 +513,16 @@ async fn serve_conn(
 /// consuming it: `None` while its first bytes are only "P" or "PR" (hyper's own detection
 /// then decides, as it reads). EOF or an error: not h2 (hyper then sees it for itself).
 async fn speaks_h2c(tcp: &TcpStream) -> Option<bool> {
-    const PREFACE_START: &[u8] = b"PRI";
-    let mut buf = [0u8; 3];
+    let mut buf = [0u8; H2_PREFACE_START.len()];
     let n = match tcp.peek(&mut buf).await {
         Ok(0) | Err(_) => return Some(false),
         Ok(n) => n,
     };
-    if buf[..n] != PREFACE_START[..n] {
+    if buf[..n] != H2_PREFACE_START[..n] {
         return Some(false);
     }
     // A peek now would answer at once with the same bytes: no waiting on a split head here.
-    (n == PREFACE_START.len()).then_some(true)
+    (n == H2_PREFACE_START.len()).then_some(true)
 }
 
 /// Serves one connection until it ends, the gateway drains, or its watch closes it.

@@ -878,7 +878,7 @@ fn stream_response(
         token_cap: log.ticket.as_ref().and_then(|t| t.stream_cap()).map(|cap| {
             crate::relay::TokenCap {
                 cap,
-                input_estimate: (policy.ctx.body.len() as u64).div_ceil(4),
+                input_estimate: crate::keys::input_estimate(policy.ctx.body.len()),
             }
         }),
     };

@@ -27,7 +27,7 @@ use super::watch::{CloseReason, ConnTracker};
 use crate::error::GatewayError;
 
 /// The client connection preface of HTTP/2 starts with these bytes; no HTTP/1.1 method does.
-const H2_PREFACE_START: &[u8] = b"PRI";
+pub(super) const H2_PREFACE_START: &[u8] = b"PRI";
 
 /// GOAWAY(last-stream-id, ENHANCE_YOUR_CALM): frame type 0x7, stream 0, payload 8 bytes.
 ///

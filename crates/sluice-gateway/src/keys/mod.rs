@@ -625,5 +625,10 @@ fn stream_cap(checks: &[Check], quotas: &[Quota], cuts: u32) -> Option<u64> {
 /// the most it may generate; so the real usage rarely exceeds it. Without `max_tokens` the
 /// output is unknown and counted when the request ends.
 pub fn reservation(max_tokens: u64, body_len: usize) -> u64 {
-    (body_len as u64).div_ceil(4).saturating_add(max_tokens)
+    input_estimate(body_len).saturating_add(max_tokens)
+}
+
+/// A request's input tokens, estimated from its body size (about four bytes a token).
+pub fn input_estimate(body_len: usize) -> u64 {
+    (body_len as u64).div_ceil(4)
 }

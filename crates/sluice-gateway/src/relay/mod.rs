@@ -341,8 +341,36 @@ impl SseRelay {
         } else {
             cap.input_estimate
         };
-        let text = self.text_before + self.translator.text().len() as u64;
-        input + usage.output.max(text.div_ceil(4))
+        input + usage.output.max(self.text_tokens())
+    }
+
+    /// Output tokens estimated from the text sent so far (about four bytes a token).
+    fn text_tokens(&self) -> u64 {
+        (self.text_before + self.translator.text().len() as u64).div_ceil(4)
+    }
+
+    /// Ends a stream that passed its token cap with an error event.
+    fn cut_at_token_cap(&mut self, cap: TokenCap) -> Poll<Option<Result<Frame<Bytes>, Never>>> {
+        if self.usage_before.is_none() && self.translator.usage().is_none() {
+            // No usage from the upstream yet: settle with the estimate the cut used, so the
+            // key is charged for what it got.
+            self.usage_before = Some(Usage {
+                input: cap.input_estimate,
+                output: self.text_tokens(),
+                ..Usage::default()
+            });
+        }
+        let message = format!(
+            "the stream was cut: it passed the {} tokens its key's token limit allowed it \
+             (the limit has `cut_streams` on)",
+            cap.cap
+        );
+        self.fail(
+            EndReason::TokenCap,
+            StatusCode::TOO_MANY_REQUESTS,
+            "token_limit_exceeded",
+            &message,
+        )
     }
 
     /// After the commit: marks the stream to be cut once the client has the events out.
@@ -625,29 +653,8 @@ impl Body for SseRelay {
             if let Some(b) = this.out.pop_front() {
                 return this.forward(b, 1);
             }
-            if this.cap_hit {
-                let cap = this.token_cap.map_or(0, |c| c.cap);
-                if this.usage_before.is_none() && this.translator.usage().is_none() {
-                    // No usage from the upstream yet: settle with the estimate the cut used,
-                    // so the key is charged for what it got.
-                    if let Some(c) = this.token_cap {
-                        let text = this.text_before + this.translator.text().len() as u64;
-                        this.usage_before = Some(Usage {
-                            input: c.input_estimate,
-                            output: text.div_ceil(4),
-                            ..Usage::default()
-                        });
-                    }
-                }
-                return this.fail(
-                    EndReason::TokenCap,
-                    StatusCode::TOO_MANY_REQUESTS,
-                    "token_limit_exceeded",
-                    &format!(
-                        "the stream was cut: it passed the {cap} tokens its key's token limit \
-                         allowed it (the limit has `cut_streams` on)"
-                    ),
-                );
+            if let (true, Some(cap)) = (this.cap_hit, this.token_cap) {
+                return this.cut_at_token_cap(cap);
             }
             if let Some(next) = this.next.as_mut() {
                 match next.as_mut().poll(cx) {
