@@ -36,7 +36,7 @@ use crate::{ConfigError, FailureMode, RedisConfig, StateError};
 const RENEW_BATCH: usize = 256;
 /// Budget counters whose unpaid spend is kept while Redis is unreachable.
 const MAX_OWED: usize = 10_000;
-/// Background jobs run concurrently (pipelined on the one connection).
+/// Queued jobs taken at once: their settles go in one script call.
 const JOB_BATCH: usize = 64;
 
 struct Scripts {
@@ -411,7 +411,23 @@ impl RedisBackend {
         usage: Usage,
     ) -> Result<(), StateError> {
         let mut inv = self.scripts.settle.prepare_invoke();
-        inv.arg(lease.map(|n| self.member(n)).unwrap_or_default());
+        if self.push_settle(&mut inv, checks, lease, usage) == 0 {
+            return Ok(());
+        }
+        let mut conn = self.conn.clone();
+        self.call(async move { inv.invoke_async::<i64>(&mut conn).await })
+            .await
+            .map(drop)
+    }
+
+    /// Adds one admission's updates to a settle script call; returns how many keys it added.
+    fn push_settle(
+        &self,
+        inv: &mut redis::ScriptInvocation<'_>,
+        checks: &[Check],
+        lease: Option<u64>,
+        usage: Usage,
+    ) -> usize {
         let mut updates = 0;
         for check in checks {
             match check {
@@ -430,10 +446,8 @@ impl RedisBackend {
                     inv.arg("g").arg(*limit).arg(micros(*period)).arg(delta);
                 }
                 Check::Concurrency { .. } => {
-                    if lease.is_none() {
-                        continue;
-                    }
-                    inv.arg("c").arg(0u64).arg(0u64).arg(0u64);
+                    let Some(n) = lease else { continue };
+                    inv.arg("c").arg(0u64).arg(0u64).arg(self.member(n));
                 }
                 Check::Budget { period, .. } => {
                     if usage.spend_micros == 0 {
@@ -448,13 +462,31 @@ impl RedisBackend {
             inv.key(self.counter_key(check));
             updates += 1;
         }
+        updates
+    }
+
+    /// Settles many admissions in one script call (the queued settles of the background
+    /// task): at saturation this is one round trip, and one script run, for a whole batch
+    /// instead of one each. If the call fails, every settle's spend is owed.
+    async fn settle_batch(&self, settles: &[(Vec<Check>, Option<u64>, Usage)]) {
+        let mut inv = self.scripts.settle.prepare_invoke();
+        let mut updates = 0;
+        for (checks, lease, usage) in settles {
+            updates += self.push_settle(&mut inv, checks, *lease, *usage);
+        }
         if updates == 0 {
-            return Ok(());
+            return;
         }
         let mut conn = self.conn.clone();
-        self.call(async move { inv.invoke_async::<i64>(&mut conn).await })
-            .await
-            .map(drop)
+        let settled = self
+            .call(async move { inv.invoke_async::<i64>(&mut conn).await })
+            .await;
+        if settled.is_err() {
+            // Failures are counted by `call`; leases then expire by their TTL.
+            for (checks, _, usage) in settles {
+                self.owe(checks, usage.spend_micros);
+            }
+        }
     }
 
     /// Keeps the spend of `checks`' budgets to pay when Redis answers again (bounded: beyond
@@ -518,7 +550,6 @@ impl RedisBackend {
         };
         for (n, batch) in owed.chunks(RENEW_BATCH).enumerate() {
             let mut inv = self.scripts.settle.prepare_invoke();
-            inv.arg("");
             for ((key, period, window), spend) in batch {
                 inv.key(self.budget_key(key))
                     .arg("b")
@@ -655,22 +686,29 @@ impl RedisBackend {
             .map(drop)
     }
 
-    async fn run_job(&self, job: Job) {
-        // Failures are counted by `call`; leases then expire by their TTL and records by
-        // their in-flight TTL.
-        let _ = match job {
-            Job::Settle {
-                checks,
-                lease,
-                usage,
-            } => self.settle_or_owe(&checks, lease, usage).await,
-            Job::Release { record } => self.idempotency_release(&record).await,
-        };
+    /// Runs a batch of queued jobs: the settles as one script call, the releases pipelined
+    /// beside it.
+    async fn run_jobs(&self, jobs: impl Iterator<Item = Job>) {
+        let mut settles = Vec::new();
+        let mut releases = Vec::new();
+        for job in jobs {
+            match job {
+                Job::Settle {
+                    checks,
+                    lease,
+                    usage,
+                } => settles.push((checks, lease, usage)),
+                Job::Release { record } => releases.push(record),
+            }
+        }
+        // Failures are counted by `call`; records then expire by their in-flight TTL.
+        let releases = join_all(releases.iter().map(|r| self.idempotency_release(r)));
+        futures_util::future::join(self.settle_batch(&settles), releases).await;
     }
 }
 
 /// The store's one background task: runs queued settles and releases (up to [`JOB_BATCH`] at
-/// once, pipelined), renews live leases every third of their TTL, probes Redis while it is
+/// once: the settles in one script call, the releases pipelined), renews live leases every third of their TTL, probes Redis while it is
 /// down, and pays owed spend once it is up. It ends when the store is dropped (its queue closes), after running what was queued.
 pub(crate) async fn background(backend: Arc<RedisBackend>, mut jobs: mpsc::Receiver<Job>) {
     let mut renew = tokio::time::interval(backend.config.lease_ttl / 3);
@@ -684,7 +722,7 @@ pub(crate) async fn background(backend: Arc<RedisBackend>, mut jobs: mpsc::Recei
                 if n == 0 {
                     break;
                 }
-                join_all(batch.drain(..).map(|job| backend.run_job(job))).await;
+                backend.run_jobs(batch.drain(..)).await;
             }
             _ = renew.tick() => backend.renew_leases().await,
             // Always armed: a precondition would only be looked at when another branch wakes

@@ -76,6 +76,7 @@ both_backends!(
     a_response_above_the_byte_bound_is_not_stored,
     a_duplicate_waits_for_the_first_within_its_deadline,
     invalid_input_is_an_error_not_a_refusal,
+    detached_settles_queued_together_are_all_applied,
 );
 
 fn key(s: &str) -> Arc<str> {
@@ -271,6 +272,68 @@ async fn budget_refuses_once_spent_until_its_period_ends(store: Store) {
     let a = admit(&store, budget()).await.unwrap();
     assert_eq!(a.quotas()[0].remaining, 1000);
     assert_eq!(store.spend(&key("b"), period).await.unwrap(), 0);
+}
+
+/// Many requests ending at once: their detached settles (queued, and sent to Redis as one
+/// script call per batch) all land: every lease freed, every reservation reconciled, every
+/// spend added, a key named by many of them included.
+async fn detached_settles_queued_together_are_all_applied(store: Store) {
+    let period = Duration::from_secs(3600);
+    start_of_window(period, Duration::from_secs(30)).await;
+    let checks = || {
+        vec![
+            Check::Tokens {
+                key: key("d"),
+                limit: 100_000,
+                // Long enough that the counts do not drain while the test runs.
+                period: Duration::from_secs(30 * 86_400),
+                reserve: 100,
+            },
+            Check::Concurrency {
+                key: key("d"),
+                limit: 40,
+            },
+            Check::Budget {
+                key: key("d"),
+                limit_micros: 1_000_000,
+                period,
+            },
+        ]
+    };
+    let mut held = Vec::new();
+    for _ in 0..40 {
+        held.push(admit(&store, checks()).await.unwrap());
+    }
+    let q = store.quotas(&checks()).await.unwrap();
+    assert_eq!((q[0].used, q[1].used), (4000, 40));
+    let trips_before = store.stats().round_trips;
+    for a in held {
+        a.settle_detached(Usage {
+            tokens: Some(10),
+            spend_micros: 7,
+        });
+    }
+    let reads = std::sync::atomic::AtomicU64::new(0);
+    let settled = eventually(Duration::from_secs(5), || async {
+        reads.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let q = store.quotas(&checks()).await.unwrap();
+        q[1].used == 0 && q[0].used == 400
+    })
+    .await;
+    // (Memory makes no round trips: 0.)
+    let settle_trips = (store.stats().round_trips - trips_before)
+        .saturating_sub(reads.load(std::sync::atomic::Ordering::Relaxed));
+    let q = store.quotas(&checks()).await.unwrap();
+    assert!(
+        settled,
+        "tokens used {} (want 400), leases held {} (want 0)",
+        q[0].used, q[1].used
+    );
+    assert_eq!(store.spend(&key("d"), period).await.unwrap(), 280);
+    // With Redis, the settles queued together went in fewer calls than one each.
+    let shared = store.stats().round_trips > 0;
+    println!("40 detached settles: {settle_trips} round trips");
+    assert!(!shared || settle_trips < 40, "{settle_trips} round trips");
 }
 
 async fn quotas_are_read_without_taking_anything(store: Store) {

@@ -1,20 +1,19 @@
 -- Settle: reconcile token reservations, release leases, add spend. Mirrors src/memory.rs.
+-- One call may carry the updates of many requests (queued settles are sent as one batch); a
+-- key may then appear more than once, and its updates apply in order.
 --
 -- KEYS[i]  a counter to update
--- ARGV[1]  the lease member
--- then per key, 4 values: kind ('g' GCRA, 'c' lease, 'b' budget), limit (budget: its window,
+-- per key, 4 values: kind ('g' GCRA, 'c' lease, 'b' budget), limit (budget: its window,
 --          0 for the current one), period µs, amount (GCRA: signed units to charge; budget:
---          spend to add; unused for 'c')
+--          spend to add; 'c': the lease member to remove)
 local EPS = 1.0
 local BASE = 1700000000
 local t = redis.call('TIME')
 local sec, usec = tonumber(t[1]), tonumber(t[2])
 local now = (sec - BASE) * 1000000 + usec
 local unix = sec * 1000000 + usec
-local member = ARGV[1]
-
 for i = 1, #KEYS do
-  local a = 1 + (i - 1) * 4
+  local a = (i - 1) * 4
   local kind = ARGV[a + 1]
   if kind == 'g' then
     local limit, period, delta = tonumber(ARGV[a + 2]), tonumber(ARGV[a + 3]), tonumber(ARGV[a + 4])
@@ -27,7 +26,7 @@ for i = 1, #KEYS do
       redis.call('DEL', KEYS[i])
     end
   elseif kind == 'c' then
-    redis.call('ZREM', KEYS[i], member)
+    redis.call('ZREM', KEYS[i], ARGV[a + 4])
   elseif kind == 'b' then
     -- The limit slot holds the window the spend belongs to (0: the current one); spend owed
     -- from an outage for a period that has ended is dropped.
