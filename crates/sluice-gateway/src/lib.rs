@@ -21,6 +21,7 @@ mod headers;
 mod ingress;
 pub mod keys;
 mod live;
+mod metric_handles;
 mod models;
 mod outbound;
 mod policy;

@@ -11,6 +11,8 @@ use prometheus_client::metrics::histogram::{exponential_buckets, Histogram};
 use prometheus_client::registry::Registry;
 use tokio::time::Instant;
 
+use crate::metric_handles::Handles;
+
 /// How a request ended. Low cardinality: used as a metric label.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum EndReason {
@@ -160,6 +162,16 @@ struct RouteLabel {
     route: String,
 }
 
+/// Handles of the families counted on every request (see `crate::metric_handles`).
+#[derive(Debug, Default)]
+struct HotHandles {
+    requests: Handles<Counter>,
+    end_reasons: Handles<Counter>,
+    acquire_wait: Handles<Histogram>,
+    attempts: Handles<Counter>,
+    tokens: Handles<Counter>,
+}
+
 /// The gateway's metrics, registered in one registry (no globals, so tests can read them).
 #[derive(Debug)]
 pub struct Telemetry {
@@ -182,6 +194,8 @@ pub struct Telemetry {
     retry_budget_exhausted: Family<UpstreamLabel, Counter>,
     tokens: Family<TokenLabels, Counter>,
     continuations: Family<Reason, Counter>,
+    /// The handles of the families every request touches, found without allocating.
+    hot: HotHandles,
     /// What the dashboard reads.
     pub(crate) live: crate::live::Live,
     /// The access log (one line per request), once the gateway has opened its sink.
@@ -311,6 +325,7 @@ impl Telemetry {
             continuations.clone(),
         );
         Telemetry {
+            hot: HotHandles::default(),
             live: crate::live::Live::default(),
             access_log: None,
             tracer: None,
@@ -400,13 +415,19 @@ impl Telemetry {
     }
 
     pub(crate) fn attempt(&self, route: &str, upstream: &str, outcome: &'static str) {
-        self.attempts
-            .get_or_create(&AttemptLabels {
-                route: route.to_string(),
-                upstream: upstream.to_string(),
-                outcome,
-            })
-            .inc();
+        self.hot.attempts.with(
+            &[route.as_bytes(), upstream.as_bytes(), outcome.as_bytes()],
+            || {
+                self.attempts
+                    .get_or_create(&AttemptLabels {
+                        route: route.to_string(),
+                        upstream: upstream.to_string(),
+                        outcome,
+                    })
+                    .clone()
+            },
+            |c| c.inc(),
+        );
     }
 
     pub(crate) fn tokens(&self, route: &str, model: &str, u: &sluice_providers::Usage) {
@@ -417,13 +438,19 @@ impl Telemetry {
             ("reasoning", u.reasoning),
         ] {
             if n > 0 {
-                self.tokens
-                    .get_or_create(&TokenLabels {
-                        route: route.to_string(),
-                        model: model.to_string(),
-                        kind,
-                    })
-                    .inc_by(n);
+                self.hot.tokens.with(
+                    &[route.as_bytes(), model.as_bytes(), kind.as_bytes()],
+                    || {
+                        self.tokens
+                            .get_or_create(&TokenLabels {
+                                route: route.to_string(),
+                                model: model.to_string(),
+                                kind,
+                            })
+                            .clone()
+                    },
+                    |c| c.inc_by(n),
+                );
             }
         }
     }
@@ -465,12 +492,18 @@ impl Telemetry {
     }
 
     pub(crate) fn acquire_wait(&self, upstream: &str, lane: &'static str, wait: Duration) {
-        self.acquire_wait
-            .get_or_create(&UpstreamLane {
-                upstream: upstream.to_string(),
-                lane,
-            })
-            .observe(wait.as_secs_f64());
+        self.hot.acquire_wait.with(
+            &[upstream.as_bytes(), lane.as_bytes()],
+            || {
+                self.acquire_wait
+                    .get_or_create(&UpstreamLane {
+                        upstream: upstream.to_string(),
+                        lane,
+                    })
+                    .clone()
+            },
+            |h| h.observe(wait.as_secs_f64()),
+        );
     }
 }
 
@@ -665,21 +698,32 @@ impl RequestLog {
         self.finish_trace(reason);
         let t = &self.telemetry;
         let route = if self.route.is_empty() {
-            "-".to_string()
+            "-"
         } else {
-            self.route.clone()
+            self.route.as_str()
         };
-        t.requests
-            .get_or_create(&RouteStatus {
-                route,
-                status: self.status,
-            })
-            .inc();
-        t.end_reasons
-            .get_or_create(&Reason {
-                reason: reason.as_str(),
-            })
-            .inc();
+        t.hot.requests.with(
+            &[route.as_bytes(), &self.status.to_le_bytes()],
+            || {
+                t.requests
+                    .get_or_create(&RouteStatus {
+                        route: route.to_string(),
+                        status: self.status,
+                    })
+                    .clone()
+            },
+            |c| c.inc(),
+        );
+        let label = reason.as_str();
+        t.hot.end_reasons.with(
+            &[label.as_bytes()],
+            || {
+                t.end_reasons
+                    .get_or_create(&Reason { reason: label })
+                    .clone()
+            },
+            |c| c.inc(),
+        );
         if reason == EndReason::ClientGone {
             t.client_cancellations.inc();
         }
