@@ -111,6 +111,9 @@ pub fn strip_hop_by_hop(h: &mut HeaderMap) {
     }
 }
 
+/// Headers an upstream request may carry beyond the client's: see `upstream_request_headers`.
+const EXTRA_HEADERS: usize = 4;
+
 /// Headers that carry an API key, in any provider's spelling.
 const KEY_HEADERS: &[&str] = &["authorization", "x-api-key", "api-key", "x-goog-api-key"];
 
@@ -133,7 +136,13 @@ pub fn upstream_request_headers(
     target: Target<'_>,
     request_id: &HeaderValue,
 ) -> HeaderMap {
-    let mut h = client.clone();
+    // Built with room for what is added here and by the caller (a key, the request id,
+    // `accept-encoding`, `content-length`): a clone has none, and the first insert past it
+    // doubles the map, whose empty half a request waiting on its upstream then holds.
+    let mut h = HeaderMap::with_capacity(client.len() + EXTRA_HEADERS);
+    for (name, value) in client {
+        h.append(name.clone(), value.clone());
+    }
     strip_hop_by_hop(&mut h);
     let provider_key = |h: &mut HeaderMap, secret: &str| {
         for n in KEY_HEADERS {

@@ -156,6 +156,10 @@ pub(crate) fn upstream_request(
         // sent, not compressed.
         headers::request_identity(req.headers_mut());
     }
+    // The body is final: its length now, while the map has room (the upstream client would
+    // otherwise add it to its copy, growing that).
+    let len = HeaderValue::from(req.body().len());
+    req.headers_mut().insert(http::header::CONTENT_LENGTH, len);
     req.extensions_mut().insert(opts.lane);
     let built = Built {
         provider: provider.clone(),

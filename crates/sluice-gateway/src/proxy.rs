@@ -314,11 +314,13 @@ where
     let started = Instant::now();
     let (mut parts, body) = req.into_parts();
     let request_id = state.request_id(&parts);
-    let mut log = RequestLog::new(
+    // Boxed: it travels by value through three async layers (the serve stages and the
+    // relay), and each would otherwise keep room for its 448 bytes in its own state.
+    let mut log = Box::new(RequestLog::new(
         state.telemetry.clone(),
         request_id.to_str().unwrap_or("-").to_string(),
         started,
-    );
+    ));
     log.client_ip = parts
         .extensions
         .get::<crate::client_ip::ClientAddr>()
@@ -651,7 +653,7 @@ pub(crate) fn give_up_reply(policy: &Policy, g: GiveUp) -> Reply {
 async fn serve(
     state: Arc<State>,
     policy: Box<Policy>,
-    mut log: RequestLog,
+    mut log: Box<RequestLog>,
 ) -> Response<GatewayBody> {
     let Some(ticket) = log.ticket.as_mut() else {
         return serve_attempts(state, policy, log).await;
@@ -682,7 +684,7 @@ async fn serve(
 async fn serve_attempts(
     state: Arc<State>,
     mut policy: Box<Policy>,
-    mut log: RequestLog,
+    mut log: Box<RequestLog>,
 ) -> Response<GatewayBody> {
     let family = policy.ctx.op.family();
     let request_id = policy.ctx.request_id.clone();
@@ -839,7 +841,7 @@ fn stream_response(
     state: &State,
     policy: Box<Policy>,
     attempt: Attempt,
-    log: RequestLog,
+    log: Box<RequestLog>,
 ) -> Response<GatewayBody> {
     let family = policy.ctx.op.family();
     let want_timing = wants_timing(state, &policy.ctx.parts.headers);
@@ -885,7 +887,7 @@ fn stream_response(
     let mut log = log;
     log.status = status.as_u16();
     log.stream_started();
-    let relay = SseRelay::new(setup, policy, attempt, log);
+    let relay = SseRelay::new(setup, policy, attempt, *log);
     let mut r = Response::new(GatewayBody::Relay(Box::new(relay)));
     *r.status_mut() = status;
     *r.headers_mut() = out_headers;

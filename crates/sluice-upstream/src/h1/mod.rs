@@ -261,7 +261,8 @@ impl H1Pool {
                 None => {
                     let connected = match preconnected.take() {
                         Some(c) => c,
-                        None => self.connect(deadline).await?,
+                        // Boxed: only a new connection needs the connect's 1.6 KB.
+                        None => Box::pin(self.connect(deadline)).await?,
                     };
                     rec.connected(connected.phases);
                     let (send, driver, conn) = self.handshake(connected.io).await?;
