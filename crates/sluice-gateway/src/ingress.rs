@@ -530,8 +530,8 @@ async fn speaks_h2c(tcp: &TcpStream) -> Option<bool> {
 /// On HTTP/2 the service future is boxed: hyper runs each stream in a task whose cell is as
 /// large as the service future (~5 KB: the admission, the policy stage and the upstream
 /// exchange) for the stream's whole life, so a long stream would hold all of it; boxed, it is
-/// freed when the response head is out. On HTTP/1.1 the future lives in the connection's own (reused) slot,
-/// where a box would be an allocation per request for nothing.
+/// freed when the response head is out. On HTTP/1.1 the future lives in the connection's own
+/// (reused) slot, where a box would be an allocation per request for nothing.
 async fn run<T>(
     ing: &Arc<Ingress>,
     io: ConnIo<T>,
