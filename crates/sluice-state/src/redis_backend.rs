@@ -38,6 +38,8 @@ const RENEW_BATCH: usize = 256;
 const MAX_OWED: usize = 10_000;
 /// Queued jobs taken at once: their settles go in one script call.
 const JOB_BATCH: usize = 64;
+/// The least deadline of a batch of queued settles (see `settle_batch`).
+const SETTLE_BATCH_DEADLINE: Duration = Duration::from_millis(250);
 
 struct Scripts {
     admit: Script,
@@ -477,12 +479,21 @@ impl RedisBackend {
         if updates == 0 {
             return;
         }
-        let mut conn = self.conn.clone();
-        let settled = self
-            .call(async move { inv.invoke_async::<i64>(&mut conn).await })
-            .await;
+        let settled = if self.is_down() {
+            Err(StateError::Unavailable)
+        } else {
+            // Off the request path, so it may wait longer than a request's call: a batch that
+            // timed out but ran would have its spend owed, and paid, twice.
+            let deadline = self.config.call_timeout.max(SETTLE_BATCH_DEADLINE);
+            let mut conn = self.conn.clone();
+            self.call_within(
+                deadline,
+                async move { inv.invoke_async::<i64>(&mut conn).await },
+            )
+            .await
+        };
         if settled.is_err() {
-            // Failures are counted by `call`; leases then expire by their TTL.
+            // Failures are counted by `call_within`; leases then expire by their TTL.
             for (checks, _, usage) in settles {
                 self.owe(checks, usage.spend_micros);
             }
@@ -708,8 +719,9 @@ impl RedisBackend {
 }
 
 /// The store's one background task: runs queued settles and releases (up to [`JOB_BATCH`] at
-/// once: the settles in one script call, the releases pipelined), renews live leases every third of their TTL, probes Redis while it is
-/// down, and pays owed spend once it is up. It ends when the store is dropped (its queue closes), after running what was queued.
+/// once: the settles in one script call, the releases pipelined), renews live leases every
+/// third of their TTL, probes Redis while it is down, and pays owed spend once it is up. It
+/// ends when the store is dropped (its queue closes), after running what was queued.
 pub(crate) async fn background(backend: Arc<RedisBackend>, mut jobs: mpsc::Receiver<Job>) {
     let mut renew = tokio::time::interval(backend.config.lease_ttl / 3);
     renew.set_missed_tick_behavior(MissedTickBehavior::Delay);

@@ -385,3 +385,50 @@ async fn an_unreachable_redis_at_startup_does_not_stop_the_store() {
         assert!(matches!(result, Ok(Decision::Admitted(a)) if !a.is_shared()));
     }
 }
+
+/// A settle queued while Redis stalls for longer than a request's call deadline (but not for
+/// long) still lands once: the batch waits for it, where a timed-out batch that ran anyway
+/// would have its spend owed and then paid a second time.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[cfg_attr(
+    no_redis,
+    ignore = "no redis-server: install it (apt-get install redis-server) or set REDIS_SERVER"
+)]
+async fn a_settle_queued_through_a_short_stall_is_charged_once() {
+    let redis = RedisServer::start().await;
+    let config = RedisConfig {
+        call_timeout: Duration::from_millis(20),
+        trip_after: 100,
+        probe_interval: Duration::from_millis(50),
+        ..redis_config(&redis.url())
+    };
+    let store = redis_store(config).await;
+    let period = Duration::from_secs(86_400);
+    let budget = || {
+        vec![Check::Budget {
+            key: key("stall"),
+            limit_micros: 1_000_000,
+            period,
+        }]
+    };
+    let a = admit(&store, budget()).await.expect("admitted");
+    redis.freeze();
+    a.settle_detached(Usage {
+        tokens: None,
+        spend_micros: 7,
+    });
+    // Longer than the call deadline, well within the batch's.
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    redis.thaw();
+    assert!(
+        eventually(Duration::from_secs(3), || async {
+            store.spend(&key("stall"), period).await.ok() == Some(7)
+        })
+        .await,
+        "the spend never landed"
+    );
+    // Several probe intervals later (when owed spend would be paid), still once.
+    tokio::time::sleep(Duration::from_millis(400)).await;
+    assert_eq!(store.spend(&key("stall"), period).await.unwrap(), 7);
+    assert_eq!(store.stats().timeouts, 0);
+}
