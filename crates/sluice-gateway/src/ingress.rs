@@ -2,6 +2,7 @@
 //! http/1.1); and graceful shutdown.
 
 mod body;
+mod gate;
 mod io;
 mod limits;
 mod metrics;
@@ -602,13 +603,33 @@ async fn drive(
     tokio::pin!(goodbye);
     let mut closed_for = None;
     loop {
-        tokio::select! {
-            _ = conn.as_mut() => break,
-            _ = draining.cancelled(), if !graceful => {
+        // The watch, the drain signal and the goodbye timer, gated: the connection's task
+        // wakes for every read and write, and these would otherwise be polled each time.
+        let event = {
+            let side = async {
+                tokio::select! {
+                    _ = draining.cancelled(), if !graceful => Side::Drain,
+                    reason = watch::watchdog(tracker, &ing.timeouts), if watching => Side::Watch(reason),
+                    _ = &mut goodbye => Side::Goodbye,
+                }
+            };
+            tokio::pin!(side);
+            let mut side = gate::Gated::new(side);
+            std::future::poll_fn(|cx| {
+                if conn.as_mut().poll(cx).is_ready() {
+                    return std::task::Poll::Ready(None);
+                }
+                side.poll_gated(cx).map(Some)
+            })
+            .await
+        };
+        match event {
+            None | Some(Side::Goodbye) => break,
+            Some(Side::Drain) => {
                 conn.as_mut().shut_down();
                 graceful = true;
             }
-            reason = watch::watchdog(tracker, &ing.timeouts), if watching => {
+            Some(Side::Watch(reason)) => {
                 watching = false;
                 closed_for = Some(reason);
                 match reason {
@@ -623,16 +644,27 @@ async fn drive(
                     // A head that did not come (nothing to be polite about: half a head
                     // would keep an HTTP/1.1 graceful close waiting), a client that does not
                     // read, or one that abuses resets: cut now.
-                    CloseReason::HeaderTimeout | CloseReason::SendTimeout | CloseReason::Calm => break,
+                    CloseReason::HeaderTimeout | CloseReason::SendTimeout | CloseReason::Calm => {
+                        break
+                    }
                 }
             }
-            _ = &mut goodbye => break,
         }
     }
     // Dropping hyper's connection drops the I/O, which hands the socket back for a GOAWAY if
     // the connection is cut for abuse.
     drop(conn);
     closed_for
+}
+
+/// What woke a connection's side watch.
+enum Side {
+    /// The gateway drains.
+    Drain,
+    /// The watchdog closed the connection.
+    Watch(CloseReason),
+    /// The graceful close ran out of time.
+    Goodbye,
 }
 
 /// After the connection: the metric and, for abuse on HTTP/2, the GOAWAY on the socket
