@@ -58,6 +58,9 @@ pub(crate) struct State {
     /// Shared by every generation, so request ids stay unique across reloads.
     request_ids: Arc<AtomicU64>,
     id_prefix: Arc<str>,
+    /// Parallel to `config.upstreams`: each name as a header value (`x-sluice-upstream`),
+    /// made once instead of once a response.
+    upstream_headers: Vec<Option<HeaderValue>>,
 }
 
 /// The parts of a [`State`] besides its config: built by `crate::reload::build`.
@@ -104,7 +107,13 @@ impl State {
                 )
             }
         };
+        let upstream_headers = config
+            .upstreams
+            .iter()
+            .map(|u| HeaderValue::from_str(&u.name).ok())
+            .collect();
         State {
+            upstream_headers,
             config,
             generation,
             upstreams,
@@ -119,6 +128,11 @@ impl State {
             request_ids,
             id_prefix,
         }
+    }
+
+    /// Upstream `i`'s name as a header value; `None` if a name cannot be one.
+    pub(crate) fn upstream_header(&self, i: usize) -> Option<HeaderValue> {
+        self.upstream_headers.get(i).cloned().flatten()
     }
 
     pub(crate) fn request_id(&self, req: &http::request::Parts) -> HeaderValue {
@@ -712,7 +726,8 @@ async fn serve_attempts(
         match read_whole(&state, &mut policy, attempt, &mut log).await {
             Ok(mut r) => {
                 log.attempts = policy.records();
-                attempts_header(&mut r, &log);
+                let name = state.upstream_header(upstream);
+                served_headers(&mut r, name, log.attempts.len());
                 log.finish(EndReason::Completed);
                 return r;
             }
@@ -824,14 +839,23 @@ const X_SLUICE_UPSTREAM: HeaderName = HeaderName::from_static("x-sluice-upstream
 const X_SLUICE_ATTEMPTS: HeaderName = HeaderName::from_static("x-sluice-attempts");
 
 fn attempts_header(r: &mut Response<GatewayBody>, log: &RequestLog) {
-    if !log.upstream.is_empty() {
-        if let Ok(v) = HeaderValue::from_str(&log.upstream) {
-            r.headers_mut().insert(X_SLUICE_UPSTREAM, v);
-        }
+    let name = if log.upstream.is_empty() {
+        None
+    } else {
+        HeaderValue::from_str(&log.upstream).ok()
+    };
+    served_headers(r, name, log.attempts.len());
+}
+
+/// `x-sluice-upstream` and `x-sluice-attempts`, from the upstream's name as a header value
+/// (made once per config for the success path, see [`State::upstream_header`]).
+fn served_headers(r: &mut Response<GatewayBody>, name: Option<HeaderValue>, attempts: usize) {
+    if let Some(v) = name {
+        r.headers_mut().insert(X_SLUICE_UPSTREAM, v);
     }
-    if !log.attempts.is_empty() {
+    if attempts > 0 {
         r.headers_mut()
-            .insert(X_SLUICE_ATTEMPTS, HeaderValue::from(log.attempts.len()));
+            .insert(X_SLUICE_ATTEMPTS, HeaderValue::from(attempts));
     }
 }
 

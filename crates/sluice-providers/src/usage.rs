@@ -10,6 +10,9 @@
 //! `from_usage`); whole responses and streams read usage through this module, so both apply
 //! the same rules.
 
+use std::sync::LazyLock;
+
+use memchr::memmem::FinderRev;
 use serde::Deserialize;
 
 use crate::api::Family;
@@ -49,14 +52,24 @@ impl Usage {
 /// nested object under a `usage` key must still have the required counts
 /// (`prompt_tokens`; `input_tokens` and `output_tokens`) to be taken for usage.
 pub fn scan(family: Family, body: &[u8]) -> Option<Usage> {
-    let key: &[u8] = match family {
-        Family::Gemini => b"\"usageMetadata\"",
-        _ => b"\"usage\"",
+    // Built once: building a searcher cost more than searching a small body with it.
+    static USAGE: LazyLock<FinderRev<'static>> = LazyLock::new(|| FinderRev::new(b"\"usage\""));
+    static USAGE_METADATA: LazyLock<FinderRev<'static>> =
+        LazyLock::new(|| FinderRev::new(b"\"usageMetadata\""));
+    let finder: &FinderRev<'static> = match family {
+        Family::Gemini => &USAGE_METADATA,
+        _ => &USAGE,
     };
+    let key_len = finder.needle().len();
     // A bound on the work an odd body can cause.
     const MAX_TRIES: usize = 4;
-    for pos in memchr::memmem::rfind_iter(body, key).take(MAX_TRIES) {
-        let rest = &body[pos + key.len()..];
+    let mut end = body.len();
+    for _ in 0..MAX_TRIES {
+        let Some(pos) = finder.rfind(&body[..end]) else {
+            break;
+        };
+        end = pos;
+        let rest = &body[pos + key_len..];
         let Some(colon) = rest.iter().position(|b| !b.is_ascii_whitespace()) else {
             continue;
         };
