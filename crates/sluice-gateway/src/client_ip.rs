@@ -48,16 +48,25 @@ impl TrustedProxies {
 
     /// Decides the client address of a request from `peer` and rewrites its forwarded
     /// headers for the upstream.
+    #[cfg(test)]
     pub(crate) fn resolve(&self, peer: SocketAddr, headers: &mut HeaderMap) -> ClientAddr {
+        self.resolve_with(peer, peer_header(peer).as_ref(), headers)
+    }
+
+    /// [`Self::resolve`], given the peer's address as a header value ([`peer_header`]), which a
+    /// connection makes once for all its requests.
+    pub(crate) fn resolve_with(
+        &self,
+        peer: SocketAddr,
+        peer_header: Option<&HeaderValue>,
+        headers: &mut HeaderMap,
+    ) -> ClientAddr {
         let peer_ip = canonical(peer.ip());
         if !self.trusts(peer_ip) {
             headers.remove(&FORWARDED);
             headers.remove(&X_REAL_IP);
-            let mut text = String::with_capacity(40);
-            push_ip(&mut text, peer_ip);
-            // An address is always a valid header value.
-            if let Ok(v) = HeaderValue::from_str(&text) {
-                headers.insert(X_FORWARDED_FOR, v);
+            if let Some(v) = peer_header {
+                headers.insert(X_FORWARDED_FOR, v.clone());
             }
             return ClientAddr {
                 ip: peer_ip,
@@ -99,6 +108,14 @@ impl TrustedProxies {
 }
 
 /// An IPv4-mapped IPv6 address (a dual-stack listener's IPv4 peer) as its IPv4 address.
+/// The peer's address (canonical: an IPv4-mapped IPv6 address as IPv4) as a header value.
+pub(crate) fn peer_header(peer: SocketAddr) -> Option<HeaderValue> {
+    let mut text = String::with_capacity(40);
+    push_ip(&mut text, canonical(peer.ip()));
+    // An address is always a valid header value.
+    HeaderValue::from_str(&text).ok()
+}
+
 pub(crate) fn canonical(ip: IpAddr) -> IpAddr {
     match ip {
         IpAddr::V6(v6) => v6.to_ipv4_mapped().map_or(ip, IpAddr::V4),

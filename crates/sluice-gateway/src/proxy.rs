@@ -142,11 +142,15 @@ impl State {
             }
         }
         let n = self.request_ids.fetch_add(1, Ordering::Relaxed);
-        let mut id = String::with_capacity(self.id_prefix.len() + 21);
-        id.push_str(&self.id_prefix);
-        id.push('-');
-        crate::access_log::push_u64(&mut id, n);
-        HeaderValue::from_str(&id).unwrap_or_else(|_| HeaderValue::from_static("sl-unknown"))
+        let mut digits = itoa::Buffer::new();
+        let digits = digits.format(n);
+        let mut id = Vec::with_capacity(self.id_prefix.len() + 1 + digits.len());
+        id.extend_from_slice(self.id_prefix.as_bytes());
+        id.push(b'-');
+        id.extend_from_slice(digits.as_bytes());
+        // Built in place, not copied into the header value.
+        HeaderValue::from_maybe_shared(Bytes::from(id))
+            .unwrap_or_else(|_| HeaderValue::from_static("sl-unknown"))
     }
 }
 

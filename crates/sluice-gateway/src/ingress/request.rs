@@ -40,7 +40,9 @@ pub(crate) async fn serve(
     let started = Instant::now();
     let mut guard = RequestGuard::new(ing.clone(), conn.clone());
     let (mut parts, body) = req.into_parts();
-    let client = ing.trusted.resolve(conn.peer, &mut parts.headers);
+    let client = ing
+        .trusted
+        .resolve_with(conn.peer, conn.peer_header.as_ref(), &mut parts.headers);
     guard.client_ip = client.ip;
     headers::drop_invalid_request_id(&mut parts.headers);
     parts.extensions.insert(client);

@@ -97,6 +97,8 @@ pub(crate) struct ConnTracker {
     /// in atomics and compare across connections (eviction picks the longest idle).
     epoch: Instant,
     pub(crate) peer: SocketAddr,
+    /// `peer` as a header value (`X-Forwarded-For`), made once for all the requests.
+    pub(crate) peer_header: Option<http::HeaderValue>,
     /// The peer is one of `trusted_proxies`: its connections carry many clients.
     pub(crate) trusted_peer: bool,
     accepted_ms: u64,
@@ -126,6 +128,7 @@ impl ConnTracker {
         ConnTracker {
             epoch,
             peer,
+            peer_header: crate::client_ip::peer_header(peer),
             trusted_peer,
             accepted_ms,
             in_flight: AtomicUsize::new(0),
