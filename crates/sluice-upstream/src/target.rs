@@ -133,10 +133,13 @@ fn set_content_length(h: &mut HeaderMap, method: &Method, body: &Bytes) {
     let carries_body =
         !body.is_empty() || matches!(*method, Method::POST | Method::PUT | Method::PATCH);
     if carries_body {
-        let len = HeaderValue::from(body.len());
         // Most callers set it already; inserting the same value into a full map would grow it.
-        if h.get(header::CONTENT_LENGTH) != Some(&len) {
-            h.insert(header::CONTENT_LENGTH, len);
+        let set = h
+            .get(header::CONTENT_LENGTH)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.parse::<usize>().ok());
+        if set != Some(body.len()) {
+            h.insert(header::CONTENT_LENGTH, HeaderValue::from(body.len()));
         }
     } else {
         h.remove(header::CONTENT_LENGTH);
