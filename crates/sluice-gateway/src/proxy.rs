@@ -460,8 +460,8 @@ where
     if declared.is_some_and(|n| n > limit) {
         return Err(too_large());
     }
-    match Limited::new(body, limit as usize).collect().await {
-        Ok(c) => Ok(c.to_bytes()),
+    match collect(Limited::new(body, limit as usize)).await {
+        Ok(b) => Ok(b),
         Err(e) if e.is::<http_body_util::LengthLimitError>() => Err(too_large()),
         Err(e) => match crate::ingress::client_body_error(&*e) {
             // A timeout or the memory budget, decided by the ingress.
@@ -475,6 +475,36 @@ where
 }
 
 /// Seconds since the Unix epoch (for `created` fields and HTTP-date `Retry-After`).
+/// A body's data in one buffer: the piece itself when it came in one (a small call's body
+/// comes with its head), without `Collected`'s list and trailer map; trailers are dropped.
+async fn collect<B>(body: B) -> Result<Bytes, B::Error>
+where
+    B: Body<Data = Bytes>,
+{
+    let mut body = std::pin::pin!(body);
+    let mut first: Option<Bytes> = None;
+    let mut more: Option<bytes::BytesMut> = None;
+    while let Some(frame) = body.frame().await {
+        let Ok(data) = frame?.into_data() else {
+            continue;
+        };
+        if let Some(m) = more.as_mut() {
+            m.extend_from_slice(&data);
+        } else if let Some(f) = first.take() {
+            let mut m = bytes::BytesMut::with_capacity(f.len() + data.len());
+            m.extend_from_slice(&f);
+            m.extend_from_slice(&data);
+            more = Some(m);
+        } else {
+            first = Some(data);
+        }
+    }
+    Ok(match more {
+        Some(m) => m.freeze(),
+        None => first.unwrap_or_default(),
+    })
+}
+
 pub(crate) fn now_unix() -> u64 {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)

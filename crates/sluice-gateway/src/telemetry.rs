@@ -59,6 +59,9 @@ pub enum EndReason {
     TokenCap,
 }
 
+/// How many [`EndReason`]s there are (the last one's index, plus one).
+const END_REASONS: usize = EndReason::TokenCap as usize + 1;
+
 impl EndReason {
     /// The end reason of a request that failed with `e` before its response started.
     pub(crate) fn of_error(e: &crate::error::GatewayError) -> EndReason {
@@ -166,7 +169,8 @@ struct RouteLabel {
 #[derive(Debug, Default)]
 struct HotHandles {
     requests: Handles<Counter>,
-    end_reasons: Handles<Counter>,
+    /// Indexed by `EndReason as usize`: a handful of values, no lookup.
+    end_reasons: [std::sync::OnceLock<Counter>; END_REASONS],
     acquire_wait: Handles<Histogram>,
     attempts: Handles<Counter>,
     tokens: Handles<Counter>,
@@ -715,15 +719,13 @@ impl RequestLog {
             |c| c.inc(),
         );
         let label = reason.as_str();
-        t.hot.end_reasons.with(
-            &[label.as_bytes()],
-            || {
+        t.hot.end_reasons[reason as usize]
+            .get_or_init(|| {
                 t.end_reasons
                     .get_or_create(&Reason { reason: label })
                     .clone()
-            },
-            |c| c.inc(),
-        );
+            })
+            .inc();
         if reason == EndReason::ClientGone {
             t.client_cancellations.inc();
         }
