@@ -16,6 +16,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
+use futures_util::future::{self, Either, FutureExt};
 use hyper::service::service_fn;
 use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
 use hyper_util::server::conn::auto;
@@ -528,10 +529,12 @@ async fn speaks_h2c(tcp: &TcpStream) -> Option<bool> {
 /// Serves one connection until it ends, the gateway drains, or its watch closes it.
 ///
 /// On HTTP/2 the service future is boxed: hyper runs each stream in a task whose cell is as
-/// large as the service future (~5 KB: the admission, the policy stage and the upstream
-/// exchange) for the stream's whole life, so a long stream would hold all of it; boxed, it is
-/// freed when the response head is out. On HTTP/1.1 the future lives in the connection's own
-/// (reused) slot, where a box would be an allocation per request for nothing.
+/// large as the service future for the stream's whole life, so a long stream would hold all
+/// of it; boxed, it is freed when the response head is out. Its admission stage (the
+/// client's request, the body read) is boxed apart and freed when the attempts start, so
+/// that a stream waiting for its upstream holds only the attempts' room. On HTTP/1.1 the
+/// future lives in the connection's own (reused) slot, where a box would be an allocation
+/// per request for nothing.
 async fn run<T>(
     ing: &Arc<Ingress>,
     io: ConnIo<T>,
@@ -545,25 +548,34 @@ async fn run<T>(
     let io = TokioIo::new(io);
     let (i, t) = (ing.clone(), tracker.clone());
     let closed_for = if h2 {
-        let svc = service_fn(move |req| Box::pin(respond(&i, &t, req)));
+        let svc =
+            service_fn(move |req| Box::pin(respond(&i, &t, req, request::Accepted::serve_boxed)));
         drive(ing, tracker, builder.serve_connection(io, svc).into_owned()).await
     } else {
-        let svc = service_fn(move |req| respond(&i, &t, req));
+        let svc = service_fn(move |req| respond(&i, &t, req, request::Accepted::serve));
         drive(ing, tracker, builder.serve_connection(io, svc).into_owned()).await
     };
     closed(ing, tracker, closed_for, give_back).await;
 }
 
-/// One request's response, as the connection's service gives it.
-fn respond(
+/// One request's response, as the connection's service gives it: refused at the edge, or
+/// served by `serve`.
+fn respond<F>(
     ing: &Arc<Ingress>,
     tracker: &Arc<ConnTracker>,
     req: http::Request<hyper::body::Incoming>,
+    serve: impl FnOnce(request::Accepted) -> F,
 ) -> impl Future<Output = Result<http::Response<request::ClientBody>, std::convert::Infallible>>
        + Send
-       + 'static {
-    let (ing, tracker) = (ing.clone(), tracker.clone());
-    async move { Ok(request::serve(ing, tracker, req).await) }
+       + 'static
+where
+    F: Future<Output = http::Response<request::ClientBody>> + Send + 'static,
+{
+    match request::accept(ing.clone(), tracker.clone(), req) {
+        request::Edge::Accepted(accepted) => Either::Left(serve(accepted)),
+        request::Edge::Refused(refused) => Either::Right(future::ready(refused)),
+    }
+    .map(Ok)
 }
 
 /// hyper's connection, whichever service it runs.
