@@ -485,29 +485,40 @@ async fn serve_conn(
             let io = ConnIo::new(tcp, tracker.clone(), tx, h2, ing.malformed.clone());
             run(&ing, io, &tracker, b, rx, h2).await;
         }
-        Some(acceptor) => {
-            // The handshake is part of the first request's head: the watch's header timeout
-            // (or an eviction) ends it.
-            let stream = tokio::select! {
-                r = acceptor.accept(tcp) => match r {
-                    Ok(s) => s,
-                    Err(e) => {
-                        tracing::debug!(peer = %tracker.peer, error = %e, "TLS handshake failed");
-                        return;
-                    }
-                },
-                reason = watch::watchdog(&tracker, &ing.timeouts) => {
-                    ing.metrics.connection_closed(reason.as_str());
-                    return;
-                }
-            };
-            let h2 = stream.get_ref().1.alpn_protocol() == Some(b"h2");
-            let b = if h2 { b.http2_only() } else { b.http1_only() };
-            let (tx, rx) = oneshot::channel();
-            let io = ConnIo::new(stream, tracker.clone(), tx, h2, ing.malformed.clone());
-            run(&ing, io, &tracker, b, rx, h2).await;
-        }
+        // Boxed: the TLS stream and its handshake make this future several KB larger, room
+        // every plaintext connection's task would keep for nothing.
+        Some(acceptor) => Box::pin(serve_tls(&ing, tcp, acceptor, &tracker, b)).await,
     }
+}
+
+/// A TLS connection: the handshake, then HTTP/2 or HTTP/1.1 as ALPN chose.
+async fn serve_tls(
+    ing: &Arc<Ingress>,
+    tcp: TcpStream,
+    acceptor: TlsAcceptor,
+    tracker: &Arc<ConnTracker>,
+    b: auto::Builder<TokioExecutor>,
+) {
+    // The handshake is part of the first request's head: the watch's header timeout (or an
+    // eviction) ends it.
+    let stream = tokio::select! {
+        r = acceptor.accept(tcp) => match r {
+            Ok(s) => s,
+            Err(e) => {
+                tracing::debug!(peer = %tracker.peer, error = %e, "TLS handshake failed");
+                return;
+            }
+        },
+        reason = watch::watchdog(tracker, &ing.timeouts) => {
+            ing.metrics.connection_closed(reason.as_str());
+            return;
+        }
+    };
+    let h2 = stream.get_ref().1.alpn_protocol() == Some(b"h2");
+    let b = if h2 { b.http2_only() } else { b.http1_only() };
+    let (tx, rx) = oneshot::channel();
+    let io = ConnIo::new(stream, tracker.clone(), tx, h2, ing.malformed.clone());
+    run(ing, io, tracker, b, rx, h2).await;
 }
 
 /// Whether a plaintext client opens with HTTP/2's preface (h2c prior knowledge), read without
@@ -550,10 +561,12 @@ async fn run<T>(
     let closed_for = if h2 {
         let svc =
             service_fn(move |req| Box::pin(respond(&i, &t, req, request::Accepted::serve_boxed)));
-        drive(ing, tracker, builder.serve_connection(io, svc).into_owned()).await
+        let conn = Box::pin(builder.serve_connection(io, svc).into_owned());
+        drive(ing, tracker, conn).await
     } else {
         let svc = service_fn(move |req| respond(&i, &t, req, request::Accepted::serve));
-        drive(ing, tracker, builder.serve_connection(io, svc).into_owned()).await
+        let conn = Box::pin(builder.serve_connection(io, svc).into_owned());
+        drive(ing, tracker, conn).await
     };
     closed(ing, tracker, closed_for, give_back).await;
 }
@@ -603,10 +616,10 @@ where
 async fn drive(
     ing: &Arc<Ingress>,
     tracker: &Arc<ConnTracker>,
-    conn: impl Served,
+    // Boxed by the caller, not pinned here: it is dropped below, before this function ends,
+    // and a connection moved in would keep its room in this future besides.
+    mut conn: Pin<Box<impl Served>>,
 ) -> Option<CloseReason> {
-    // Boxed, not pinned on the stack: it is dropped below, before this function ends.
-    let mut conn = Box::pin(conn);
     let draining = ing.draining.clone();
     let mut graceful = false;
     let mut watching = true;
@@ -677,8 +690,9 @@ async fn closed<T>(
                         io.shutdown().await?;
                         // A lingering close: what the peer still sends is read and dropped,
                         // so that closing with unread data does not turn into a TCP reset,
-                        // which would destroy the GOAWAY before the peer reads it.
-                        let mut sink = [0u8; 16 * 1024];
+                        // which would destroy the GOAWAY before the peer reads it. On the
+                        // heap: in the future, it would be room in every connection's task.
+                        let mut sink = vec![0u8; 16 * 1024];
                         while io.read(&mut sink).await? > 0 {}
                         Ok::<_, std::io::Error>(())
                     })
