@@ -17,6 +17,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
+use futures_util::future::{self, Either, FutureExt};
 use hyper::service::service_fn;
 use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
 use hyper_util::server::conn::auto;
@@ -485,29 +486,40 @@ async fn serve_conn(
             let io = ConnIo::new(tcp, tracker.clone(), tx, h2, ing.malformed.clone());
             run(&ing, io, &tracker, b, rx, h2).await;
         }
-        Some(acceptor) => {
-            // The handshake is part of the first request's head: the watch's header timeout
-            // (or an eviction) ends it.
-            let stream = tokio::select! {
-                r = acceptor.accept(tcp) => match r {
-                    Ok(s) => s,
-                    Err(e) => {
-                        tracing::debug!(peer = %tracker.peer, error = %e, "TLS handshake failed");
-                        return;
-                    }
-                },
-                reason = watch::watchdog(&tracker, &ing.timeouts) => {
-                    ing.metrics.connection_closed(reason.as_str());
-                    return;
-                }
-            };
-            let h2 = stream.get_ref().1.alpn_protocol() == Some(b"h2");
-            let b = if h2 { b.http2_only() } else { b.http1_only() };
-            let (tx, rx) = oneshot::channel();
-            let io = ConnIo::new(stream, tracker.clone(), tx, h2, ing.malformed.clone());
-            run(&ing, io, &tracker, b, rx, h2).await;
-        }
+        // Boxed: the TLS stream and its handshake make this future several KB larger, room
+        // every plaintext connection's task would keep for nothing.
+        Some(acceptor) => Box::pin(serve_tls(&ing, tcp, acceptor, &tracker, b)).await,
     }
+}
+
+/// A TLS connection: the handshake, then HTTP/2 or HTTP/1.1 as ALPN chose.
+async fn serve_tls(
+    ing: &Arc<Ingress>,
+    tcp: TcpStream,
+    acceptor: TlsAcceptor,
+    tracker: &Arc<ConnTracker>,
+    b: auto::Builder<TokioExecutor>,
+) {
+    // The handshake is part of the first request's head: the watch's header timeout (or an
+    // eviction) ends it.
+    let stream = tokio::select! {
+        r = acceptor.accept(tcp) => match r {
+            Ok(s) => s,
+            Err(e) => {
+                tracing::debug!(peer = %tracker.peer, error = %e, "TLS handshake failed");
+                return;
+            }
+        },
+        reason = watch::watchdog(tracker, &ing.timeouts) => {
+            ing.metrics.connection_closed(reason.as_str());
+            return;
+        }
+    };
+    let h2 = stream.get_ref().1.alpn_protocol() == Some(b"h2");
+    let b = if h2 { b.http2_only() } else { b.http1_only() };
+    let (tx, rx) = oneshot::channel();
+    let io = ConnIo::new(stream, tracker.clone(), tx, h2, ing.malformed.clone());
+    run(ing, io, tracker, b, rx, h2).await;
 }
 
 /// Whether a plaintext client opens with HTTP/2's preface (h2c prior knowledge), read without
@@ -529,10 +541,12 @@ async fn speaks_h2c(tcp: &TcpStream) -> Option<bool> {
 /// Serves one connection until it ends, the gateway drains, or its watch closes it.
 ///
 /// On HTTP/2 the service future is boxed: hyper runs each stream in a task whose cell is as
-/// large as the service future (~5 KB: the admission, the policy stage and the upstream
-/// exchange) for the stream's whole life, so a long stream would hold all of it; boxed, it is
-/// freed when the response head is out. On HTTP/1.1 the future lives in the connection's own
-/// (reused) slot, where a box would be an allocation per request for nothing.
+/// large as the service future for the stream's whole life, so a long stream would hold all
+/// of it; boxed, it is freed when the response head is out. Its admission stage (the
+/// client's request, the body read) is boxed apart and freed when the attempts start, so
+/// that a stream waiting for its upstream holds only the attempts' room. On HTTP/1.1 the
+/// future lives in the connection's own (reused) slot, where a box would be an allocation
+/// per request for nothing.
 async fn run<T>(
     ing: &Arc<Ingress>,
     io: ConnIo<T>,
@@ -546,25 +560,36 @@ async fn run<T>(
     let io = TokioIo::new(io);
     let (i, t) = (ing.clone(), tracker.clone());
     let closed_for = if h2 {
-        let svc = service_fn(move |req| Box::pin(respond(&i, &t, req)));
-        drive(ing, tracker, builder.serve_connection(io, svc).into_owned()).await
+        let svc =
+            service_fn(move |req| Box::pin(respond(&i, &t, req, request::Accepted::serve_boxed)));
+        let conn = Box::pin(builder.serve_connection(io, svc).into_owned());
+        drive(ing, tracker, conn).await
     } else {
-        let svc = service_fn(move |req| respond(&i, &t, req));
-        drive(ing, tracker, builder.serve_connection(io, svc).into_owned()).await
+        let svc = service_fn(move |req| respond(&i, &t, req, request::Accepted::serve));
+        let conn = Box::pin(builder.serve_connection(io, svc).into_owned());
+        drive(ing, tracker, conn).await
     };
     closed(ing, tracker, closed_for, give_back).await;
 }
 
-/// One request's response, as the connection's service gives it.
-fn respond(
+/// One request's response, as the connection's service gives it: refused at the edge, or
+/// served by `serve`.
+fn respond<F>(
     ing: &Arc<Ingress>,
     tracker: &Arc<ConnTracker>,
     req: http::Request<hyper::body::Incoming>,
+    serve: impl FnOnce(request::Accepted) -> F,
 ) -> impl Future<Output = Result<http::Response<request::ClientBody>, std::convert::Infallible>>
        + Send
-       + 'static {
-    let (ing, tracker) = (ing.clone(), tracker.clone());
-    async move { Ok(request::serve(ing, tracker, req).await) }
+       + 'static
+where
+    F: Future<Output = http::Response<request::ClientBody>> + Send + 'static,
+{
+    match request::accept(ing.clone(), tracker.clone(), req) {
+        request::Edge::Accepted(accepted) => Either::Left(serve(accepted)),
+        request::Edge::Refused(refused) => Either::Right(future::ready(refused)),
+    }
+    .map(Ok)
 }
 
 /// hyper's connection, whichever service it runs.
@@ -592,10 +617,10 @@ where
 async fn drive(
     ing: &Arc<Ingress>,
     tracker: &Arc<ConnTracker>,
-    conn: impl Served,
+    // Boxed by the caller, not pinned here: it is dropped below, before this function ends,
+    // and a connection moved in would keep its room in this future besides.
+    mut conn: Pin<Box<impl Served>>,
 ) -> Option<CloseReason> {
-    // Boxed, not pinned on the stack: it is dropped below, before this function ends.
-    let mut conn = Box::pin(conn);
     let draining = ing.draining.clone();
     let mut graceful = false;
     let mut watching = true;
@@ -697,8 +722,9 @@ async fn closed<T>(
                         io.shutdown().await?;
                         // A lingering close: what the peer still sends is read and dropped,
                         // so that closing with unread data does not turn into a TCP reset,
-                        // which would destroy the GOAWAY before the peer reads it.
-                        let mut sink = [0u8; 16 * 1024];
+                        // which would destroy the GOAWAY before the peer reads it. On the
+                        // heap: in the future, it would be room in every connection's task.
+                        let mut sink = vec![0u8; 16 * 1024];
                         while io.read(&mut sink).await? > 0 {}
                         Ok::<_, std::io::Error>(())
                     })

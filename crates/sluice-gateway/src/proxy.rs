@@ -4,6 +4,7 @@
 
 use std::borrow::Cow;
 use std::convert::Infallible;
+use std::future::Future;
 use std::pin::Pin;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -11,6 +12,7 @@ use std::task::{Context, Poll};
 use std::time::Duration;
 
 use bytes::Bytes;
+use futures_util::future::{Either, FutureExt};
 use http::header::{self, HeaderMap, HeaderName, HeaderValue};
 use http::{Request, Response, StatusCode};
 use http_body::{Body, Frame, SizeHint};
@@ -323,8 +325,37 @@ fn fail(
     error_response(family, &f.error, request_id)
 }
 
-/// Serves one request. Never fails: every error becomes a response in the client's format.
-pub(crate) async fn handle<B>(state: Arc<State>, req: Request<B>) -> Response<GatewayBody>
+/// What the request path decided before its first attempt.
+pub(crate) enum Admission {
+    /// The answer is known already: an error, a local endpoint, a replay.
+    Answer(Response<GatewayBody>),
+    /// Go on to the attempts: [`Run::serve`].
+    Run(Run),
+}
+
+/// An admitted request, ready for its attempts.
+pub(crate) struct Run {
+    state: Arc<State>,
+    policy: Box<Policy>,
+    log: Box<RequestLog>,
+}
+
+impl Run {
+    /// Runs the attempts and answers. Never fails: every error becomes a response in the
+    /// client's format.
+    ///
+    /// Apart from [`admission`]: this future is what a request holds while it waits for its
+    /// upstream (a stream, until its response head), so none of the admission stage's room
+    /// (the client's request, its body being read) is in it.
+    pub(crate) fn serve(self) -> impl Future<Output = Response<GatewayBody>> + Send + 'static {
+        serve(self.state, self.policy, self.log)
+    }
+}
+
+/// The request path up to its first attempt: endpoint, bounded body, model, route, the key's
+/// verdict, idempotency, limits. Never fails: every error becomes an answer in the client's
+/// format.
+pub(crate) async fn admission<B>(state: Arc<State>, req: Request<B>) -> Admission
 where
     B: Body<Data = Bytes> + Send + 'static,
     B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
@@ -345,13 +376,18 @@ where
         .map(|c| c.ip);
     let family = route::family_of(parts.uri.path());
     let op = match route::endpoint(&parts.method, parts.uri.path()) {
-        Err(e) => return fail(family, &mut log, Failure::bad_request(e), &request_id),
+        Err(e) => {
+            let f = Failure::bad_request(e);
+            return Admission::Answer(fail(family, &mut log, f, &request_id));
+        }
         Ok(Endpoint::Model(op)) => op,
         Ok(ep @ (Endpoint::Models | Endpoint::ModelInfo)) => {
-            let r = models_endpoint(&state, ep, parts.uri.path(), &request_id).await;
+            // Boxed: a rare wait (it may ask the upstreams), which would otherwise take room
+            // in every request's future.
+            let r = Box::pin(models_endpoint(&state, ep, parts.uri.path(), &request_id)).await;
             log.status = r.status().as_u16();
             log.finish(EndReason::Completed);
-            return r;
+            return Admission::Answer(r);
         }
         Ok(local) => {
             let r = local_endpoint(local, &request_id);
@@ -359,19 +395,19 @@ where
             // Probes of a load balancer are not requests worth a log line each.
             log.quiet = local == Endpoint::Health;
             log.finish(EndReason::Completed);
-            return r;
+            return Admission::Answer(r);
         }
     };
     let family = op.family();
     log.start_trace(&mut parts.headers, op);
     if state.draining.is_cancelled() {
         let f = Failure::new(GatewayError::ShuttingDown, EndReason::Shutdown);
-        return fail(family, &mut log, f, &request_id);
+        return Admission::Answer(fail(family, &mut log, f, &request_id));
     }
     // Before the body is read: a key no route would take gets its 401 now.
     let identity = state.keys.identify(&parts.headers);
     if let Err(e) = state.keys.screen(&identity) {
-        return fail(family, &mut log, Failure::keys(e), &request_id);
+        return Admission::Answer(fail(family, &mut log, Failure::keys(e), &request_id));
     }
     let admitted = admit(
         &state,
@@ -384,13 +420,13 @@ where
     )
     .await;
     match admitted {
-        Ok(Admitted::Run(policy)) => serve(state, policy, log).await,
+        Ok(Admitted::Run(policy)) => Admission::Run(Run { state, policy, log }),
         Ok(Admitted::Replay(r)) => {
             log.status = r.status().as_u16();
             log.finish(EndReason::Completed);
-            r
+            Admission::Answer(r)
         }
-        Err(f) => fail(family, &mut log, f, &request_id),
+        Err(f) => Admission::Answer(fail(family, &mut log, f, &request_id)),
     }
 }
 
@@ -698,13 +734,13 @@ pub(crate) fn give_up_reply(policy: &Policy, g: GiveUp) -> Reply {
 
 /// Runs the request and answers, with its `x-ratelimit-*` headers; a non-streaming success
 /// with an `Idempotency-Key` is stored for replay.
-async fn serve(
+fn serve(
     state: Arc<State>,
     policy: Box<Policy>,
     mut log: Box<RequestLog>,
-) -> Response<GatewayBody> {
+) -> impl Future<Output = Response<GatewayBody>> + Send + 'static {
     let Some(ticket) = log.ticket.as_mut() else {
-        return serve_attempts(state, policy, log).await;
+        return Either::Left(serve_attempts(state, policy, log));
     };
     let limit_headers = ticket.headers();
     // A stream's record is released when it ends (its ticket drops it); only whole bodies
@@ -714,16 +750,32 @@ async fn serve(
     } else {
         ticket.take_idempotency()
     };
-    let keys = state.keys.clone();
-    let mut r = serve_attempts(state, policy, log).await;
+    // Only a stored answer needs the keys after the attempts.
+    let keys = guard.as_ref().map(|_| state.keys.clone());
+    // Then, not an `async` block: the answer's place would be held beside the attempts
+    // while they wait.
+    Either::Right(
+        serve_attempts(state, policy, log)
+            .then(move |r| with_limits(r, limit_headers, guard.zip(keys))),
+    )
+}
+
+/// The key's `x-ratelimit-*` headers on the answer; a whole answer stored for replay.
+async fn with_limits(
+    mut r: Response<GatewayBody>,
+    limit_headers: Vec<(HeaderName, HeaderValue)>,
+    store: Option<(sluice_state::IdempotencyGuard, crate::keys::Keys)>,
+) -> Response<GatewayBody> {
     let h = r.headers_mut();
     h.reserve(limit_headers.len());
     for (name, value) in limit_headers {
         h.insert(name, value);
     }
-    if let Some(g) = guard {
+    if let Some((g, keys)) = store {
         let stored = crate::keys::to_store(&r);
-        crate::keys::complete(&keys, g, stored).await;
+        // Boxed: a rare wait, which would otherwise take room in every keyed request's
+        // future.
+        Box::pin(crate::keys::complete(&keys, g, stored)).await;
     }
     r
 }
@@ -737,7 +789,7 @@ async fn serve_attempts(
     let family = policy.ctx.op.family();
     let request_id = policy.ctx.request_id.clone();
     loop {
-        let attempt = match policy.next().await {
+        let mut attempt = match policy.next().await {
             Ok(a) => a,
             Err(g) => {
                 log.attempts = policy.records();
@@ -757,7 +809,7 @@ async fn serve_attempts(
         if is_event_stream(attempt.resp.headers()) {
             return stream_response(&state, policy, attempt, log);
         }
-        match read_whole(&state, &mut policy, attempt, &mut log).await {
+        match read_whole(&state, &mut policy, &mut attempt, &mut log).await {
             Ok(mut r) => {
                 log.attempts = policy.records();
                 let name = state.upstream_header(upstream);
@@ -970,15 +1022,15 @@ enum Whole {
 }
 
 /// Non-streaming: reads the whole body, bounded in size and by the deadline, so a too-large
-/// body can still be a clean 502 instead of a cut.
+/// body can still be a clean 502 instead of a cut. `attempt` is borrowed and read in place:
+/// moved in and taken apart, its parts would take room in this future twice.
 async fn read_whole(
     state: &State,
     policy: &mut Policy,
-    attempt: Attempt,
+    attempt: &mut Attempt,
     log: &mut RequestLog,
 ) -> Result<Response<GatewayBody>, Whole> {
     let ucfg = &state.config.upstreams[attempt.upstream];
-    let (mut rparts, mut rbody) = attempt.resp.into_parts();
     let max = state.config.server.max_response_body;
     let upstream = ucfg.name.clone();
     let lease = policy
@@ -990,7 +1042,7 @@ async fn read_whole(
     let idle = ucfg.timeouts.idle;
     let read = tokio::time::timeout_at(
         policy.deadline,
-        read_bounded(&mut rbody, max, idle, lease.as_deref()),
+        read_bounded(attempt.resp.body_mut(), max, idle, lease.as_deref()),
     )
     .await;
     let bytes = match read {
@@ -1024,7 +1076,7 @@ async fn read_whole(
             )));
         }
         Ok(Err(Unread::Broken(source))) => {
-            log.timings = Some(rbody.timings());
+            log.timings = Some(attempt.resp.body().timings());
             return Err(Whole::Failed(
                 attempt.target,
                 attempt.started,
@@ -1033,7 +1085,8 @@ async fn read_whole(
         }
     };
     // The body has ended: its timings now include the last byte.
-    log.timings = Some(rbody.timings());
+    let timings = attempt.resp.body().timings();
+    log.timings = Some(timings);
     let built = &attempt.built;
     let translated = sluice_providers::response::translate_response(
         &bytes,
@@ -1055,8 +1108,9 @@ async fn read_whole(
             return Err(Whole::Final(Failure::new(error, EndReason::UpstreamError)));
         }
     };
+    let status = attempt.resp.status();
     let mut out_headers = headers::client_response_headers(
-        std::mem::take(&mut rparts.headers),
+        std::mem::take(attempt.resp.headers_mut()),
         &policy.ctx.request_id,
     );
     if built.translated {
@@ -1071,17 +1125,17 @@ async fn read_whole(
         out_headers.insert(X_SLUICE_DROPPED_PARAMS, v);
     }
     if wants_timing(state, &policy.ctx.parts.headers) {
-        if let Some(v) = server_timing(rbody.timings()) {
+        if let Some(v) = server_timing(timings) {
             out_headers.insert(SERVER_TIMING, v);
         }
     }
     log.first_byte();
     log.sent(bytes.len(), 0);
     log.observe_body(&bytes);
-    log.status = rparts.status.as_u16();
+    log.status = status.as_u16();
     policy.succeeded(attempt.target, attempt.started, log.status);
     let mut r = Response::new(GatewayBody::Full(Some(bytes)));
-    *r.status_mut() = rparts.status;
+    *r.status_mut() = status;
     *r.headers_mut() = out_headers;
     Ok(r)
 }

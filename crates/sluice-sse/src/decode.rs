@@ -159,6 +159,11 @@ impl Decoder {
     /// grow its memory).
     pub fn feed(&mut self, chunk: Bytes) {
         if !chunk.is_empty() && !self.finished && !self.done {
+            if self.queue.capacity() == 0 {
+                // Fed one chunk at a time and drained in between (the usual way), the queue
+                // never holds more: room for one, not the four a first push makes.
+                self.queue.reserve_exact(1);
+            }
             self.queue.push_back(chunk);
         }
     }

@@ -2,6 +2,8 @@
 //! GOAWAY and REFUSED_STREAM): open the stream on a leased shard, send the buffered body,
 //! wait for the response headers. Choosing the shard is the pool's job (`pool/`).
 
+use std::future::Future;
+
 use bytes::Bytes;
 use h2::{Reason, RecvStream, SendStream};
 use http::{Request, Response};
@@ -10,6 +12,7 @@ use tokio::time::{timeout_at, Instant};
 use crate::connect::Connected;
 use crate::error::{self, UpstreamError};
 pub(crate) use crate::pool::StreamLease;
+use crate::target::Target;
 use crate::timing::Recorder;
 
 /// Flow-control windows and ALPN policy, validated in `Upstream::new`.
@@ -48,57 +51,72 @@ pub(crate) enum Failed {
     Processed(UpstreamError),
 }
 
-/// Sends the request (whose body is already complete) on the leased shard and waits for the
-/// response headers. `rec` learns when the request was handed to the connection.
+/// Sends `req` (whose body is already complete) on the leased shard and waits for
+/// the response headers. `rec` learns when the request was handed to the connection.
+///
+/// The future is what a request waiting for its upstream holds, so it keeps `req` borrowed
+/// and builds the HTTP/2 head only when it sends it (h2 takes that head); and it is an
+/// `async` block rather than an `async fn`, which would keep a second copy of its arguments.
 ///
 /// Cancel safety: dropping the future before the headers arrive resets the stream with
 /// RST_STREAM(CANCEL) (via [`StreamGuard`]); the connection stays up for other streams.
-pub(crate) async fn exchange(
+#[allow(
+    clippy::manual_async_fn,
+    reason = "an `async fn` keeps a second copy of its arguments"
+)]
+pub(crate) fn exchange<'a>(
     lease: StreamLease,
-    head: Request<()>,
-    body: Bytes,
+    target: &'a Target,
+    req: &'a Request<Bytes>,
     deadline: Instant,
-    rec: &mut Recorder,
-) -> Result<Sent, Failed> {
-    let mut send = match timeout_at(deadline, lease.send_request().ready()).await {
-        Err(_) => return Err(Failed::Processed(UpstreamError::Deadline)),
-        Ok(Ok(send)) => send,
-        Ok(Err(e)) => {
-            // h2 refuses new streams on a connection that received GOAWAY or died: this
-            // request was never written, so another connection may take it.
-            lease.observe(&e);
-            return Err(Failed::NotProcessed(match error::from_h2_head(&e) {
-                UpstreamError::GoAway => UpstreamError::GoAway,
-                _ => UpstreamError::Closed,
-            }));
-        }
-    };
-    let end_of_stream = body.is_empty();
-    let (response, stream) = send.send_request(head, end_of_stream).map_err(|e| {
-        lease.observe(&e);
-        classify(&lease, &e, None)
-    })?;
-    let stream_id = response.stream_id().as_u32();
-    let mut guard = StreamGuard(Some(stream));
-    if !end_of_stream {
-        // Buffered JSON: one send_data is fine. h2 queues it and writes it as the
-        // upstream's windows allow; the request size is bounded by the caller.
-        if let Some(s) = guard.0.as_mut() {
-            s.send_data(body, true).map_err(|e| {
+    rec: &'a mut Recorder,
+) -> impl Future<Output = Result<Sent, Failed>> + Send + 'a {
+    async move {
+        let mut send = match timeout_at(deadline, lease.send_request().ready()).await {
+            Err(_) => return Err(Failed::Processed(UpstreamError::Deadline)),
+            Ok(Ok(send)) => send,
+            Ok(Err(e)) => {
+                // h2 refuses new streams on a connection that received GOAWAY or died: this
+                // request was never written, so another connection may take it.
                 lease.observe(&e);
-                classify(&lease, &e, Some(stream_id))
-            })?;
-        }
-    }
-    rec.written();
-    match timeout_at(deadline, response).await {
-        // `guard` resets the stream with CANCEL as it drops.
-        Err(_) => Err(Failed::Processed(UpstreamError::Deadline)),
-        Ok(Err(e)) => {
+                return Err(Failed::NotProcessed(match error::from_h2_head(&e) {
+                    UpstreamError::GoAway => UpstreamError::GoAway,
+                    _ => UpstreamError::Closed,
+                }));
+            }
+        };
+        let head = target
+            .h2_path(req)
+            .and_then(|path| target.h2_head(req, path))
+            .map_err(Failed::Processed)?;
+        let body = req.body();
+        let end_of_stream = body.is_empty();
+        let (response, stream) = send.send_request(head, end_of_stream).map_err(|e| {
             lease.observe(&e);
-            Err(classify(&lease, &e, Some(stream_id)))
+            classify(&lease, &e, None)
+        })?;
+        let stream_id = response.stream_id().as_u32();
+        let mut guard = StreamGuard(Some(stream));
+        if !end_of_stream {
+            // Buffered JSON: one send_data is fine. h2 queues it and writes it as the
+            // upstream's windows allow; the request size is bounded by the caller.
+            if let Some(s) = guard.0.as_mut() {
+                s.send_data(body.clone(), true).map_err(|e| {
+                    lease.observe(&e);
+                    classify(&lease, &e, Some(stream_id))
+                })?;
+            }
         }
-        Ok(Ok(resp)) => Ok(Sent::Response(resp, guard, lease)),
+        rec.written();
+        match timeout_at(deadline, response).await {
+            // `guard` resets the stream with CANCEL as it drops.
+            Err(_) => Err(Failed::Processed(UpstreamError::Deadline)),
+            Ok(Err(e)) => {
+                lease.observe(&e);
+                Err(classify(&lease, &e, Some(stream_id)))
+            }
+            Ok(Ok(resp)) => Ok(Sent::Response(resp, guard, lease)),
+        }
     }
 }
 

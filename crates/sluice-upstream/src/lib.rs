@@ -50,6 +50,7 @@ mod pool;
 mod target;
 mod timing;
 
+use std::future::Future;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
@@ -400,38 +401,50 @@ impl Upstream {
     /// # Timings
     /// The response's extensions hold this request's [`PhaseTimings`] up to the first byte;
     /// [`ResponseBody::timings`] adds the last byte once the body ended.
-    pub async fn send(
+    #[allow(
+        clippy::manual_async_fn,
+        reason = "an `async fn` keeps a second copy of its arguments"
+    )]
+    pub fn send(
         &self,
         req: http::Request<Bytes>,
         deadline: Instant,
-    ) -> Result<http::Response<ResponseBody>, UpstreamError> {
-        let inner = &self.inner;
-        let mut rec = Recorder::new();
-        let in_flight = InFlight::new(&inner.counters);
-        let lane = req.extensions().get::<Lane>().copied().unwrap_or_default();
-        if inner.pool.uses_h2() {
-            let (head, body) = inner.target.for_h2(&req)?;
-            match inner
-                .pool
-                .send_h2(lane, head, body, deadline, &mut rec)
-                .await?
-            {
-                Sent::Response(resp, guard, lease) => {
-                    let (mut parts, recv) = resp.into_parts();
-                    let timings = rec.first_byte();
-                    parts.extensions.insert(timings.0);
-                    let body = ResponseBody::h2(recv, guard, lease, in_flight, timings);
-                    return Ok(http::Response::from_parts(parts, body));
+    ) -> impl Future<Output = Result<http::Response<ResponseBody>, UpstreamError>> + Send + '_ {
+        // An `async` block, not an `async fn`: this future is what a request waiting for its
+        // upstream holds, and an `async fn` would keep a second copy of `req` in it.
+        async move {
+            let inner = &self.inner;
+            let mut rec = Recorder::new();
+            let in_flight = InFlight::new(&inner.counters);
+            let lane = req.extensions().get::<Lane>().copied().unwrap_or_default();
+            // No binding of the answer across an await: its place would be held beside the
+            // exchange while it waits.
+            let preconnected = if inner.pool.uses_h2() {
+                match inner
+                    .pool
+                    .send_h2(lane, &inner.target, &req, deadline, &mut rec)
+                    .await
+                {
+                    Err(e) => return Err(e),
+                    Ok(Sent::Response(resp, guard, lease)) => {
+                        let (mut parts, recv) = resp.into_parts();
+                        let timings = rec.first_byte();
+                        parts.extensions.insert(timings.0);
+                        let body = ResponseBody::h2(recv, guard, lease, in_flight, timings);
+                        return Ok(http::Response::from_parts(parts, body));
+                    }
+                    // ALPN chose http/1.1: on to HTTP/1.1, on this connection if there is one.
+                    Ok(Sent::Http1(io)) => io,
                 }
-                Sent::Http1(io) => {
-                    return Box::pin(self.send_h1(lane, req, deadline, io, in_flight, rec)).await
-                }
-            }
+            } else {
+                None
+            };
+            // Boxed: a future is as large as its largest state, and the HTTP/1.1 exchange
+            // (2.7 KB) is larger than the HTTP/2 one; inline, every request waiting on an
+            // HTTP/2 upstream carried its room (10,000 streams opening at once: 17 MB) for
+            // nothing.
+            Box::pin(self.send_h1(lane, req, deadline, preconnected, in_flight, rec)).await
         }
-        // Boxed: a future is as large as its largest state, and the HTTP/1.1 exchange (2.7 KB)
-        // is larger than the HTTP/2 one; inline, every request waiting on an HTTP/2 upstream
-        // carried its room (10,000 streams opening at once: 17 MB) for nothing.
-        Box::pin(self.send_h1(lane, req, deadline, None, in_flight, rec)).await
     }
 
     async fn send_h1(

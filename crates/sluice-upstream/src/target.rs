@@ -77,18 +77,26 @@ impl Target {
         Ok(Request::from_parts(parts, body))
     }
 
-    /// The request as HTTP/2 sends it: absolute URI (h2 derives `:scheme` and `:authority`
-    /// from it), no `Host` (it would have to match `:authority`), and none of the
-    /// connection-specific headers h2 rejects (RFC 9113 §8.2.2).
-    pub(crate) fn for_h2(
+    /// The path `req` goes to (checked once per request; each HTTP/2 attempt's head reuses
+    /// it).
+    pub(crate) fn h2_path(&self, req: &Request<Bytes>) -> Result<PathAndQuery, UpstreamError> {
+        self.path(req.uri())
+    }
+
+    /// `req`'s head as HTTP/2 sends it, to `path` (from [`Target::h2_path`]): absolute URI
+    /// (h2 derives `:scheme` and `:authority` from it), no `Host` (it would have to match
+    /// `:authority`), and none of the connection-specific headers h2 rejects (RFC 9113
+    /// §8.2.2). Built from a borrow, for each attempt as it is made: under `Auto` the
+    /// original may still go out over HTTP/1.1, and a refused stream is sent again.
+    pub(crate) fn h2_head(
         &self,
         req: &Request<Bytes>,
-    ) -> Result<(Request<()>, Bytes), UpstreamError> {
-        // Built from a borrow: under `Auto` the original may still go out over HTTP/1.1.
+        path: PathAndQuery,
+    ) -> Result<Request<()>, UpstreamError> {
         let uri = Uri::builder()
             .scheme(self.scheme.clone())
             .authority(self.authority.clone())
-            .path_and_query(self.path(req.uri())?)
+            .path_and_query(path)
             .build()
             .map_err(|e| UpstreamError::Protocol(e.to_string()))?;
         let mut head = Request::new(());
@@ -100,7 +108,7 @@ impl Target {
         strip_connection_headers(h);
         h.remove(header::HOST);
         set_content_length(h, req.method(), req.body());
-        Ok((head, req.body().clone()))
+        Ok(head)
     }
 }
 
@@ -174,7 +182,8 @@ mod tests {
             assert_eq!(r.uri(), "/v1/chat/completions?x=1");
             let r = t.for_h1(request("/chat/completions", &[])).unwrap();
             assert_eq!(r.uri(), "/v1/chat/completions");
-            let (head, _) = t.for_h2(&request("/embeddings", &[])).unwrap();
+            let req = request("/embeddings", &[]);
+            let head = t.h2_head(&req, t.h2_path(&req).unwrap()).unwrap();
             assert_eq!(head.uri(), "http://upstream.test:8080/v1/embeddings");
         }
         assert_eq!(t.joined.read().unwrap().len(), 3);

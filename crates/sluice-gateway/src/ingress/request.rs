@@ -4,6 +4,7 @@
 //! charge; and the response on its way out: sent in pieces so that a client that does not
 //! take it is noticed, and counted as cancelled when the client drops it.
 
+use std::future::Future;
 use std::net::IpAddr;
 use std::pin::Pin;
 use std::sync::Arc;
@@ -31,12 +32,26 @@ use crate::proxy::{self, GatewayBody};
 /// only when it could write the last).
 const SEND_PIECE: usize = 64 * 1024;
 
-/// Serves one request from a client connection.
-pub(crate) async fn serve(
-    ing: Arc<Ingress>,
+/// A request past the edge's checks, ready for the request path.
+pub(crate) struct Accepted {
+    state: Arc<crate::proxy::State>,
+    req: Request<IngressBody<Incoming>>,
+    guard: RequestGuard,
+    lease: Arc<BodyLease>,
     conn: Arc<ConnTracker>,
-    req: Request<Incoming>,
-) -> Response<ClientBody> {
+}
+
+/// What the edge made of a request.
+pub(crate) enum Edge {
+    /// Ready to be served.
+    Accepted(Accepted),
+    /// Refused: the answer.
+    Refused(Response<ClientBody>),
+}
+
+/// The edge's checks on one request from a client connection. Reads nothing, waits for
+/// nothing.
+pub(crate) fn accept(ing: Arc<Ingress>, conn: Arc<ConnTracker>, req: Request<Incoming>) -> Edge {
     let started = Instant::now();
     let mut guard = RequestGuard::new(ing.clone(), conn.clone());
     let (mut parts, body) = req.into_parts();
@@ -47,7 +62,7 @@ pub(crate) async fn serve(
     headers::drop_invalid_request_id(&mut parts.headers);
     parts.extensions.insert(client);
     if let Some(refused) = precheck(&ing, &conn, &parts, client.ip) {
-        return ClientBody::wrap(refused, guard, None, &conn);
+        return Edge::Refused(ClientBody::wrap(refused, guard, None, &conn));
     }
     let lease = BodyLease::new(ing.budget.clone());
     // The config generation this request runs on, to its end, whatever reloads meanwhile.
@@ -74,14 +89,68 @@ pub(crate) async fn serve(
             ing.metrics.request_refused(RequestRefusal::MemoryBudget);
             let e = GatewayError::OverBudget { limit: o.limit };
             let r = refusal(&ing, &parts, &e, Some(Duration::from_secs(1)));
-            return ClientBody::wrap(r, guard, None, &conn);
+            return Edge::Refused(ClientBody::wrap(r, guard, None, &conn));
         }
     };
     parts.extensions.insert(lease.clone());
     let to = ing.timeouts;
     let body = IngressBody::new(body, lease.clone(), prepaid, started, to.body_idle, to.body);
-    let resp = proxy::handle(state, Request::from_parts(parts, body)).await;
-    ClientBody::wrap(resp, guard, Some(lease), &conn)
+    Edge::Accepted(Accepted {
+        state,
+        req: Request::from_parts(parts, body),
+        guard,
+        lease,
+        conn,
+    })
+}
+
+impl Accepted {
+    /// Serves the request, its admission stage's future held inline (HTTP/1.1: the
+    /// connection's one request slot, reused).
+    pub(crate) fn serve(self) -> impl Future<Output = Response<ClientBody>> + Send + 'static {
+        let Accepted {
+            state,
+            req,
+            guard,
+            lease,
+            conn,
+        } = self;
+        async move {
+            let resp = match proxy::admission(state, req).await {
+                proxy::Admission::Answer(r) => r,
+                proxy::Admission::Run(run) => run.serve().await,
+            };
+            ClientBody::wrap(resp, guard, Some(lease), &conn)
+        }
+    }
+
+    /// Serves the request, its admission stage's future boxed (HTTP/2): that future is large
+    /// and short-lived, and freed when the attempts start, so that a stream's future, held
+    /// until its response head, keeps only the attempts' room.
+    pub(crate) fn serve_boxed(self) -> impl Future<Output = Response<ClientBody>> + Send + 'static {
+        let Accepted {
+            state,
+            req,
+            guard,
+            lease,
+            conn,
+        } = self;
+        // Made here, not in the `async` block: captured there, the request would keep its
+        // room in the stream's future.
+        let admission = Box::pin(proxy::admission(state, req));
+        async move {
+            // Taken out of the admission's answer before the attempts' wait: held in it, the
+            // answer's place would be held beside them.
+            let run = match admission.await {
+                proxy::Admission::Answer(r) => {
+                    return ClientBody::wrap(r, guard, Some(lease), &conn)
+                }
+                proxy::Admission::Run(run) => run,
+            };
+            let resp = run.serve().await;
+            ClientBody::wrap(resp, guard, Some(lease), &conn)
+        }
+    }
 }
 
 /// The refusals that cost nothing: no body read, no routing, no upstream.

@@ -522,8 +522,9 @@ impl Policy {
     /// One attempt on `t`: send, and read an error answer whole to classify it.
     async fn attempt(&mut self, t: TargetRef) -> Result<Attempt, AttemptFailure> {
         self.tier_attempts += 1;
-        let tc = self.target(t).clone();
-        let state = self.state.clone();
+        // Borrowed, not cloned: this future is what a request waiting for its upstream holds.
+        let tc = self.target(t);
+        let state = &*self.state;
         let ucfg = &state.config.upstreams[tc.upstream];
         let started = Instant::now();
         let lane = self.route().lane.unwrap_or(
@@ -541,32 +542,36 @@ impl Policy {
             prefill: self.prefill.as_deref(),
             auth: tc.auth.as_ref(),
         };
-        let (req, built) = crate::outbound::upstream_request(&state, &self.ctx, tc.upstream, opts)
+        let (req, built) = crate::outbound::upstream_request(state, &self.ctx, tc.upstream, opts)
             .map_err(AttemptFailure::invalid)?;
         let first_by = (started + ucfg.timeouts.first_byte).min(self.deadline);
-        let resp = match state.upstreams[tc.upstream].send(req, first_by).await {
-            Ok(resp) => resp,
-            Err(sluice_upstream::UpstreamError::Deadline) if first_by == self.deadline => {
-                return Err(AttemptFailure::total_timeout(self.deadline - started))
+        // In a block: once borrowed, a local keeps its room in this future to its scope's
+        // end, and the response must not keep it through the error body's read.
+        let (parts, body) = {
+            let resp = match state.upstreams[tc.upstream].send(req, first_by).await {
+                Ok(resp) => resp,
+                Err(sluice_upstream::UpstreamError::Deadline) if first_by == self.deadline => {
+                    return Err(AttemptFailure::total_timeout(self.deadline - started))
+                }
+                Err(e) => return Err(AttemptFailure::upstream(e, ucfg.timeouts.first_byte)),
+            };
+            if let Some(p) = resp.extensions().get::<sluice_upstream::PhaseTimings>() {
+                state
+                    .telemetry
+                    .acquire_wait(&ucfg.name, lane.as_str(), p.acquire);
             }
-            Err(e) => return Err(AttemptFailure::upstream(e, ucfg.timeouts.first_byte)),
+            if resp.status().is_success() {
+                return Ok(Attempt {
+                    resp,
+                    target: t,
+                    upstream: tc.upstream,
+                    started,
+                    first_token_by: (started + ucfg.timeouts.first_token).min(self.deadline),
+                    built,
+                });
+            }
+            resp.into_parts()
         };
-        if let Some(p) = resp.extensions().get::<sluice_upstream::PhaseTimings>() {
-            state
-                .telemetry
-                .acquire_wait(&ucfg.name, lane.as_str(), p.acquire);
-        }
-        if resp.status().is_success() {
-            return Ok(Attempt {
-                resp,
-                target: t,
-                upstream: tc.upstream,
-                started,
-                first_token_by: (started + ucfg.timeouts.first_token).min(self.deadline),
-                built,
-            });
-        }
-        let (parts, body) = resp.into_parts();
         let body = timeout_at(self.deadline, read_capped(body, MAX_ERROR_BODY))
             .await
             .unwrap_or_default();

@@ -95,14 +95,16 @@ pub(crate) struct SseRelay {
     /// After the commit, with `continuation` on: the policy, to continue a cut stream.
     continuable: Option<Box<Policy>>,
     /// A cut being continued: what the client gets if the continuation fails before its
-    /// first content (the original error, never the continuation's).
-    pending_cut: Option<Cut>,
+    /// first content (the original error, never the continuation's). Boxed: rare, and
+    /// every stream would carry its room.
+    pending_cut: Option<Box<Cut>>,
     /// Continuations started so far.
     continuations: u8,
     /// `Some` until the commit.
     uncommitted: Option<Uncommitted>,
     /// The next attempt being made (backoff, connect, response headers).
     next: Option<NextAttempt>,
+    /// The preamble held until the commit (freed then).
     held: Vec<Bytes>,
     held_bytes: usize,
     /// Events ready for the client, oldest first.
@@ -203,7 +205,8 @@ impl SseRelay {
             held: Vec::new(),
             held_bytes: 0,
             out: VecDeque::new(),
-            scratch: Vec::new(),
+            // Room for one: what a passthrough emits per event (a translation grows it).
+            scratch: Vec::with_capacity(1),
             log,
             telemetry,
             idle: Box::pin(sleep_until(attempt.first_token_by)),
@@ -465,7 +468,9 @@ impl SseRelay {
                 self.continuable = Some(u.policy);
             }
         }
-        self.out.extend(self.held.drain(..));
+        // Taken, not drained: after the commit nothing is held, and the buffer would stay
+        // with the stream to its end.
+        self.out.extend(std::mem::take(&mut self.held));
         self.held_bytes = 0;
         let next = Instant::now() + self.timers.idle;
         self.idle.as_mut().reset(next);
@@ -552,11 +557,11 @@ impl SseRelay {
         self.take_upstream();
         self.decoder = new_decoder(self.max_event_bytes);
         self.upstream_done = false;
-        self.pending_cut = Some(Cut {
+        self.pending_cut = Some(Box::new(Cut {
             reason,
             message: message.to_string(),
             splice,
-        });
+        }));
         self.next = Some(Box::pin(async move {
             let r = policy.continuation(text).await;
             (policy, r)

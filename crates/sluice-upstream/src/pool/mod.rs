@@ -41,6 +41,7 @@ use crate::connect::Connector;
 use crate::error::{LaneLimit, UpstreamError};
 use crate::h1::H1Pool;
 use crate::h2::{self, H2Settings, Sent};
+use crate::target::Target;
 use crate::timing::Recorder;
 use crate::{Counters, Protocol};
 use lane::{Acquired, H2Lane};
@@ -355,11 +356,14 @@ impl Pool {
     /// Sends over HTTP/2 on `lane`, retrying on another shard (at most twice, within
     /// `deadline`) when the server provably did not process the request. `rec` gets every
     /// wait for a slot and the connect this request waited for, if any.
+    ///
+    /// `req` is borrowed, not taken: under `Auto` it may still go out over HTTP/1.1, and each
+    /// attempt builds its own HTTP/2 head from it (see [`h2::exchange`]).
     pub(crate) async fn send_h2(
         &self,
         lane: Lane,
-        head: Request<()>,
-        body: Bytes,
+        target: &Target,
+        req: &Request<Bytes>,
         deadline: Instant,
         rec: &mut Recorder,
     ) -> Result<Sent, UpstreamError> {
@@ -370,23 +374,29 @@ impl Pool {
         let mut avoid = None;
         let mut retries = 0;
         loop {
-            let waiting = Instant::now();
-            let lease = match h2lane.acquire(deadline, avoid).await? {
-                Acquired::Stream(lease) => {
-                    rec.waited(waiting, lease.opened);
-                    lease
-                }
-                Acquired::Http1(connected) => {
-                    rec.waited(waiting, connected.as_ref().map(|c| c.phases));
-                    return Ok(Sent::Http1(connected));
-                }
-            };
-            let shard_id = lease.shard().id;
-            let err =
-                match h2::exchange(lease, clone_head(&head), body.clone(), deadline, rec).await {
-                    Ok(sent) => return Ok(sent),
-                    Err(e) => e,
+            let shard_id;
+            // The lease is made inside the awaited expression: a local would keep its room
+            // in this future beside the exchange that takes it.
+            let err = match {
+                let waiting = Instant::now();
+                let lease = match h2lane.acquire(deadline, avoid).await? {
+                    Acquired::Stream(lease) => {
+                        rec.waited(waiting, lease.opened);
+                        lease
+                    }
+                    Acquired::Http1(connected) => {
+                        rec.waited(waiting, connected.as_ref().map(|c| c.phases));
+                        return Ok(Sent::Http1(connected));
+                    }
                 };
+                shard_id = lease.shard().id;
+                h2::exchange(lease, target, req, deadline, rec)
+            }
+            .await
+            {
+                Ok(sent) => return Ok(sent),
+                Err(e) => e,
+            };
             let counters = &self.ctx.counters;
             if matches!(err, h2::Failed::NotProcessed(UpstreamError::Refused)) {
                 counters.refused_streams.fetch_add(1, Ordering::Relaxed);
@@ -418,15 +428,6 @@ impl Pool {
             counters: self.ctx.counters.pool_counters(),
         }
     }
-}
-
-fn clone_head(head: &Request<()>) -> Request<()> {
-    let mut r = Request::new(());
-    *r.method_mut() = head.method().clone();
-    *r.uri_mut() = head.uri().clone();
-    *r.version_mut() = head.version();
-    *r.headers_mut() = head.headers().clone();
-    r
 }
 
 // A poisoned lock only means a panic elsewhere; the data behind these locks stays consistent
