@@ -1,6 +1,6 @@
 //! The request as one target's upstream gets it: translated by `sluice-providers` into the
 //! upstream's wire format (the client's own bytes when nothing changes), under its base URL,
-//! with its credentials and required headers, the lane, and the session header copied into
+//! with its credentials and required headers, and the session header copied into
 //! the body if configured.
 
 use std::borrow::Cow;
@@ -10,7 +10,6 @@ use http::header::HeaderValue;
 use http::Request;
 use sluice_providers::request::{translate_request_known, KnownFields, RequestOptions};
 use sluice_providers::{Family, Operation, ProviderKind};
-use sluice_upstream::Lane;
 
 use crate::error::GatewayError;
 use crate::headers;
@@ -22,7 +21,6 @@ use crate::proxy::State;
 pub(crate) struct BuildOptions<'a> {
     /// The target's model name, replacing the client's.
     pub(crate) model: Option<&'a str>,
-    pub(crate) lane: Lane,
     /// Drop parameters the provider cannot honour instead of refusing the request.
     pub(crate) drop_unsupported: bool,
     /// Continuation: the assistant text the client already has.
@@ -160,7 +158,6 @@ pub(crate) fn upstream_request(
     // otherwise add it to its copy, growing that).
     let len = HeaderValue::from(req.body().len());
     req.headers_mut().insert(http::header::CONTENT_LENGTH, len);
-    req.extensions_mut().insert(opts.lane);
     let built = Built {
         provider: provider.clone(),
         model: up.model,

@@ -401,12 +401,31 @@ impl Upstream {
     /// # Timings
     /// The response's extensions hold this request's [`PhaseTimings`] up to the first byte;
     /// [`ResponseBody::timings`] adds the last byte once the body ended.
+    pub fn send(
+        &self,
+        req: http::Request<Bytes>,
+        deadline: Instant,
+    ) -> impl Future<Output = Result<http::Response<ResponseBody>, UpstreamError>> + Send + '_ {
+        let lane = req.extensions().get::<Lane>().copied().unwrap_or_default();
+        self.send_on(lane, req, deadline)
+    }
+
+    /// [`Upstream::send`] on `lane`, whatever `req.extensions()` hold: a caller that knows
+    /// its lane inserts no extension (a map allocated for each request, and held with it
+    /// while it waits for its upstream).
+    ///
+    /// # Errors
+    /// As [`Upstream::send`].
+    ///
+    /// # Cancel safety
+    /// As [`Upstream::send`].
     #[allow(
         clippy::manual_async_fn,
         reason = "an `async fn` keeps a second copy of its arguments"
     )]
-    pub fn send(
+    pub fn send_on(
         &self,
+        lane: Lane,
         req: http::Request<Bytes>,
         deadline: Instant,
     ) -> impl Future<Output = Result<http::Response<ResponseBody>, UpstreamError>> + Send + '_ {
@@ -416,7 +435,6 @@ impl Upstream {
             let inner = &self.inner;
             let mut rec = Recorder::new();
             let in_flight = InFlight::new(&inner.counters);
-            let lane = req.extensions().get::<Lane>().copied().unwrap_or_default();
             // No binding of the answer across an await: its place would be held beside the
             // exchange while it waits.
             let preconnected = if inner.pool.uses_h2() {

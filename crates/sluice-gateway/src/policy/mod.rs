@@ -537,7 +537,6 @@ impl Policy {
         let route = self.route();
         let opts = crate::outbound::BuildOptions {
             model: tc.model.as_deref(),
-            lane,
             drop_unsupported: route.drop_unsupported_params,
             prefill: self.prefill.as_deref(),
             auth: tc.auth.as_ref(),
@@ -548,7 +547,10 @@ impl Policy {
         // In a block: once borrowed, a local keeps its room in this future to its scope's
         // end, and the response must not keep it through the error body's read.
         let (parts, body) = {
-            let resp = match state.upstreams[tc.upstream].send(req, first_by).await {
+            let resp = match state.upstreams[tc.upstream]
+                .send_on(lane, req, first_by)
+                .await
+            {
                 Ok(resp) => resp,
                 Err(sluice_upstream::UpstreamError::Deadline) if first_by == self.deadline => {
                     return Err(AttemptFailure::total_timeout(self.deadline - started))
