@@ -23,7 +23,7 @@ cleanup() {
 }
 trap cleanup EXIT
 
-BASE=$((21000 + RANDOM % 20000))
+BASE=$((15000 + RANDOM % 15000))   # below the ephemeral port range
 MOCK=127.0.0.1:$BASE
 GW=127.0.0.1:$((BASE + 1))
 NG=127.0.0.1:$((BASE + 2))
