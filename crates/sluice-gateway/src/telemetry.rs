@@ -59,7 +59,9 @@ pub enum EndReason {
     TokenCap,
 }
 
-/// How many [`EndReason`]s there are (the last one's index, plus one).
+/// Room for the [`EndReason`]s' handles, indexed by `reason as usize`: the last variant's
+/// index plus one. A variant added after it finds no slot and takes the family's own lookup
+/// (see `RequestLog::finish`), so this can lag behind the enum without harm.
 const END_REASONS: usize = EndReason::TokenCap as usize + 1;
 
 impl EndReason {
@@ -719,13 +721,15 @@ impl RequestLog {
             |c| c.inc(),
         );
         let label = reason.as_str();
-        t.hot.end_reasons[reason as usize]
-            .get_or_init(|| {
-                t.end_reasons
-                    .get_or_create(&Reason { reason: label })
-                    .clone()
-            })
-            .inc();
+        let counter = || {
+            t.end_reasons
+                .get_or_create(&Reason { reason: label })
+                .clone()
+        };
+        match t.hot.end_reasons.get(reason as usize) {
+            Some(slot) => slot.get_or_init(counter).inc(),
+            None => counter().inc(),
+        };
         if reason == EndReason::ClientGone {
             t.client_cancellations.inc();
         }
