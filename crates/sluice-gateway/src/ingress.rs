@@ -328,22 +328,43 @@ fn tls_acceptor(files: &TlsFiles) -> Result<TlsAcceptor, StartError> {
 /// connection's watch times heads instead (`client_timeouts.header`).
 fn builder(cfg: &ServerConfig) -> auto::Builder<TokioExecutor> {
     let mut b = auto::Builder::new(TokioExecutor::new());
-    // half_close stays off: a client's EOF while we stream must end the response (and so
-    // cancel the upstream), not be taken as "done sending".
-    // The read buffer's cap is the HTTP/1.1 head limit: a head that does not fit gets 431
-    // (hyper-util's auto builder does not expose hyper's `max_header_size`). It also caps the
-    // write buffer, which keeps a response that the client does not take in our hands, where
-    // the send timeout sees it.
-    b.http1()
-        .timer(TokioTimer::new())
-        .half_close(false)
-        .header_read_timeout(None)
-        .max_buf_size((cfg.max_header_bytes as usize).max(MIN_BUF));
+    h1_settings(&mut b.http1(), cfg);
     b.http2()
         .timer(TokioTimer::new())
         .max_header_list_size(cfg.max_header_bytes)
         .max_concurrent_streams(cfg.max_concurrent_streams);
     b
+}
+
+/// hyper's HTTP/1.1 server for a connection known to speak HTTP/1.1 (its first bytes were
+/// not HTTP/2's preface, or TLS chose it by ALPN): hyper's own connection, without the auto
+/// builder's replay wrapper around the socket, which every read of every request went
+/// through for nothing once the protocol is known.
+fn h1_builder(cfg: &ServerConfig) -> hyper::server::conn::http1::Builder {
+    let mut b = hyper::server::conn::http1::Builder::new();
+    b.timer(TokioTimer::new())
+        .half_close(false)
+        .header_read_timeout(None)
+        .max_buf_size(h1_buf_cap(cfg));
+    b
+}
+
+/// The same settings on the auto builder, for a plaintext head too short to tell.
+fn h1_settings(b: &mut auto::Http1Builder<'_, TokioExecutor>, cfg: &ServerConfig) {
+    b.timer(TokioTimer::new())
+        .half_close(false)
+        .header_read_timeout(None)
+        .max_buf_size(h1_buf_cap(cfg));
+}
+
+/// half_close stays off (in both builders above): a client's EOF while we stream must end the
+/// response (and so cancel the upstream), not be taken as "done sending".
+/// The read buffer's cap is the HTTP/1.1 head limit: a head that does not fit gets 431
+/// (hyper-util's auto builder does not expose hyper's `max_header_size`, so both builders use
+/// the buffer cap, for one behaviour). It also caps the write buffer, which keeps a response
+/// that the client does not take in our hands, where the send timeout sees it.
+fn h1_buf_cap(cfg: &ServerConfig) -> usize {
+    (cfg.max_header_bytes as usize).max(MIN_BUF)
 }
 
 /// hyper's smallest HTTP/1.1 buffer cap.
@@ -463,7 +484,11 @@ async fn serve_conn(
     // Its settings need a restart to change: any generation's are the ones in force. Not
     // kept for the connection's life: that would hold a generation (and its pools) past a
     // reload.
-    let b = builder(&ing.state.load().config.server);
+    let (b, h1) = {
+        let state = ing.state.load();
+        let cfg = &state.config.server;
+        (builder(cfg), h1_builder(cfg))
+    };
     match tls {
         None => {
             // h2c prior knowledge or HTTP/1.1: the first bytes say which, so that each gets
@@ -475,20 +500,25 @@ async fn serve_conn(
                     return;
                 }
             };
-            let b = match h2 {
-                Some(true) => b.http2_only(),
-                Some(false) => b.http1_only(),
+            let proto = match h2 {
+                Some(true) => Proto::H2(b.http2_only()),
+                Some(false) => Proto::H1(h1),
                 // A head split after its first byte or two (rare): hyper tells, as before.
-                None => b,
+                None => Proto::Sniff(b),
             };
-            let h2 = h2 == Some(true);
             let (tx, rx) = oneshot::channel();
-            let io = ConnIo::new(tcp, tracker.clone(), tx, h2, ing.malformed.clone());
-            run(&ing, io, &tracker, b, rx, h2).await;
+            let io = ConnIo::new(
+                tcp,
+                tracker.clone(),
+                tx,
+                h2 == Some(true),
+                ing.malformed.clone(),
+            );
+            run(&ing, io, &tracker, proto, rx).await;
         }
         // Boxed: the TLS stream and its handshake make this future several KB larger, room
         // every plaintext connection's task would keep for nothing.
-        Some(acceptor) => Box::pin(serve_tls(&ing, tcp, acceptor, &tracker, b)).await,
+        Some(acceptor) => Box::pin(serve_tls(&ing, tcp, acceptor, &tracker, b, h1)).await,
     }
 }
 
@@ -499,6 +529,7 @@ async fn serve_tls(
     acceptor: TlsAcceptor,
     tracker: &Arc<ConnTracker>,
     b: auto::Builder<TokioExecutor>,
+    h1: hyper::server::conn::http1::Builder,
 ) {
     // The handshake is part of the first request's head: the watch's header timeout (or an
     // eviction) ends it.
@@ -516,10 +547,14 @@ async fn serve_tls(
         }
     };
     let h2 = stream.get_ref().1.alpn_protocol() == Some(b"h2");
-    let b = if h2 { b.http2_only() } else { b.http1_only() };
+    let proto = if h2 {
+        Proto::H2(b.http2_only())
+    } else {
+        Proto::H1(h1)
+    };
     let (tx, rx) = oneshot::channel();
     let io = ConnIo::new(stream, tracker.clone(), tx, h2, ing.malformed.clone());
-    run(ing, io, tracker, b, rx, h2).await;
+    run(ing, io, tracker, proto, rx).await;
 }
 
 /// Whether a plaintext client opens with HTTP/2's preface (h2c prior knowledge), read without
@@ -551,25 +586,45 @@ async fn run<T>(
     ing: &Arc<Ingress>,
     io: ConnIo<T>,
     tracker: &Arc<ConnTracker>,
-    builder: auto::Builder<TokioExecutor>,
+    proto: Proto,
     give_back: oneshot::Receiver<T>,
-    h2: bool,
 ) where
     T: AsyncRead + AsyncWrite + Unpin + Send + 'static,
 {
     let io = TokioIo::new(io);
     let (i, t) = (ing.clone(), tracker.clone());
-    let closed_for = if h2 {
-        let svc =
-            service_fn(move |req| Box::pin(respond(&i, &t, req, request::Accepted::serve_boxed)));
-        let conn = Box::pin(builder.serve_connection(io, svc).into_owned());
-        drive(ing, tracker, conn).await
-    } else {
-        let svc = service_fn(move |req| respond(&i, &t, req, request::Accepted::serve));
-        let conn = Box::pin(builder.serve_connection(io, svc).into_owned());
-        drive(ing, tracker, conn).await
+    let closed_for = match proto {
+        Proto::H2(builder) => {
+            let svc = service_fn(move |req| {
+                Box::pin(respond(&i, &t, req, request::Accepted::serve_boxed))
+            });
+            let conn = Box::pin(builder.serve_connection(io, svc).into_owned());
+            drive(ing, tracker, conn).await
+        }
+        Proto::H1(builder) => {
+            let svc = service_fn(move |req| respond(&i, &t, req, request::Accepted::serve));
+            let conn = Box::pin(H1Served(builder.serve_connection(io, svc)));
+            drive(ing, tracker, conn).await
+        }
+        Proto::Sniff(builder) => {
+            let svc = service_fn(move |req| respond(&i, &t, req, request::Accepted::serve));
+            let conn = Box::pin(builder.serve_connection(io, svc).into_owned());
+            drive(ing, tracker, conn).await
+        }
     };
     closed(ing, tracker, closed_for, give_back).await;
+}
+
+/// How a connection is served, once its protocol is known (or not).
+enum Proto {
+    /// HTTP/1.1: hyper's own connection.
+    H1(hyper::server::conn::http1::Builder),
+    /// HTTP/2 (h2c prior knowledge, or ALPN `h2`): each stream's service future boxed.
+    H2(auto::Builder<TokioExecutor>),
+    /// A plaintext head too short to tell: hyper-util reads the first bytes and picks; served
+    /// as HTTP/1.1 (an h2c client that splits its preface this early is rare, and its streams
+    /// are served unboxed).
+    Sniff(auto::Builder<TokioExecutor>),
 }
 
 /// One request's response, as the connection's service gives it: refused at the edge, or
@@ -595,6 +650,43 @@ where
 /// hyper's connection, whichever service it runs.
 trait Served: Future<Output = Result<(), Box<dyn std::error::Error + Send + Sync>>> {
     fn shut_down(self: Pin<&mut Self>);
+}
+
+/// hyper's own HTTP/1.1 connection, its error boxed as the auto connection's is.
+struct H1Served<I, S>(hyper::server::conn::http1::Connection<I, S>)
+where
+    S: hyper::service::HttpService<hyper::body::Incoming>;
+
+impl<I, S, B> Future for H1Served<I, S>
+where
+    S: hyper::service::Service<http::Request<hyper::body::Incoming>, Response = http::Response<B>>,
+    S::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
+    B: http_body::Body + 'static,
+    B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
+    I: hyper::rt::Read + hyper::rt::Write + Unpin,
+{
+    type Output = Result<(), Box<dyn std::error::Error + Send + Sync>>;
+
+    fn poll(
+        self: Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Self::Output> {
+        // Every field is Unpin (hyper's connection over an Unpin socket).
+        Pin::new(&mut self.get_mut().0).poll(cx).map_err(Into::into)
+    }
+}
+
+impl<I, S, B> Served for H1Served<I, S>
+where
+    S: hyper::service::Service<http::Request<hyper::body::Incoming>, Response = http::Response<B>>,
+    S::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
+    B: http_body::Body + 'static,
+    B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
+    I: hyper::rt::Read + hyper::rt::Write + Unpin,
+{
+    fn shut_down(self: Pin<&mut Self>) {
+        Pin::new(&mut self.get_mut().0).graceful_shutdown();
+    }
 }
 
 impl<I, S, B> Served for auto::Connection<'static, I, S, TokioExecutor>
