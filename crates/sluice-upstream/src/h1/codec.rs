@@ -10,6 +10,8 @@
 //! trailer section ([`MAX_TRAILERS`]). Beyond a limit the response is a protocol error and
 //! the connection is not reused.
 
+use std::mem::MaybeUninit;
+
 use bytes::{Buf, Bytes, BytesMut};
 use http::header::{self, HeaderMap, HeaderName, HeaderValue};
 use http::{Request, StatusCode, Version};
@@ -150,9 +152,16 @@ pub(crate) fn parse_head(buf: &mut BytesMut, head_request: bool) -> Result<Head,
     // Where each field's name and value lie in `buf`: the values become slices of the head's
     // one buffer instead of one allocation each.
     let mut spans = [(0u32, 0u32, 0u32, 0u32); MAX_HEADERS];
-    let mut fields = [httparse::EMPTY_HEADER; MAX_HEADERS];
-    let mut resp = httparse::Response::new(&mut fields);
-    let (len, code, version, count) = match resp.parse(buf) {
+    // Uninitialized: httparse writes only the fields it finds (as hyper does), where an
+    // initialized array cost ~500 instructions per response to fill.
+    let mut fields = [const { MaybeUninit::<httparse::Header<'_>>::uninit() }; MAX_HEADERS];
+    let mut resp = httparse::Response::new(&mut []);
+    let parsed = httparse::ParserConfig::default().parse_response_with_uninit_headers(
+        &mut resp,
+        buf,
+        &mut fields,
+    );
+    let (len, code, version, count) = match parsed {
         Ok(httparse::Status::Complete(len)) => {
             let base = buf.as_ptr() as usize;
             let offset = |s: &[u8]| (s.as_ptr() as usize - base) as u32;
@@ -193,6 +202,8 @@ pub(crate) fn parse_head(buf: &mut BytesMut, head_request: bool) -> Result<Head,
         return Ok(Head::Interim(status));
     }
     let mut headers = HeaderMap::with_capacity(count);
+    // The framing fields, noted on the way rather than looked up again after.
+    let mut framing_fields = FramingFields::default();
     for &(n0, n1, v0, v1) in &spans[..count] {
         let name = &head[n0 as usize..n1 as usize];
         // httparse checked the name is a token; `from_bytes` lowercases it.
@@ -200,6 +211,7 @@ pub(crate) fn parse_head(buf: &mut BytesMut, head_request: bool) -> Result<Head,
             .map_err(|_| CodecError::Head(httparse::Error::HeaderName))?;
         let value = HeaderValue::from_maybe_shared(head.slice(v0 as usize..v1 as usize))
             .map_err(|_| CodecError::HeaderValue(name.clone()))?;
+        framing_fields.note(&name, &value);
         headers.append(name, value);
     }
     let version = if version == 0 {
@@ -207,8 +219,13 @@ pub(crate) fn parse_head(buf: &mut BytesMut, head_request: bool) -> Result<Head,
     } else {
         Version::HTTP_11
     };
-    let (framing, smuggled_length) = framing(status, version, &mut headers, head_request)?;
-    let keep_alive = !smuggled_length && keep_alive(version, &headers, framing);
+    let framing = framing_fields.framing(status, version, head_request)?;
+    let keep_alive = framing_fields.keep_alive(version, framing);
+    if framing_fields.transfer_encoding.is_some() && headers.contains_key(header::CONTENT_LENGTH) {
+        // The coding wins: Content-Length must not be passed on as the length of a body it
+        // does not describe.
+        headers.remove(header::CONTENT_LENGTH);
+    }
     let mut resp = http::Response::new(());
     *resp.status_mut() = status;
     *resp.version_mut() = version;
@@ -221,71 +238,87 @@ pub(crate) fn parse_head(buf: &mut BytesMut, head_request: bool) -> Result<Head,
     }))
 }
 
-/// The body's framing (RFC 9112 §6.3), and whether the response had both Transfer-Encoding
-/// and Content-Length. With both, the coding wins and Content-Length is dropped from
-/// `headers`, so it is not passed on as the length of a body it does not describe, and the
-/// connection must close after the response (§6.3 item 3: it may be an attempt at response
-/// splitting).
-fn framing(
-    status: StatusCode,
-    version: Version,
-    headers: &mut HeaderMap,
-    head_request: bool,
-) -> Result<(Framing, bool), CodecError> {
-    if head_request || status == StatusCode::NO_CONTENT || status == StatusCode::NOT_MODIFIED {
-        return Ok((Framing::Empty, false));
-    }
-    if headers.contains_key(header::TRANSFER_ENCODING) {
-        if version == Version::HTTP_10 {
-            return Err(CodecError::TransferEncodingHttp10);
-        }
-        let both = headers.remove(header::CONTENT_LENGTH).is_some();
-        // Chunked only as the final coding; any other final coding runs until close.
-        let last = headers
-            .get_all(header::TRANSFER_ENCODING)
-            .iter()
-            .next_back()
-            .and_then(|v| v.to_str().ok())
-            .and_then(|v| v.rsplit(',').next())
-            .map(str::trim);
-        let framing = match last {
-            Some(c) if c.eq_ignore_ascii_case("chunked") => Framing::Chunked,
-            _ => Framing::UntilClose,
-        };
-        return Ok((framing, both));
-    }
-    let mut length = None;
-    for value in headers.get_all(header::CONTENT_LENGTH) {
-        // A list (`5, 5`) is allowed if every member is the same (RFC 9110 §8.6).
-        for part in value.as_bytes().split(|b| *b == b',') {
-            let n = parse_decimal(trim(part)).ok_or(CodecError::ContentLength)?;
-            if length.is_some_and(|l| l != n) {
-                return Err(CodecError::ContentLength);
-            }
-            length = Some(n);
-        }
-    }
-    Ok((length.map_or(Framing::UntilClose, Framing::Length), false))
+/// What a response head's fields say about its framing and its connection.
+#[derive(Debug, Default)]
+struct FramingFields {
+    /// The last Transfer-Encoding field: its last coding is the one that frames the body.
+    transfer_encoding: Option<HeaderValue>,
+    /// Content-Length, the first valid value.
+    length: Option<u64>,
+    /// A Content-Length that is not a number, or differs from another.
+    bad_length: bool,
+    /// `Connection: close`.
+    close: bool,
+    /// `Connection: keep-alive` (what an HTTP/1.0 response needs to be kept).
+    keep_alive: bool,
 }
 
-/// Whether the connection may carry another request after this response (RFC 9112 §9.3):
-/// not after `Connection: close`, not after an HTTP/1.0 response that did not ask for
-/// keep-alive, not after a body delimited by the close.
-fn keep_alive(version: Version, headers: &HeaderMap, framing: Framing) -> bool {
-    if framing == Framing::UntilClose {
-        return false;
+impl FramingFields {
+    /// Notes one field. A Content-Length that is not a number, or differs from one seen
+    /// before, is noted as bad (a list, `5, 5`, is fine when its members agree: RFC 9110
+    /// §8.6); it is an error only where it frames the body.
+    fn note(&mut self, name: &HeaderName, value: &HeaderValue) {
+        if name == header::CONTENT_LENGTH {
+            for part in value.as_bytes().split(|b| *b == b',') {
+                match parse_decimal(trim(part)) {
+                    Some(n) if self.length.is_none_or(|l| l == n) => self.length = Some(n),
+                    _ => self.bad_length = true,
+                }
+            }
+        } else if name == header::TRANSFER_ENCODING {
+            self.transfer_encoding = Some(value.clone());
+        } else if name == header::CONNECTION {
+            for token in value.as_bytes().split(|b| *b == b',') {
+                let token = trim(token);
+                self.close |= token.eq_ignore_ascii_case(b"close");
+                self.keep_alive |= token.eq_ignore_ascii_case(b"keep-alive");
+            }
+        }
     }
-    let has = |token: &str| {
-        headers.get_all(header::CONNECTION).iter().any(|v| {
-            v.as_bytes()
-                .split(|b| *b == b',')
-                .any(|t| trim(t).eq_ignore_ascii_case(token.as_bytes()))
-        })
-    };
-    if has("close") {
-        return false;
+
+    /// The body's framing (RFC 9112 §6.3): none for HEAD, 204 and 304; then Transfer-Encoding
+    /// (chunked as its last coding, else until close); then Content-Length; else until close.
+    ///
+    /// # Errors
+    /// [`CodecError::TransferEncodingHttp10`]: an HTTP/1.0 response cannot use one;
+    /// [`CodecError::ContentLength`]: the Content-Length that frames the body is bad.
+    fn framing(
+        &self,
+        status: StatusCode,
+        version: Version,
+        head_request: bool,
+    ) -> Result<Framing, CodecError> {
+        if head_request || status == StatusCode::NO_CONTENT || status == StatusCode::NOT_MODIFIED {
+            return Ok(Framing::Empty);
+        }
+        if let Some(te) = &self.transfer_encoding {
+            if version == Version::HTTP_10 {
+                return Err(CodecError::TransferEncodingHttp10);
+            }
+            let last = te.as_bytes().rsplit(|b| *b == b',').next().map(trim);
+            return Ok(match last {
+                Some(c) if c.eq_ignore_ascii_case(b"chunked") => Framing::Chunked,
+                _ => Framing::UntilClose,
+            });
+        }
+        if self.bad_length {
+            return Err(CodecError::ContentLength);
+        }
+        Ok(self.length.map_or(Framing::UntilClose, Framing::Length))
     }
-    version == Version::HTTP_11 || has("keep-alive")
+
+    /// Whether the connection may carry another request after this response (RFC 9112 §9.3):
+    /// not after `Connection: close`, not after an HTTP/1.0 response that did not ask for
+    /// keep-alive, not after a body delimited by the close, and not after a response with both
+    /// Transfer-Encoding and Content-Length (§6.3 item 3: it may be an attempt at response
+    /// splitting, and the connection must close).
+    fn keep_alive(&self, version: Version, framing: Framing) -> bool {
+        let both = self.transfer_encoding.is_some() && (self.length.is_some() || self.bad_length);
+        if framing == Framing::UntilClose || both || self.close {
+            return false;
+        }
+        version == Version::HTTP_11 || self.keep_alive
+    }
 }
 
 fn trim(mut s: &[u8]) -> &[u8] {
