@@ -203,7 +203,8 @@ impl H1Pool {
         }
     }
 
-    /// Sends one request and returns the response with the lease of its connection.
+    /// Sends one request and returns the response head and its body, which holds the lease of
+    /// its connection.
     ///
     /// `preconnected` is a stream whose TLS handshake already chose http/1.1 (protocol
     /// `Auto`); it is used instead of opening a new connection if the pool has none idle.
