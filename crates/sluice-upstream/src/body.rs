@@ -1,4 +1,4 @@
-//! The response body handed to the gateway: HTTP/1.1 (`hyper::body::Incoming`) or HTTP/2
+//! The response body handed to the gateway: HTTP/1.1 (our codec's [`h1::H1Body`]) or HTTP/2
 //! (`h2::RecvStream`) behind one `http_body::Body`, carrying the connection lease so that the
 //! end of the body, or its drop, is what frees (or discards) the connection.
 
@@ -34,7 +34,7 @@ pub struct ResponseBody {
 }
 
 enum Kind {
-    H1(H1Body),
+    H1(h1::H1Body),
     H2(H2Body),
 }
 
@@ -54,16 +54,12 @@ impl std::fmt::Debug for ResponseBody {
 
 impl ResponseBody {
     pub(crate) fn h1(
-        body: hyper::body::Incoming,
-        lease: h1::Lease,
+        body: h1::H1Body,
         in_flight: InFlight,
         (timings, started): (PhaseTimings, Instant),
     ) -> Self {
         ResponseBody {
-            kind: Kind::H1(H1Body {
-                body,
-                lease: Some(lease),
-            }),
+            kind: Kind::H1(body),
             timings,
             started,
             _in_flight: in_flight,
@@ -124,65 +120,15 @@ impl Body for ResponseBody {
 
     fn is_end_stream(&self) -> bool {
         match &self.kind {
-            Kind::H1(b) => b.body.is_end_stream(),
+            Kind::H1(b) => b.is_end_stream(),
             Kind::H2(b) => b.stream.is_none() || b.body.is_end_stream(),
         }
     }
 
     fn size_hint(&self) -> SizeHint {
         match &self.kind {
-            Kind::H1(b) => b.body.size_hint(),
+            Kind::H1(b) => b.size_hint(),
             Kind::H2(_) => SizeHint::default(),
-        }
-    }
-}
-
-struct H1Body {
-    body: hyper::body::Incoming,
-    /// `Some` until the body ended; returned to the pool only at a clean EOF.
-    lease: Option<h1::Lease>,
-}
-
-impl H1Body {
-    fn poll_frame(
-        &mut self,
-        cx: &mut Context<'_>,
-    ) -> Poll<Option<Result<Frame<Bytes>, BodyError>>> {
-        // The connection has no task of its own: reading the body is what moves it. It is
-        // polled only when the body has nothing ready (a small response comes whole with its
-        // head), then the body is asked again.
-        let mut frame = Pin::new(&mut self.body).poll_frame(cx);
-        if frame.is_pending() {
-            if let Some(lease) = self.lease.as_mut() {
-                lease.poll_connection(cx);
-                frame = Pin::new(&mut self.body).poll_frame(cx);
-            }
-        }
-        match ready!(frame) {
-            Some(Ok(frame)) => Poll::Ready(Some(Ok(frame))),
-            Some(Err(e)) => {
-                // A broken response leaves the connection in an unknown state: discard it.
-                drop(self.lease.take());
-                Poll::Ready(Some(Err(error::from_hyper_body(&e))))
-            }
-            None => {
-                if let Some(lease) = self.lease.take() {
-                    lease.reuse();
-                }
-                Poll::Ready(None)
-            }
-        }
-    }
-}
-
-impl Drop for H1Body {
-    fn drop(&mut self) {
-        // A body that was complete but never polled to its EOF (e.g. Content-Length: 0) can
-        // still go back to the pool; anything else closes the connection via the lease's drop.
-        if self.body.is_end_stream() {
-            if let Some(lease) = self.lease.take() {
-                lease.reuse();
-            }
         }
     }
 }

@@ -4,6 +4,8 @@
 use std::net::SocketAddr;
 use std::time::Duration;
 
+use crate::h1::H1Error;
+
 /// Why an [`UpstreamConfig`](crate::UpstreamConfig) was rejected by
 /// [`Upstream::new`](crate::Upstream::new). Each variant names the field at fault.
 #[derive(Debug, thiserror::Error)]
@@ -363,54 +365,41 @@ pub(crate) fn from_h2_body(e: &h2::Error) -> BodyError {
     BodyError::Protocol(e.to_string())
 }
 
-/// Maps a hyper error seen while waiting for HTTP/1.1 response headers.
-pub(crate) fn from_hyper_head(e: &hyper::Error) -> UpstreamError {
-    if e.is_incomplete_message() || e.is_closed() || e.is_canceled() {
-        UpstreamError::Closed
-    } else if e.is_parse() || e.is_parse_status() || e.is_parse_too_large() {
-        UpstreamError::Protocol(e.to_string())
-    } else {
-        // I/O errors (reset by peer, broken pipe) while writing or reading.
-        UpstreamError::Closed
+/// Maps an HTTP/1.1 connection error seen while writing the request or waiting for the
+/// response head: the connection going away (EOF, reset, broken pipe, a failed read or write)
+/// is `Closed`, a malformed or oversized head is `Protocol`.
+pub(crate) fn from_h1_head(e: &H1Error) -> UpstreamError {
+    match e {
+        H1Error::Protocol(p) => UpstreamError::Protocol(p.to_string()),
+        H1Error::ClosedBeforeHead | H1Error::Incomplete | H1Error::Io(_) => UpstreamError::Closed,
     }
 }
 
-/// Whether a hyper error before the response headers means the connection went away (EOF,
-/// reset, broken pipe, or its task gone) rather than a malformed answer or our own timeout.
-/// With no response byte read, such a close on a reused connection is the stale keep-alive
-/// race.
-///
-/// hyper 1.x reports a peer's FIN before the response as `IncompleteMessage` (also after a
-/// partial head: the caller counts the bytes read to tell them apart), a peer's RST as an
-/// `Io` error (ConnectionReset), and a connection whose task ended before taking the request
-/// as `Canceled` (with the request handed back).
-pub(crate) fn closed_before_answering(e: &hyper::Error) -> bool {
-    if e.is_incomplete_message() || e.is_canceled() || e.is_closed() {
-        return true;
+/// Whether an HTTP/1.1 connection error before the response head means the connection went
+/// away (EOF, reset, broken pipe: while writing the request or waiting for the answer) rather
+/// than a malformed answer. With no response byte read, such a close on a reused connection is
+/// the stale keep-alive race. An EOF after part of a head is reported the same way: the caller
+/// counts the bytes read to tell them apart.
+pub(crate) fn closed_before_answering(e: &H1Error) -> bool {
+    match e {
+        H1Error::ClosedBeforeHead => true,
+        H1Error::Io(io) => matches!(
+            io.kind(),
+            std::io::ErrorKind::ConnectionReset
+                | std::io::ErrorKind::ConnectionAborted
+                | std::io::ErrorKind::BrokenPipe
+                | std::io::ErrorKind::UnexpectedEof
+        ),
+        H1Error::Incomplete | H1Error::Protocol(_) => false,
     }
-    let mut cause = std::error::Error::source(e);
-    while let Some(c) = cause {
-        if let Some(io) = c.downcast_ref::<std::io::Error>() {
-            return matches!(
-                io.kind(),
-                std::io::ErrorKind::ConnectionReset
-                    | std::io::ErrorKind::ConnectionAborted
-                    | std::io::ErrorKind::BrokenPipe
-                    | std::io::ErrorKind::UnexpectedEof
-            );
-        }
-        cause = c.source();
-    }
-    false
 }
 
-/// Maps a hyper error seen while reading an HTTP/1.1 response body.
-pub(crate) fn from_hyper_body(e: &hyper::Error) -> BodyError {
-    if e.is_incomplete_message() {
-        BodyError::Incomplete
-    } else if e.is_parse() {
-        BodyError::Protocol(e.to_string())
-    } else {
-        BodyError::Closed
+/// Maps an HTTP/1.1 connection error seen while reading the response body: cut short by the
+/// server's close is `Incomplete`, a failed read `Closed`, broken framing `Protocol`.
+pub(crate) fn from_h1_body(e: &H1Error) -> BodyError {
+    match e {
+        H1Error::ClosedBeforeHead | H1Error::Incomplete => BodyError::Incomplete,
+        H1Error::Io(_) => BodyError::Closed,
+        H1Error::Protocol(p) => BodyError::Protocol(p.to_string()),
     }
 }

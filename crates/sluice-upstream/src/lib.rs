@@ -58,7 +58,6 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use http::uri::Scheme;
-use http_body_util::Full;
 use tokio::time::Instant;
 
 pub use balance::{
@@ -474,17 +473,16 @@ impl Upstream {
         in_flight: InFlight,
         mut rec: Recorder,
     ) -> Result<http::Response<ResponseBody>, UpstreamError> {
-        let req = self.inner.target.for_h1(req)?.map(Full::new);
-        let (resp, lease) = self
+        let req = self.inner.target.for_h1(req)?;
+        let (mut parts, body) = self
             .inner
             .pool
             .h1(lane)
-            .send(req, deadline, preconnected, &mut rec)
+            .send(&req, deadline, preconnected, &mut rec)
             .await?;
-        let (mut parts, incoming) = resp.into_parts();
         let timings = rec.first_byte();
         parts.extensions.insert(timings.0);
-        let body = ResponseBody::h1(incoming, lease, in_flight, timings);
+        let body = ResponseBody::h1(body, in_flight, timings);
         Ok(http::Response::from_parts(parts, body))
     }
 

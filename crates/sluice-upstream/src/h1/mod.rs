@@ -1,7 +1,13 @@
-//! HTTP/1.1: one lane's keep-alive pool of `hyper::client::conn::http1` connections, capped
-//! at the lane's HTTP/1.1 `max_connections`, each connection tracked ([`conn::ConnInfo`]) for
-//! the snapshot, for rotation (`max_connection_age`, `max_requests_per_connection`) and for
-//! the idle timeout.
+//! HTTP/1.1: one lane's keep-alive pool of connections ([`conn::Conn`], speaking HTTP/1.1
+//! through our own small codec, [`codec`]), capped at the lane's HTTP/1.1 `max_connections`,
+//! each connection tracked ([`conn::ConnInfo`]) for the snapshot, for rotation
+//! (`max_connection_age`, `max_requests_per_connection`) and for the idle timeout.
+//!
+//! Why not hyper's client connection: it is built for one connection shared through a
+//! channel (a dispatch queue, want/giver signalling, a `Connection` future to drive), all of
+//! which costs a small proxied call ~14 K instructions; our connection carries one request at
+//! a time, held by one owner, so writing the head and parsing the answer in place is all
+//! there is to do. The server side stays hyper; HTTP/2 stays on h2.
 //!
 //! The cap is a semaphore whose permits are held by *leases* (a connection in use, from
 //! request to the end of its response body). A connection goes back to the idle list before
@@ -14,15 +20,16 @@
 //! `max_connection_age`); the task is spawned with the first idle connection, holds only a
 //! `Weak` of the pool, and is aborted with it.
 //!
-//! A connection has no task of its own: its hyper `Connection` future (a [`Driver`]) travels
-//! with its `SendRequest`, in the idle list and in the lease, and the request's own task polls
-//! it while it waits for the head and while it reads the body. A small call then stays on one
-//! task, where a spawned driver cost two cross-task wake-ups per call. An idle connection is
-//! not polled: a close by the server is seen when the connection is next used (`ready` fails,
-//! or the stale keep-alive retry below), or the sweeper drops it first.
+//! A connection has no task of its own: it is a socket and a buffer, owned by the idle list
+//! or by the lease of the request on it, and the request's own task writes the request, reads
+//! the head and reads the body ([`H1Body`]). An idle connection is not read: a close by the
+//! server is seen when the connection is taken for a request (one read attempt that must find
+//! nothing, [`Conn::is_reusable_idle`]), by the sweeper, or by the stale keep-alive retry
+//! below when the close crosses the request.
 
+mod body;
+mod codec;
 mod conn;
-mod driver;
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -30,11 +37,7 @@ use std::sync::{Arc, Mutex, MutexGuard, Weak};
 use std::time::Duration;
 
 use bytes::Bytes;
-use http::{Request, Response};
-use http_body_util::Full;
-use hyper::body::Incoming;
-use hyper::client::conn::http1;
-use hyper_util::rt::TokioIo;
+use http::{Method, Request};
 use tokio::sync::{Notify, OwnedSemaphorePermit, Semaphore};
 use tokio::task::JoinHandle;
 use tokio::time::{sleep_until, timeout_at, Instant};
@@ -44,23 +47,21 @@ use crate::error::{self, LaneLimit, UpstreamError};
 use crate::pool::{CapWarning, DrainReason, LaneSnapshot, PoolCtx, ShardState, Wire};
 use crate::timing::Recorder;
 use crate::Lane;
-use conn::{ConnInfo, Counted};
-use driver::Driver;
-
-type SendRequest = http1::SendRequest<Full<Bytes>>;
+pub(crate) use body::H1Body;
+pub(crate) use conn::H1Error;
+use conn::{Conn, ConnInfo};
 
 /// How soon after the request was handed over the close of a reused connection must come to be
 /// taken for the stale keep-alive race (see [`H1Pool::send`]).
 const STALE_CLOSE_WINDOW: Duration = Duration::from_secs(1);
 
-/// The lane's live connections by id, shared with their tasks (which remove themselves).
+/// The lane's live connections by id, shared with the connections (which remove themselves
+/// when dropped).
 type Registry = Arc<Mutex<HashMap<u64, Arc<ConnInfo>>>>;
 
 /// A kept-alive connection waiting for its next request.
 struct Idle {
-    send: SendRequest,
-    driver: Driver,
-    conn: Arc<ConnInfo>,
+    conn: Conn,
     since: Instant,
 }
 
@@ -202,7 +203,8 @@ impl H1Pool {
         }
     }
 
-    /// Sends one request and returns the response with the lease of its connection.
+    /// Sends one request and returns the response head and its body, which holds the lease of
+    /// its connection.
     ///
     /// `preconnected` is a stream whose TLS handshake already chose http/1.1 (protocol
     /// `Auto`); it is used instead of opening a new connection if the pool has none idle.
@@ -228,36 +230,33 @@ impl H1Pool {
     /// (every server with a keep-alive timeout shorter than ours, e.g. uvicorn's 5 s), and the
     /// other would fail the retry too, on a fresh connection, where it is not retried again.
     ///
+    /// The request is borrowed, not consumed: it stays at hand until the head arrives, to be
+    /// written again after a stale close.
+    ///
     /// Cancel safety: dropping the future drops the lease; a connection with a request in
-    /// flight is then closed by hyper, never returned to the pool.
+    /// flight is then closed, never returned to the pool.
     pub(crate) async fn send(
         self: &Arc<Self>,
-        req: Request<Full<Bytes>>,
+        req: &Request<Bytes>,
         deadline: Instant,
         mut preconnected: Option<Connected>,
         rec: &mut Recorder,
-    ) -> Result<(Response<Incoming>, Lease), UpstreamError> {
+    ) -> Result<(http::response::Parts, H1Body), UpstreamError> {
         let waiting = Instant::now();
         let permit = self.permit(deadline).await?;
         rec.waited(waiting, None);
         let mut permit = Some(permit);
-        let mut req = Some(req);
         // After a stale close only a fresh connection will do: the other idle connections
         // are as old, and may be as stale.
         let mut fresh_only = false;
         let counters = &self.ctx.counters;
         let max_requests = self.ctx.cfg.max_requests_per_connection;
-        while let Some(request) = req.take() {
+        let head_request = req.method() == Method::HEAD;
+        loop {
             let taken = if fresh_only { None } else { self.take_idle() };
             let reused = taken.is_some();
-            let mut lease = match taken {
-                Some(idle) => Lease::new(
-                    idle.send,
-                    idle.driver,
-                    idle.conn,
-                    self.clone(),
-                    permit.take(),
-                ),
+            let conn = match taken {
+                Some(idle) => idle.conn,
                 None => {
                     let connected = match preconnected.take() {
                         Some(c) => c,
@@ -265,70 +264,53 @@ impl H1Pool {
                         None => Box::pin(self.connect(deadline)).await?,
                     };
                     rec.connected(connected.phases);
-                    let (send, driver, conn) = self.handshake(connected.io).await?;
-                    Lease::new(send, driver, conn, self.clone(), permit.take())
+                    self.open(connected.io)
                 }
             };
-            let (Some(send), Some(driver)) = (lease.send.as_mut(), lease.driver.as_mut()) else {
-                return Err(UpstreamError::Closed);
+            let mut lease = Lease {
+                conn,
+                pool: self.clone(),
+                permit: permit.take(),
             };
-            match timeout_at(deadline, driver.drive(send.ready())).await {
-                Err(_) => return Err(UpstreamError::Deadline),
-                // An idle connection that died between the check and now: try another.
-                Ok(Err(_)) if reused => {
-                    req = Some(request);
-                    permit = lease.into_permit();
-                    continue;
-                }
-                Ok(Err(e)) => return Err(error::from_hyper_head(&e)),
-                Ok(Ok(())) => {}
-            }
-            // Kept only while a stale retry is still possible: a header map clone per request
-            // on a reused connection, nothing on a fresh one.
-            let again = reused.then(|| copy_request(&request));
-            lease.conn.begin_request(max_requests, counters);
-            let read_before = lease.conn.bytes_in();
+            let conn = &mut lease.conn;
+            conn.info.begin_request(max_requests, counters);
+            let read_before = conn.info.bytes_in();
             let handed_over = Instant::now();
-            let sent = send.try_send_request(request);
-            rec.written();
-            let mut failed = match timeout_at(deadline, driver.drive(sent)).await {
-                // Dropping `sent` makes hyper close the connection; the lease discards it.
+            let exchange = async {
+                conn.write_request(req).await?;
+                rec.written();
+                conn.read_head(head_request).await
+            };
+            let failed = match timeout_at(deadline, exchange).await {
+                // The lease's drop closes the connection: it holds a request in flight.
                 Err(_) => return Err(UpstreamError::Deadline),
-                Ok(Ok(resp)) => return Ok((resp, lease)),
+                Ok(Ok(head)) => {
+                    let body = H1Body::new(head.framing, head.keep_alive, lease);
+                    return Ok((head.parts, body));
+                }
                 Ok(Err(e)) => e,
             };
-            // hyper hands the request back when it was never written: a reused connection
-            // that the server closed meanwhile. Safe to send it on another.
-            if let Some(unsent) = failed.take_message().filter(|_| reused) {
-                req = Some(unsent);
-                permit = lease.into_permit();
-                continue;
-            }
             let now = Instant::now();
-            let stale = lease.conn.bytes_in() == read_before
-                && error::closed_before_answering(failed.error())
+            let stale = reused
+                && lease.conn.info.bytes_in() == read_before
+                && error::closed_before_answering(&failed)
                 && now - handed_over <= STALE_CLOSE_WINDOW
                 && now < deadline;
-            match again {
-                Some(copy) if stale => {
-                    counters.stale_retries.fetch_add(1, Ordering::Relaxed);
-                    tracing::debug!(
-                        upstream = %self.ctx.connector.upstream,
-                        lane = self.lane.as_str(),
-                        connection = lease.conn.id,
-                        error = %failed.error(),
-                        "a reused http/1.1 connection closed before answering; \
-                         sending again on a fresh connection"
-                    );
-                    req = Some(copy);
-                    fresh_only = true;
-                    permit = lease.into_permit();
-                }
-                _ => return Err(error::from_hyper_head(failed.error())),
+            if !stale {
+                return Err(error::from_h1_head(&failed));
             }
+            counters.stale_retries.fetch_add(1, Ordering::Relaxed);
+            tracing::debug!(
+                upstream = %self.ctx.connector.upstream,
+                lane = self.lane.as_str(),
+                connection = lease.conn.info.id,
+                error = %failed,
+                "a reused http/1.1 connection closed before answering; \
+                 sending again on a fresh connection"
+            );
+            fresh_only = true;
+            permit = lease.into_permit();
         }
-        // The loop only ends by returning; reaching here would mean a request went missing.
-        Err(UpstreamError::Closed)
     }
 
     /// When an idle connection must be closed: idle for `idle_timeout`, or `max_connection_age`
@@ -336,16 +318,17 @@ impl H1Pool {
     fn expires(&self, idle: &Idle) -> (Instant, Option<DrainReason>) {
         let by_idle = idle.since + self.ctx.cfg.idle_timeout;
         match self.ctx.cfg.max_connection_age {
-            Some(max) if idle.conn.opened_at() + max <= by_idle => {
-                (idle.conn.opened_at() + max, Some(DrainReason::MaxAge))
+            Some(max) if idle.conn.info.opened_at() + max <= by_idle => {
+                (idle.conn.info.opened_at() + max, Some(DrainReason::MaxAge))
             }
             _ => (by_idle, None),
         }
     }
 
-    /// Whether `idle` must not be used at `now` (counting an age drain if that is why).
-    fn expired(&self, idle: &Idle, now: Instant) -> bool {
-        if idle.send.is_closed() || idle.driver.is_done() {
+    /// Whether `idle` must not be used at `now` (counting an age drain if that is why): closed
+    /// by the server, or expired.
+    fn expired(&self, idle: &mut Idle, now: Instant) -> bool {
+        if !idle.conn.is_reusable_idle() {
             return true;
         }
         let (at, reason) = self.expires(idle);
@@ -353,49 +336,44 @@ impl H1Pool {
             return false;
         }
         if let Some(reason) = reason {
-            idle.conn.drain(reason, &self.ctx.counters);
+            idle.conn.info.drain(reason, &self.ctx.counters);
         }
         true
     }
 
-    /// Pops an idle connection that is still open and not expired. Closed ones are dropped
-    /// here (hyper marks a connection closed as soon as its task sees the server's FIN), and
-    /// so are expired ones, which closes them.
+    /// Pops an idle connection that is still open and not expired. Closed ones (the server's
+    /// FIN already arrived) are dropped here, and so are expired ones, which closes them.
     fn take_idle(&self) -> Option<Idle> {
         let now = Instant::now();
-        let mut idle = lock(&self.idle);
-        while let Some(i) = idle.pop() {
-            if !self.expired(&i, now) {
-                i.conn.set_state(ShardState::InUse);
+        loop {
+            // The check reads the socket: outside the lock.
+            let mut i = lock(&self.idle).pop()?;
+            if !self.expired(&mut i, now) {
+                i.conn.info.set_state(ShardState::InUse);
                 return Some(i);
             }
         }
-        None
     }
 
     /// Puts a connection whose response ended cleanly back in the idle list, unless it is
     /// closed, draining (its last request) or too old; those are dropped, which closes them.
     /// Called before the lease's permit is released, so a waiter finds it idle.
-    fn put_idle(self: &Arc<Self>, send: SendRequest, driver: Driver, conn: Arc<ConnInfo>) {
-        if send.is_closed() || driver.is_done() || conn.state() == ShardState::Draining {
+    fn put_idle(self: &Arc<Self>, conn: Conn) {
+        let info = &conn.info;
+        if info.state() == ShardState::Draining {
             return;
         }
         let now = Instant::now();
         if let Some(max) = self.ctx.cfg.max_connection_age {
-            if conn.age(now) >= max {
-                conn.drain(DrainReason::MaxAge, &self.ctx.counters);
+            if info.age(now) >= max {
+                info.drain(DrainReason::MaxAge, &self.ctx.counters);
                 return;
             }
         }
-        conn.set_state(ShardState::Idle);
+        info.set_state(ShardState::Idle);
         let was_empty = {
             let mut idle = lock(&self.idle);
-            idle.push(Idle {
-                send,
-                driver,
-                conn,
-                since: now,
-            });
+            idle.push(Idle { conn, since: now });
             idle.len() == 1
         };
         if was_empty {
@@ -419,7 +397,7 @@ impl H1Pool {
     /// next one expires, if any is left.
     fn close_expired(&self, now: Instant) -> Option<Instant> {
         let mut idle = lock(&self.idle);
-        idle.retain(|i| !self.expired(i, now));
+        idle.retain_mut(|i| !self.expired(i, now));
         idle.iter().map(|i| self.expires(i).0).min()
     }
 
@@ -433,6 +411,15 @@ impl H1Pool {
     async fn connect(&self, deadline: Instant) -> Result<Connected, UpstreamError> {
         let turn = self.connects.fetch_add(1, Ordering::Relaxed);
         let counters = &self.ctx.counters;
+        // Decrements `connecting` however the connect ends, including the caller dropping us.
+        struct Connecting<'a>(&'a AtomicUsize);
+        impl Drop for Connecting<'_> {
+            fn drop(&mut self) {
+                self.0.fetch_sub(1, Ordering::Relaxed);
+            }
+        }
+        self.connecting.fetch_add(1, Ordering::Relaxed);
+        let _connecting = Connecting(&self.connecting);
         match self.ctx.connector.connect(deadline, turn).await {
             Ok(c) => {
                 counters.connects.fetch_add(1, Ordering::Relaxed);
@@ -445,21 +432,12 @@ impl H1Pool {
         }
     }
 
-    async fn handshake(
-        &self,
-        io: Io,
-    ) -> Result<(SendRequest, Driver, Arc<ConnInfo>), UpstreamError> {
+    /// A connection just connected, registered in the lane's registry, in use.
+    fn open(&self, io: Io) -> Conn {
         let id = self.ctx.next_shard_id.fetch_add(1, Ordering::Relaxed);
         let info = Arc::new(ConnInfo::new(id, self.lane));
-        let io = TokioIo::new(Counted::new(io, info.clone()));
-        self.connecting.fetch_add(1, Ordering::Relaxed);
-        let shaken = http1::Builder::new().handshake(io).await;
-        self.connecting.fetch_sub(1, Ordering::Relaxed);
-        let (send, conn) = shaken.map_err(|e| UpstreamError::Protocol(e.to_string()))?;
         let open = self.ctx.counters.connection_opened();
-        lock(&self.live).insert(id, info.clone());
-        let driver = Driver::new(conn, info.clone(), self.live.clone(), open);
-        Ok((send, driver, info))
+        Conn::new(io, info, self.live.clone(), open)
     }
 }
 
@@ -480,72 +458,35 @@ async fn sweep(pool: Weak<H1Pool>, idle_added: Arc<Notify>) {
     }
 }
 
-/// A request's copy, for sending it again: hyper consumes the request it writes.
-fn copy_request(req: &Request<Full<Bytes>>) -> Request<Full<Bytes>> {
-    let mut r = Request::new(req.body().clone());
-    *r.method_mut() = req.method().clone();
-    *r.uri_mut() = req.uri().clone();
-    *r.version_mut() = req.version();
-    *r.headers_mut() = req.headers().clone();
-    r
-}
-
 /// One HTTP/1.1 connection in use. Dropped without [`Lease::reuse`], it closes the
 /// connection: only a response read to its end leaves the connection in a known state.
+///
+/// Fields drop in order: the connection (closing it) before the permit, so a waiter given the
+/// permit never finds the cap exceeded.
 pub(crate) struct Lease {
-    send: Option<SendRequest>,
-    driver: Option<Driver>,
-    conn: Arc<ConnInfo>,
+    conn: Conn,
     pool: Arc<H1Pool>,
     permit: Option<OwnedSemaphorePermit>,
 }
 
 impl Lease {
-    fn new(
-        send: SendRequest,
-        driver: Driver,
-        conn: Arc<ConnInfo>,
-        pool: Arc<H1Pool>,
-        permit: Option<OwnedSemaphorePermit>,
-    ) -> Lease {
-        Lease {
-            send: Some(send),
-            driver: Some(driver),
-            conn,
-            pool,
-            permit,
-        }
+    /// The response was read to its end and allows another request: the connection goes back
+    /// to the idle list (unless it is draining, or due for rotation).
+    pub(crate) fn reuse(self) {
+        let Lease { conn, pool, permit } = self;
+        // Before the permit is released, so a waiter finds it idle.
+        pool.put_idle(conn);
+        drop(permit);
     }
 
-    /// The response was read to EOF: the connection may carry another request (unless it is
-    /// closed, or due for rotation).
-    pub(crate) fn reuse(mut self) {
-        if let (Some(send), Some(driver)) = (self.send.take(), self.driver.take()) {
-            // Before the permit is released (in drop), so a waiter finds it idle.
-            self.pool.put_idle(send, driver, self.conn.clone());
-        }
+    pub(crate) fn conn_mut(&mut self) -> &mut Conn {
+        &mut self.conn
     }
 
-    /// Moves the connection on (reads the response into its body, writes what is left of the
-    /// request); the response body's poll calls it first, with the same waker.
-    pub(crate) fn poll_connection(&mut self, cx: &mut std::task::Context<'_>) {
-        if let Some(d) = self.driver.as_mut() {
-            d.poll_connection(cx);
-        }
-    }
-
-    fn into_permit(mut self) -> Option<OwnedSemaphorePermit> {
-        drop(self.send.take());
-        drop(self.driver.take());
-        self.permit.take()
-    }
-}
-
-impl Drop for Lease {
-    fn drop(&mut self) {
-        // Connection first (closing it), then the permit.
-        drop(self.send.take());
-        drop(self.driver.take());
-        drop(self.permit.take());
+    /// Closes the connection and keeps its permit, for another attempt.
+    fn into_permit(self) -> Option<OwnedSemaphorePermit> {
+        let Lease { conn, permit, .. } = self;
+        drop(conn);
+        permit
     }
 }

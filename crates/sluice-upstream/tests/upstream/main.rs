@@ -6,6 +6,7 @@ mod balance_health;
 mod cancel;
 mod dns;
 mod errors;
+mod h1wire;
 mod h2conn;
 mod http1;
 mod lanes;
