@@ -168,7 +168,8 @@ pub struct PoolSnapshot {
 pub struct LaneSnapshot {
     /// Which lane.
     pub lane: Lane,
-    /// Connects in progress (0 or 1: one at a time per lane).
+    /// Connects in progress: at most one at a time per HTTP/2 lane; on an HTTP/1.1 lane, one
+    /// per request that found no idle connection (the TCP and TLS connect included).
     pub connecting: usize,
     /// Connections taking new streams.
     pub ready: usize,
