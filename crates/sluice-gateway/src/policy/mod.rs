@@ -72,6 +72,8 @@ pub(crate) struct RequestCtx {
     pub(crate) idempotent: bool,
     /// Body fields read at admission, handed to the request builder.
     pub(crate) known: Known,
+    /// The request's memory charge (a non-streaming answer read whole is charged to it).
+    pub(crate) lease: std::sync::Arc<crate::body_budget::BodyLease>,
 }
 
 /// What admission read from the body besides routing, so that building a same-family
