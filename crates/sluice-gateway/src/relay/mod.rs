@@ -18,9 +18,10 @@
 //! next attempt inside the same `poll_frame`. After the commit it forwards as before and a
 //! failure ends the stream with an error event in the client's format.
 
+mod clock;
 mod drain;
+mod outbox;
 
-use std::collections::VecDeque;
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
@@ -34,9 +35,11 @@ use sluice_providers::stream::{Emitted, EventKind, SpliceState, StreamOptions, S
 use sluice_providers::{Family, Usage};
 use sluice_sse::{DecodeError, Decoder, Item};
 use sluice_upstream::ResponseBody;
-use tokio::time::{sleep_until, Instant, Sleep};
+use tokio::time::Instant;
 use tokio_util::sync::WaitForCancellationFutureOwned;
 
+use self::clock::{Due, StreamClock};
+use self::outbox::Outbox;
 use crate::config::OnClientDisconnect;
 use crate::policy::{Attempt, AttemptFailure, GiveUp, Policy, TargetRef};
 use crate::telemetry::{EndReason, RequestLog, Telemetry};
@@ -108,15 +111,13 @@ pub(crate) struct SseRelay {
     held: Vec<Bytes>,
     held_bytes: usize,
     /// Events ready for the client, oldest first.
-    out: VecDeque<Bytes>,
+    out: Outbox,
     scratch: Vec<Emitted>,
     log: RequestLog,
     telemetry: Arc<Telemetry>,
-    timers: RelayTimers,
-    /// Fires at the attempt's first-token deadline, then at last event + idle.
-    idle: Pin<Box<Sleep>>,
-    total: Pin<Box<Sleep>>,
-    heartbeat: Pin<Box<Sleep>>,
+    /// The total deadline, the idle one (the attempt's first-token deadline, then last event
+    /// + idle) and the heartbeat, on one timer.
+    clock: StreamClock,
     shutdown: Pin<Box<WaitForCancellationFutureOwned>>,
     upstream_done: bool,
     ended: bool,
@@ -204,15 +205,12 @@ impl SseRelay {
             next: None,
             held: Vec::new(),
             held_bytes: 0,
-            out: VecDeque::new(),
+            out: Outbox::default(),
             // Room for one: what a passthrough emits per event (a translation grows it).
             scratch: Vec::with_capacity(1),
             log,
             telemetry,
-            idle: Box::pin(sleep_until(attempt.first_token_by)),
-            total: Box::pin(sleep_until(timers.total_by)),
-            heartbeat: Box::pin(sleep_until(Instant::now() + timers.heartbeat)),
-            timers,
+            clock: StreamClock::new(timers, attempt.first_token_by),
             shutdown: Box::pin(shutdown),
             upstream_done: false,
             ended: false,
@@ -242,7 +240,7 @@ impl SseRelay {
     /// Hands bytes to the client and restarts the heartbeat clock.
     fn forward(&mut self, bytes: Bytes, events: u64) -> Poll<Option<Result<Frame<Bytes>, Never>>> {
         let now = Instant::now();
-        self.heartbeat.as_mut().reset(now + self.timers.heartbeat);
+        self.clock.wrote(now);
         self.log.first_byte();
         self.log.sent(bytes.len(), events);
         self.log.observe_sse(&bytes);
@@ -398,11 +396,11 @@ impl SseRelay {
     /// The upstream sent something: restart the idle clock (before the commit, the
     /// first-token deadline still caps it).
     fn upstream_alive(&mut self) {
-        let mut next = Instant::now() + self.timers.idle;
+        let mut next = Instant::now() + self.clock.idle();
         if let Some(u) = &self.uncommitted {
             next = next.min(u.first_token_by);
         }
-        self.idle.as_mut().reset(next);
+        self.clock.set_idle(next);
     }
 
     /// Takes one client event from the translator: held before the commit, queued after.
@@ -423,7 +421,7 @@ impl SseRelay {
                     EventKind::Preamble => {}
                 }
             }
-            self.out.push_back(e.bytes);
+            self.out.push(e.bytes);
             return Ok(());
         }
         match e.kind {
@@ -472,8 +470,8 @@ impl SseRelay {
         // with the stream to its end.
         self.out.extend(std::mem::take(&mut self.held));
         self.held_bytes = 0;
-        let next = Instant::now() + self.timers.idle;
-        self.idle.as_mut().reset(next);
+        let next = Instant::now() + self.clock.idle();
+        self.clock.set_idle(next);
     }
 
     /// Before the commit: record the failure and start the next attempt (or give up).
@@ -506,7 +504,7 @@ impl SseRelay {
         let compressed = compressed_stream(attempt.resp.headers());
         let (_, body) = attempt.resp.into_parts();
         self.upstream = Some(body);
-        self.idle.as_mut().reset(attempt.first_token_by);
+        self.clock.set_idle(attempt.first_token_by);
         self.uncommitted = Some(Uncommitted {
             policy,
             target: attempt.target,
@@ -585,7 +583,7 @@ impl SseRelay {
         self.upstream_family = attempt.built.provider.family();
         let (_, body) = attempt.resp.into_parts();
         self.upstream = Some(body);
-        self.idle.as_mut().reset(attempt.first_token_by);
+        self.clock.set_idle(attempt.first_token_by);
         self.continuable = Some(policy);
         if !is_sse {
             self.take_upstream();
@@ -655,7 +653,7 @@ impl Body for SseRelay {
             }
         }
         loop {
-            if let Some(b) = this.out.pop_front() {
+            if let Some(b) = this.out.pop() {
                 return this.forward(b, 1);
             }
             if let (true, Some(cap)) = (this.cap_hit, this.token_cap) {
@@ -838,41 +836,44 @@ impl Body for SseRelay {
                 Poll::Pending => break,
             }
         }
-        if this.total.as_mut().poll(cx).is_ready() {
-            return this.fail_reason(
-                EndReason::TotalTimeout,
-                "the stream exceeded the gateway's total timeout",
-            );
-        }
         // While another attempt is being made, its own deadlines bound it.
-        if this.next.is_none() && this.idle.as_mut().poll(cx).is_ready() {
-            if let Some(u) = &this.uncommitted {
-                let failure = if Instant::now() >= u.first_token_by {
-                    AttemptFailure::first_token_timeout(u.policy.first_token_timeout(u.target))
-                } else {
-                    AttemptFailure::idle_before_content(this.timers.idle)
-                };
-                this.retry(failure);
-                // Poll the new attempt (registers its waker) before returning.
-                cx.waker().wake_by_ref();
-                return Poll::Pending;
+        match this.clock.poll_due(cx, this.next.is_none()) {
+            Poll::Pending => {}
+            Poll::Ready(Due::Total) => {
+                return this.fail_reason(
+                    EndReason::TotalTimeout,
+                    "the stream exceeded the gateway's total timeout",
+                );
             }
-            let msg = format!(
-                "no event from the upstream for {:?} (idle timeout)",
-                this.timers.idle
-            );
-            if this.try_continue(EndReason::IdleTimeout, &msg) {
-                cx.waker().wake_by_ref();
-                return Poll::Pending;
+            Poll::Ready(Due::Idle) => {
+                if let Some(u) = &this.uncommitted {
+                    let failure = if Instant::now() >= u.first_token_by {
+                        AttemptFailure::first_token_timeout(u.policy.first_token_timeout(u.target))
+                    } else {
+                        AttemptFailure::idle_before_content(this.clock.idle())
+                    };
+                    this.retry(failure);
+                    // Poll the new attempt (registers its waker) before returning.
+                    cx.waker().wake_by_ref();
+                    return Poll::Pending;
+                }
+                let msg = format!(
+                    "no event from the upstream for {:?} (idle timeout)",
+                    this.clock.idle()
+                );
+                if this.try_continue(EndReason::IdleTimeout, &msg) {
+                    cx.waker().wake_by_ref();
+                    return Poll::Pending;
+                }
+                return this.fail_reason(EndReason::IdleTimeout, &msg);
             }
-            return this.fail_reason(EndReason::IdleTimeout, &msg);
-        }
-        if this.heartbeat.as_mut().poll(cx).is_ready() {
-            this.telemetry.heartbeat();
-            // A heartbeat is not upstream progress; it only keeps the client's side alive.
-            let out = this.forward(Bytes::from_static(HEARTBEAT), 0);
-            this.last_yield = None;
-            return out;
+            Poll::Ready(Due::Heartbeat) => {
+                this.telemetry.heartbeat();
+                // A heartbeat is not upstream progress; it only keeps the client's side alive.
+                let out = this.forward(Bytes::from_static(HEARTBEAT), 0);
+                this.last_yield = None;
+                return out;
+            }
         }
         Poll::Pending
     }
@@ -905,7 +906,7 @@ impl Drop for SseRelay {
         if self.on_disconnect == OnClientDisconnect::Drain {
             if let Some(upstream) = upstream {
                 let decoder = std::mem::take(&mut self.decoder);
-                let deadline = self.timers.total_by;
+                let deadline = self.clock.total_by();
                 let request_id = self.log.request_id.clone();
                 // Bounded by the total deadline; owns nothing but the upstream body.
                 tokio::spawn(drain::drain(upstream, decoder, deadline, request_id));
