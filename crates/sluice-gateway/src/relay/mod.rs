@@ -107,10 +107,10 @@ pub(crate) struct SseRelay {
     uncommitted: Option<Uncommitted>,
     /// The next attempt being made (backoff, connect, response headers).
     next: Option<NextAttempt>,
-    /// The preamble held until the commit (freed then).
-    held: Vec<Bytes>,
+    /// Bytes of the preamble held in `out` until the commit.
     held_bytes: usize,
-    /// Events ready for the client, oldest first.
+    /// Events for the client, oldest first: before the commit, the preamble held (none of it
+    /// is ready until then); after, events ready to send.
     out: Outbox,
     scratch: Vec<Emitted>,
     log: RequestLog,
@@ -203,7 +203,6 @@ impl SseRelay {
                 first_token_by: attempt.first_token_by,
             }),
             next: None,
-            held: Vec::new(),
             held_bytes: 0,
             out: Outbox::default(),
             // Room for one: what a passthrough emits per event (a translation grows it).
@@ -403,6 +402,19 @@ impl SseRelay {
         self.clock.set_idle(next);
     }
 
+    /// Whether an event is ready for the client (none is before the commit).
+    fn has_ready(&self) -> bool {
+        self.uncommitted.is_none() && !self.out.is_empty()
+    }
+
+    /// The next event ready for the client.
+    fn ready(&mut self) -> Option<Bytes> {
+        if self.uncommitted.is_some() {
+            return None;
+        }
+        self.out.pop()
+    }
+
     /// Takes one client event from the translator: held before the commit, queued after.
     fn accept(&mut self, e: Emitted) -> Result<(), AttemptFailure> {
         if self.uncommitted.is_none() {
@@ -427,8 +439,8 @@ impl SseRelay {
         match e.kind {
             EventKind::Preamble => {
                 self.held_bytes += e.bytes.len();
-                self.held.push(e.bytes);
-                if self.held.len() > MAX_HELD_EVENTS || self.held_bytes > MAX_HELD_BYTES {
+                self.out.push(e.bytes);
+                if self.out.len() > MAX_HELD_EVENTS || self.held_bytes > MAX_HELD_BYTES {
                     // Too much preamble to hold: commit with what we have.
                     self.commit();
                 }
@@ -436,7 +448,7 @@ impl SseRelay {
             }
             EventKind::Content | EventKind::Trailer => {
                 self.held_bytes += e.bytes.len();
-                self.held.push(e.bytes);
+                self.out.push(e.bytes);
                 self.commit();
                 Ok(())
             }
@@ -466,9 +478,7 @@ impl SseRelay {
                 self.continuable = Some(u.policy);
             }
         }
-        // Taken, not drained: after the commit nothing is held, and the buffer would stay
-        // with the stream to its end.
-        self.out.extend(std::mem::take(&mut self.held));
+        // The preamble held in `out` is ready from now on, in its order.
         self.held_bytes = 0;
         let next = Instant::now() + self.clock.idle();
         self.clock.set_idle(next);
@@ -479,7 +489,7 @@ impl SseRelay {
         self.take_upstream();
         self.decoder = new_decoder(self.max_event_bytes);
         self.upstream_done = false;
-        self.held.clear();
+        self.out.clear();
         self.held_bytes = 0;
         if let Some(u) = self.uncommitted.take() {
             let Uncommitted {
@@ -653,7 +663,7 @@ impl Body for SseRelay {
             }
         }
         loop {
-            if let Some(b) = this.out.pop() {
+            if let Some(b) = this.ready() {
                 return this.forward(b, 1);
             }
             if let (true, Some(cap)) = (this.cap_hit, this.token_cap) {
@@ -709,7 +719,7 @@ impl Body for SseRelay {
                         this.scratch = scratch;
                         this.upstream_alive();
                         this.check_token_cap();
-                        if failure.is_some() || !this.out.is_empty() {
+                        if failure.is_some() || this.has_ready() {
                             break;
                         }
                     }
@@ -723,9 +733,9 @@ impl Body for SseRelay {
                         this.upstream_alive();
                         let raw = c.raw().clone();
                         if !raw.is_empty() {
-                            if this.uncommitted.is_some() && !this.held.is_empty() {
+                            if this.uncommitted.is_some() && !this.out.is_empty() {
                                 this.held_bytes += raw.len();
-                                this.held.push(raw);
+                                this.out.push(raw);
                                 continue;
                             }
                             return this.forward(raw, 0);
@@ -771,7 +781,7 @@ impl Body for SseRelay {
                 this.retry(f);
                 continue;
             }
-            if !this.out.is_empty() {
+            if this.has_ready() {
                 continue;
             }
             if this.upstream_done {
@@ -795,7 +805,7 @@ impl Body for SseRelay {
                     ));
                     continue;
                 }
-                if !this.out.is_empty() {
+                if this.has_ready() {
                     continue;
                 }
                 return this.complete();

@@ -2,8 +2,9 @@
 //!
 //! A passthrough stream has one at a time (an upstream event in, the same event out), so the
 //! first sits in place and a stream never allocates for it; only a translation that makes
-//! several events of one, and the preamble released at the commit, queue behind it. That queue
-//! is freed when it drains, so a stream does not keep a burst's room to its end.
+//! several events of one, and a preamble of more than one event held until the commit, queue
+//! behind it. That queue is freed when it drains, so a stream does not keep a burst's room to
+//! its end.
 
 use std::collections::VecDeque;
 
@@ -41,13 +42,14 @@ impl Outbox {
     pub(crate) fn is_empty(&self) -> bool {
         self.first.is_none() && self.rest.is_empty()
     }
-}
 
-impl Extend<Bytes> for Outbox {
-    fn extend<I: IntoIterator<Item = Bytes>>(&mut self, iter: I) {
-        for b in iter {
-            self.push(b);
-        }
+    pub(crate) fn len(&self) -> usize {
+        usize::from(self.first.is_some()) + self.rest.len()
+    }
+
+    /// Drops every event (and the queue's room).
+    pub(crate) fn clear(&mut self) {
+        *self = Outbox::default();
     }
 }
 
@@ -65,10 +67,12 @@ mod tests {
         assert!(o.is_empty());
         o.push(b("1"));
         o.push(b("2"));
+        assert_eq!(o.len(), 2);
         assert_eq!(o.pop(), Some(b("1")));
         // Queued behind "2", not in the free first place: the order holds.
-        o.push(b("3"));
-        o.extend([b("4"), b("5")]);
+        for s in ["3", "4", "5"] {
+            o.push(b(s));
+        }
         let got: Vec<_> = std::iter::from_fn(|| o.pop()).collect();
         assert_eq!(got, [b("2"), b("3"), b("4"), b("5")]);
         assert!(o.is_empty());
@@ -82,10 +86,17 @@ mod tests {
             assert_eq!(o.rest.capacity(), 0);
             assert_eq!(o.pop(), Some(b(s)));
         }
-        o.extend([b("x"), b("y"), b("z")]);
+        for s in ["x", "y", "z"] {
+            o.push(b(s));
+        }
         assert!(o.rest.capacity() > 0);
         while o.pop().is_some() {}
         assert_eq!(o.rest.capacity(), 0);
         assert_eq!(o.pop(), None);
+        o.push(b("x"));
+        o.push(b("y"));
+        o.clear();
+        assert!(o.is_empty());
+        assert_eq!((o.len(), o.rest.capacity()), (0, 0));
     }
 }
