@@ -417,17 +417,12 @@ where
     if let Err(e) = state.keys.screen(&identity) {
         return Admission::Answer(fail(family, &mut log, Failure::keys(e), &request_id));
     }
-    let admitted = admit(
-        &state,
+    let req = ClientRequest {
         parts,
         body,
-        op,
-        request_id.clone(),
-        identity,
-        edge.lease,
-        &mut log,
-    )
-    .await;
+        lease: edge.lease,
+    };
+    let admitted = admit(&state, req, op, request_id.clone(), identity, &mut log).await;
     match admitted {
         Ok(Admitted::Run(policy)) => Admission::Run(Run { state, policy, log }),
         Ok(Admitted::Replay(r)) => {
@@ -588,22 +583,33 @@ fn deadline(state: &State, route: usize, headers: &HeaderMap, started: Instant) 
     started + client.map_or(total, |c| c.min(total))
 }
 
+/// The client's request as admission takes it: its head, its body, and the memory charge the
+/// body is read under.
+struct ClientRequest<B> {
+    parts: http::request::Parts,
+    body: B,
+    lease: Arc<BodyLease>,
+}
+
 /// Left to right: body, model, route, the key's verdict, idempotency, limits; builds the
 /// request's policy.
 async fn admit<B>(
     state: &Arc<State>,
-    mut parts: http::request::Parts,
-    body: B,
+    req: ClientRequest<B>,
     op: Operation,
     request_id: HeaderValue,
     identity: crate::keys::Identity,
-    lease: Arc<BodyLease>,
     log: &mut RequestLog,
 ) -> Result<Admitted, Failure>
 where
     B: Body<Data = Bytes> + Send + 'static,
     B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
 {
+    let ClientRequest {
+        mut parts,
+        body,
+        lease,
+    } = req;
     let bytes = read_request_body(&parts, body, state.config.server.max_request_body).await?;
     let probe: Probe<'_> = serde_json::from_slice(&bytes)
         .map_err(|e| Failure::bad_request(diagnose_body(&bytes, e)))?;
