@@ -1014,7 +1014,7 @@ fn stream_response(
     let mut log = log;
     log.status = status.as_u16();
     log.stream_started();
-    let relay = SseRelay::new(setup, policy, attempt, *log);
+    let relay = SseRelay::new(setup, policy, attempt, log);
     let mut r = Response::new(GatewayBody::Relay(Box::new(relay)));
     *r.status_mut() = status;
     *r.headers_mut() = out_headers;
