@@ -61,8 +61,8 @@ pub(crate) struct OverBudget {
     pub(crate) limit: u64,
 }
 
-/// One request's share of the budget, given back when the last `Arc` to it is dropped. Found
-/// in the request's extensions as `Arc<BodyLease>`.
+/// One request's share of the budget, given back when the last `Arc` to it is dropped. The
+/// request path holds it in its `RequestCtx`, the response body until the client has it.
 #[derive(Debug)]
 pub(crate) struct BodyLease {
     budget: Arc<BodyBudget>,

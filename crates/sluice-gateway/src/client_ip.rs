@@ -4,8 +4,8 @@
 //! `X-Real-IP` are dropped and `X-Forwarded-For` is the peer; from a trusted one they are kept
 //! and the peer is appended to `X-Forwarded-For`.
 //!
-//! The request path reads the decision as [`ClientAddr`] in the request's extensions: limits
-//! and logs use [`ClientAddr::ip`].
+//! The edge decides it as a [`ClientAddr`]; limits and logs use [`ClientAddr::ip`], which the
+//! request path gets as an argument (`proxy::EdgeFacts`).
 
 use std::net::{IpAddr, SocketAddr};
 

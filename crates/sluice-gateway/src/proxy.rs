@@ -23,6 +23,7 @@ use sluice_upstream::{PhaseTimings, Upstream};
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
+use crate::body_budget::BodyLease;
 use crate::config::Config;
 use crate::error::GatewayError;
 use crate::headers::{self, REQUEST_ID};
@@ -352,10 +353,20 @@ impl Run {
     }
 }
 
+/// What the edge decided about a request, handed to the request path as arguments (an entry
+/// each in the request's extensions was a map and two boxes per request, held by a stream
+/// until its commit).
+pub(crate) struct EdgeFacts {
+    /// The client's address (see `client_ip`).
+    pub(crate) client_ip: std::net::IpAddr,
+    /// The request's memory charge: its body, then a non-streaming answer read whole.
+    pub(crate) lease: Arc<BodyLease>,
+}
+
 /// The request path up to its first attempt: endpoint, bounded body, model, route, the key's
 /// verdict, idempotency, limits. Never fails: every error becomes an answer in the client's
 /// format.
-pub(crate) async fn admission<B>(state: Arc<State>, req: Request<B>) -> Admission
+pub(crate) async fn admission<B>(state: Arc<State>, req: Request<B>, edge: EdgeFacts) -> Admission
 where
     B: Body<Data = Bytes> + Send + 'static,
     B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
@@ -370,10 +381,7 @@ where
         request_id.to_str().unwrap_or("-").to_string(),
         started,
     ));
-    log.client_ip = parts
-        .extensions
-        .get::<crate::client_ip::ClientAddr>()
-        .map(|c| c.ip);
+    log.client_ip = Some(edge.client_ip);
     let family = route::family_of(parts.uri.path());
     let op = match route::endpoint(&parts.method, parts.uri.path()) {
         Err(e) => {
@@ -409,16 +417,12 @@ where
     if let Err(e) = state.keys.screen(&identity) {
         return Admission::Answer(fail(family, &mut log, Failure::keys(e), &request_id));
     }
-    let admitted = admit(
-        &state,
+    let req = ClientRequest {
         parts,
         body,
-        op,
-        request_id.clone(),
-        identity,
-        &mut log,
-    )
-    .await;
+        lease: edge.lease,
+    };
+    let admitted = admit(&state, req, op, request_id.clone(), identity, &mut log).await;
     match admitted {
         Ok(Admitted::Run(policy)) => Admission::Run(Run { state, policy, log }),
         Ok(Admitted::Replay(r)) => {
@@ -579,12 +583,19 @@ fn deadline(state: &State, route: usize, headers: &HeaderMap, started: Instant) 
     started + client.map_or(total, |c| c.min(total))
 }
 
+/// The client's request as admission takes it: its head, its body, and the memory charge the
+/// body is read under.
+struct ClientRequest<B> {
+    parts: http::request::Parts,
+    body: B,
+    lease: Arc<BodyLease>,
+}
+
 /// Left to right: body, model, route, the key's verdict, idempotency, limits; builds the
 /// request's policy.
 async fn admit<B>(
     state: &Arc<State>,
-    mut parts: http::request::Parts,
-    body: B,
+    req: ClientRequest<B>,
     op: Operation,
     request_id: HeaderValue,
     identity: crate::keys::Identity,
@@ -594,6 +605,11 @@ where
     B: Body<Data = Bytes> + Send + 'static,
     B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
 {
+    let ClientRequest {
+        mut parts,
+        body,
+        lease,
+    } = req;
     let bytes = read_request_body(&parts, body, state.config.server.max_request_body).await?;
     let probe: Probe<'_> = serde_json::from_slice(&bytes)
         .map_err(|e| Failure::bad_request(diagnose_body(&bytes, e)))?;
@@ -671,6 +687,7 @@ where
         idempotent,
         known,
         started: log.started(),
+        lease,
     };
     Ok(Admitted::Run(Box::new(Policy::new(
         state.clone(),
@@ -997,7 +1014,7 @@ fn stream_response(
     let mut log = log;
     log.status = status.as_u16();
     log.stream_started();
-    let relay = SseRelay::new(setup, policy, attempt, *log);
+    let relay = SseRelay::new(setup, policy, attempt, log);
     let mut r = Response::new(GatewayBody::Relay(Box::new(relay)));
     *r.status_mut() = status;
     *r.headers_mut() = out_headers;
@@ -1033,16 +1050,10 @@ async fn read_whole(
     let ucfg = &state.config.upstreams[attempt.upstream];
     let max = state.config.server.max_response_body;
     let upstream = ucfg.name.clone();
-    let lease = policy
-        .ctx
-        .parts
-        .extensions
-        .get::<Arc<crate::body_budget::BodyLease>>()
-        .cloned();
     let idle = ucfg.timeouts.idle;
     let read = tokio::time::timeout_at(
         policy.deadline,
-        read_bounded(attempt.resp.body_mut(), max, idle, lease.as_deref()),
+        read_bounded(attempt.resp.body_mut(), max, idle, &policy.ctx.lease),
     )
     .await;
     let bytes = match read {
@@ -1153,20 +1164,16 @@ enum Unread {
 }
 
 /// Reads a whole body up to `max` bytes, each piece within `idle` of the last, charged to the
-/// request's memory lease (if it came through the ingress). Keeps the body (unlike `Limited`),
+/// request's memory lease. Keeps the body (unlike `Limited`),
 /// so its timings stay readable.
 async fn read_bounded(
     body: &mut sluice_upstream::ResponseBody,
     max: u64,
     idle: Duration,
-    lease: Option<&crate::body_budget::BodyLease>,
+    lease: &BodyLease,
 ) -> Result<Bytes, Unread> {
     let mut buf = bytes::BytesMut::new();
-    let give_back = |charged: usize| {
-        if let Some(l) = lease {
-            l.release(charged as u64);
-        }
-    };
+    let give_back = |charged: usize| lease.release(charged as u64);
     loop {
         let frame = match tokio::time::timeout(idle, body.frame()).await {
             Ok(Some(f)) => f,
@@ -1188,11 +1195,9 @@ async fn read_bounded(
                 give_back(buf.len());
                 return Err(Unread::TooLarge);
             }
-            if let Some(l) = lease {
-                if let Err(o) = l.charge(data.len() as u64) {
-                    give_back(buf.len());
-                    return Err(Unread::OverBudget(o));
-                }
+            if let Err(o) = lease.charge(data.len() as u64) {
+                give_back(buf.len());
+                return Err(Unread::OverBudget(o));
             }
             buf.extend_from_slice(&data);
         }

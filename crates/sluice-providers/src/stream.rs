@@ -203,7 +203,8 @@ pub trait StreamTranslator: Send {
 
     /// What a continuation of this stream needs ([`StreamOptions::splice`]), once the client
     /// has seen the start of the answer; `None` before that. Exact only with
-    /// [`StreamOptions::track_text`] (a passthrough counts tool calls only then).
+    /// [`StreamOptions::track_text`] (a passthrough counts tool calls only then; an OpenAI
+    /// chat passthrough without it has none to give).
     fn splice_state(&self) -> Option<SpliceState>;
 }
 

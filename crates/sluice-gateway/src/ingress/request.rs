@@ -60,7 +60,6 @@ pub(crate) fn accept(ing: Arc<Ingress>, conn: Arc<ConnTracker>, req: Request<Inc
         .resolve_with(conn.peer, conn.peer_header.as_ref(), &mut parts.headers);
     guard.client_ip = client.ip;
     headers::drop_invalid_request_id(&mut parts.headers);
-    parts.extensions.insert(client);
     if let Some(refused) = precheck(&ing, &conn, &parts, client.ip) {
         return Edge::Refused(ClientBody::wrap(refused, guard, None, &conn));
     }
@@ -92,7 +91,6 @@ pub(crate) fn accept(ing: Arc<Ingress>, conn: Arc<ConnTracker>, req: Request<Inc
             return Edge::Refused(ClientBody::wrap(r, guard, None, &conn));
         }
     };
-    parts.extensions.insert(lease.clone());
     let to = ing.timeouts;
     let body = IngressBody::new(body, lease.clone(), prepaid, started, to.body_idle, to.body);
     Edge::Accepted(Accepted {
@@ -116,7 +114,11 @@ impl Accepted {
             conn,
         } = self;
         async move {
-            let resp = match proxy::admission(state, req).await {
+            let edge = proxy::EdgeFacts {
+                client_ip: guard.client_ip,
+                lease: lease.clone(),
+            };
+            let resp = match proxy::admission(state, req, edge).await {
                 proxy::Admission::Answer(r) => r,
                 proxy::Admission::Run(run) => run.serve().await,
             };
@@ -137,7 +139,11 @@ impl Accepted {
         } = self;
         // Made here, not in the `async` block: captured there, the request would keep its
         // room in the stream's future.
-        let admission = Box::pin(proxy::admission(state, req));
+        let edge = proxy::EdgeFacts {
+            client_ip: guard.client_ip,
+            lease: lease.clone(),
+        };
+        let admission = Box::pin(proxy::admission(state, req, edge));
         async move {
             // Taken out of the admission's answer before the attempts' wait: held in it, the
             // answer's place would be held beside them.

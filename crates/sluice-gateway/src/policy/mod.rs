@@ -72,6 +72,8 @@ pub(crate) struct RequestCtx {
     pub(crate) idempotent: bool,
     /// Body fields read at admission, handed to the request builder.
     pub(crate) known: Known,
+    /// The request's memory charge (a non-streaming answer read whole is charged to it).
+    pub(crate) lease: std::sync::Arc<crate::body_budget::BodyLease>,
 }
 
 /// What admission read from the body besides routing, so that building a same-family
@@ -137,7 +139,9 @@ pub(crate) struct Policy {
     tier_attempts: u32,
     failed: Vec<TargetRef>,
     pub(crate) attempts: Vec<AttemptRecord>,
-    last: Option<(TargetRef, AttemptFailure)>,
+    /// The last failure. Boxed: only a failed attempt sets it, and every request would carry
+    /// its room (136 bytes) to its end.
+    last: Option<Box<(TargetRef, AttemptFailure)>>,
     /// Continuation: the assistant text the client already has, sent as a prefill.
     prefill: Option<String>,
     /// The balancer's pick for the attempt in flight (tier 0 only): in flight until completed.
@@ -185,8 +189,8 @@ impl Policy {
     /// Dropping the future (the client left) cancels the attempt in flight or the backoff.
     pub(crate) async fn next(&mut self) -> Result<Attempt, GiveUp> {
         loop {
-            if let Some((_, f)) = &self.last {
-                if !self.may_retry(f) {
+            if let Some(last) = &self.last {
+                if !self.may_retry(&last.1) {
                     return Err(self.give_up(GiveUpReason::NotRetryable));
                 }
             }
@@ -294,7 +298,7 @@ impl Policy {
         );
         self.attempts.push(record);
         self.failed.push(t);
-        self.last = Some((t, f));
+        self.last = Some(Box::new((t, f)));
     }
 
     /// Records the attempt that served the request.
@@ -371,7 +375,7 @@ impl Policy {
 
     /// The next target, or `None` when no allowed target is left.
     fn choose(&mut self) -> Option<TargetRef> {
-        let Some((failed_t, f)) = &self.last else {
+        let Some((failed_t, f)) = self.last.as_deref() else {
             // The first attempt: tier 0 unless every target there is out (ejected or
             // unhealthy) and a fallback exists; with nothing usable anywhere, tier 0 anyway.
             for tier in 0..self.route().tiers() {
@@ -503,7 +507,7 @@ impl Policy {
     /// The wait before trying `t`: only a retry of the same target waits (the provider's
     /// `Retry-After`, else backoff with full jitter); another target is tried at once.
     fn wait_before(&mut self, t: TargetRef) -> Duration {
-        let Some((failed_t, f)) = &self.last else {
+        let Some((failed_t, f)) = self.last.as_deref() else {
             return Duration::ZERO;
         };
         if *failed_t != t {
@@ -601,7 +605,10 @@ impl Policy {
 
     /// Gives up: the last failure (if any attempt was made) is what the client gets.
     fn give_up(&mut self, reason: GiveUpReason) -> GiveUp {
-        let failure = self.last.take().map(|(t, f)| (self.target(t).upstream, f));
+        let failure = self.last.take().map(|last| {
+            let (t, f) = *last;
+            (self.target(t).upstream, f)
+        });
         GiveUp { failure, reason }
     }
 

@@ -31,7 +31,9 @@ pub(crate) struct OpenAiPassthrough {
     text_key: &'static Key,
     text: String,
     usage: Option<Usage>,
-    head: Option<Head>,
+    /// Read only with `track_text` (the splice state is for a continuation, and every stream
+    /// would carry its strings); boxed, as every stream would carry its room.
+    head: Option<Box<Head>>,
     next_tool_call: u32,
 }
 
@@ -62,16 +64,16 @@ impl OpenAiPassthrough {
         let Ok(chunk) = serde_json::from_slice::<Chunk<'_>>(data) else {
             return self.after_commit(data);
         };
-        if self.head.is_none() {
+        if self.track_text && self.head.is_none() {
             let head = serde_json::from_slice::<wire::Head<'_>>(data).ok();
             if let Some((id, head)) = head.and_then(|h| Some((JsonStr::opt(h.id)?, h))) {
-                self.head = Some(Head {
+                self.head = Some(Box::new(Head {
                     id: id.unescape().into_owned(),
                     created: head.created.and_then(|c| c.get().parse().ok()).unwrap_or(0),
                     model: JsonStr::opt(head.model)
                         .map(|m| m.unescape().into_owned())
                         .unwrap_or_default(),
-                });
+                }));
             }
         }
         if let Some(u) = chunk
