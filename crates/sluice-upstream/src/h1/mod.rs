@@ -61,7 +61,7 @@ type Registry = Arc<Mutex<HashMap<u64, Arc<ConnInfo>>>>;
 
 /// A kept-alive connection waiting for its next request.
 struct Idle {
-    conn: Conn,
+    conn: Box<Conn>,
     since: Instant,
 }
 
@@ -358,7 +358,7 @@ impl H1Pool {
     /// Puts a connection whose response ended cleanly back in the idle list, unless it is
     /// closed, draining (its last request) or too old; those are dropped, which closes them.
     /// Called before the lease's permit is released, so a waiter finds it idle.
-    fn put_idle(self: &Arc<Self>, conn: Conn) {
+    fn put_idle(self: &Arc<Self>, conn: Box<Conn>) {
         let info = &conn.info;
         if info.state() == ShardState::Draining {
             return;
@@ -433,11 +433,14 @@ impl H1Pool {
     }
 
     /// A connection just connected, registered in the lane's registry, in use.
-    fn open(&self, io: Io) -> Conn {
+    /// Boxed once for the connection's life: a request's lease, and so the response body the
+    /// relay holds for a stream's whole life, carries a pointer instead of the socket and its
+    /// buffers, and moving it between the idle list and a lease copies nothing.
+    fn open(&self, io: Io) -> Box<Conn> {
         let id = self.ctx.next_shard_id.fetch_add(1, Ordering::Relaxed);
         let info = Arc::new(ConnInfo::new(id, self.lane));
         let open = self.ctx.counters.connection_opened();
-        Conn::new(io, info, self.live.clone(), open)
+        Box::new(Conn::new(io, info, self.live.clone(), open))
     }
 }
 
@@ -464,7 +467,7 @@ async fn sweep(pool: Weak<H1Pool>, idle_added: Arc<Notify>) {
 /// Fields drop in order: the connection (closing it) before the permit, so a waiter given the
 /// permit never finds the cap exceeded.
 pub(crate) struct Lease {
-    conn: Conn,
+    conn: Box<Conn>,
     pool: Arc<H1Pool>,
     permit: Option<OwnedSemaphorePermit>,
 }
