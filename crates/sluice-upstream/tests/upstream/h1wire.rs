@@ -16,11 +16,11 @@ use bytes::Bytes;
 use http::Request;
 use http_body_util::BodyExt;
 use sluice_upstream::{BodyError, Protocol, Upstream, UpstreamConfig, UpstreamError};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::io::AsyncWriteExt;
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::Notify;
 
-use crate::support::{read_all, secs};
+use crate::support::{read_all, read_request, secs};
 
 /// What a connection does after writing an answer.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -111,34 +111,6 @@ async fn serve(mut tcp: TcpStream, conn: usize, script: Script) {
             }
         }
     }
-}
-
-/// Reads one request (head, then a Content-Length body); false at EOF or on an error.
-async fn read_request(tcp: &mut TcpStream) -> bool {
-    let mut buf = Vec::new();
-    let mut chunk = [0u8; 4096];
-    let head_end = loop {
-        if let Some(i) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
-            break i + 4;
-        }
-        match tcp.read(&mut chunk).await {
-            Ok(0) | Err(_) => return false,
-            Ok(n) => buf.extend_from_slice(&chunk[..n]),
-        }
-    };
-    let head = String::from_utf8_lossy(&buf[..head_end]).to_ascii_lowercase();
-    let len: usize = head
-        .lines()
-        .find_map(|l| l.strip_prefix("content-length:"))
-        .and_then(|v| v.trim().parse().ok())
-        .unwrap_or(0);
-    while buf.len() < head_end + len {
-        match tcp.read(&mut chunk).await {
-            Ok(0) | Err(_) => return false,
-            Ok(n) => buf.extend_from_slice(&chunk[..n]),
-        }
-    }
-    true
 }
 
 fn upstream(server: &Server) -> Upstream {
