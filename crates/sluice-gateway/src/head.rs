@@ -8,7 +8,6 @@ use http::Method;
 
 use crate::config::{glob_match, Config};
 use crate::error::GatewayError;
-use crate::proxy::Probe;
 use crate::route::{self, Endpoint};
 
 /// Where a request goes.
@@ -44,8 +43,7 @@ pub fn route_request(
     if !matches!(endpoint, Endpoint::Model(_)) {
         return Ok(Routed::Local(endpoint));
     }
-    let probe: Probe<'_> =
-        serde_json::from_slice(body).map_err(|e| GatewayError::BadJson(e.to_string()))?;
+    let probe = crate::probe::read(body).map_err(|e| GatewayError::BadJson(e.to_string()))?;
     let model = probe.model.as_deref().ok_or(GatewayError::MissingModel)?;
     let route = config
         .routes

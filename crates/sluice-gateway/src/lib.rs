@@ -26,6 +26,7 @@ mod models;
 mod outbound;
 mod policy;
 mod pools;
+mod probe;
 mod proxy;
 mod relay;
 pub mod reload;

@@ -2,7 +2,6 @@
 //! attempts; and its response right to left once: the SSE relay or a bounded non-streaming
 //! body.
 
-use std::borrow::Cow;
 use std::convert::Infallible;
 use std::future::Future;
 use std::pin::Pin;
@@ -17,7 +16,6 @@ use http::header::{self, HeaderMap, HeaderName, HeaderValue};
 use http::{Request, Response, StatusCode};
 use http_body::{Body, Frame, SizeHint};
 use http_body_util::{BodyExt, Limited};
-use serde::Deserialize;
 use sluice_providers::Family;
 use sluice_upstream::{PhaseTimings, Upstream};
 use tokio::time::Instant;
@@ -214,27 +212,7 @@ fn error_response(
     r
 }
 
-/// The fields routing needs; serde skips the rest without building it. (Also read by
-/// `head::route_request`, the fuzzed request-head path.)
-#[derive(Deserialize)]
-pub(crate) struct Probe<'a> {
-    #[serde(borrow)]
-    pub(crate) model: Option<Cow<'a, str>>,
-    pub(crate) stream: Option<bool>,
-    pub(crate) max_tokens: Option<u64>,
-    pub(crate) max_completion_tokens: Option<u64>,
-    pub(crate) max_output_tokens: Option<u64>,
-    /// Read here so that passthrough does not scan the body a second time.
-    pub(crate) stream_options: Option<ProbeStreamOptions>,
-}
-
-/// `stream_options` of an OpenAI request.
-#[derive(Deserialize)]
-pub(crate) struct ProbeStreamOptions {
-    pub(crate) include_usage: Option<bool>,
-}
-
-/// Why the body did not fit [`Probe`]: not JSON, not an object, or a routing field of the
+/// Why the body did not fit [`Probe`](crate::probe::Probe): not JSON, not an object, or a routing field of the
 /// wrong type (`{"model": 5}` is "`model` must be a string", not "not valid JSON"). Runs only on
 /// the error path.
 fn diagnose_body(bytes: &[u8], e: serde_json::Error) -> GatewayError {
@@ -611,8 +589,8 @@ where
         lease,
     } = req;
     let bytes = read_request_body(&parts, body, state.config.server.max_request_body).await?;
-    let probe: Probe<'_> = serde_json::from_slice(&bytes)
-        .map_err(|e| Failure::bad_request(diagnose_body(&bytes, e)))?;
+    let probe =
+        crate::probe::read(&bytes).map_err(|e| Failure::bad_request(diagnose_body(&bytes, e)))?;
     let model = probe
         .model
         .as_deref()
