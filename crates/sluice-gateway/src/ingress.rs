@@ -139,7 +139,7 @@ impl Gateway {
     /// [`StartError`] if the address is taken, the TLS files do not load, or an upstream's
     /// settings are rejected.
     pub async fn start(config: Config) -> Result<Gateway, StartError> {
-        Gateway::launch(config, None).await
+        Gateway::launch(config, None, None).await
     }
 
     /// [`Gateway::start`] with the file `config` was read from, which a reload reads again.
@@ -150,10 +150,31 @@ impl Gateway {
         config: Config,
         source: ConfigSource,
     ) -> Result<Gateway, StartError> {
-        Gateway::launch(config, Some(source)).await
+        Gateway::launch(config, Some(source), None).await
     }
 
-    async fn launch(config: Config, source: Option<ConfigSource>) -> Result<Gateway, StartError> {
+    /// [`Gateway::start_with_source`] (or [`Gateway::start`] without a file), serving each
+    /// client connection on one of `workers`'
+    /// threads instead of the current runtime (what `sluice serve` does; see
+    /// [`Workers`](crate::workers::Workers)). The accept loop, the admin plane and the
+    /// background tasks stay on the current runtime. Keep `workers` until
+    /// [`Gateway::wait`] or [`Gateway::shutdown`] has returned.
+    ///
+    /// # Errors
+    /// As [`Gateway::start`].
+    pub async fn start_on_workers(
+        config: Config,
+        source: Option<ConfigSource>,
+        workers: Arc<crate::workers::Workers>,
+    ) -> Result<Gateway, StartError> {
+        Gateway::launch(config, source, Some(workers)).await
+    }
+
+    async fn launch(
+        config: Config,
+        source: Option<ConfigSource>,
+        workers: Option<Arc<crate::workers::Workers>>,
+    ) -> Result<Gateway, StartError> {
         let tls = config.server.tls.as_ref().map(tls_acceptor).transpose()?;
         let listen = config.server.listen;
         let listener = TcpListener::bind(listen)
@@ -241,7 +262,7 @@ impl Gateway {
             last_refusal_log_ms: AtomicU64::new(0),
         });
         let stop = CancellationToken::new();
-        let task = tokio::spawn(serve(listener, tls, ingress, stop.clone(), grace));
+        let task = tokio::spawn(serve(listener, tls, ingress, workers, stop.clone(), grace));
         Ok(Gateway {
             addr,
             admin,
@@ -386,6 +407,7 @@ async fn serve(
     listener: TcpListener,
     tls: Option<TlsAcceptor>,
     ing: Arc<Ingress>,
+    workers: Option<Arc<crate::workers::Workers>>,
     stop: CancellationToken,
     grace: Duration,
 ) {
@@ -400,7 +422,12 @@ async fn serve(
                 Ok((tcp, peer)) => {
                     if let Some((tracker, slot)) = ing.admit(peer) {
                         let _ = tcp.set_nodelay(true);
-                        conns.spawn(serve_conn(ing.clone(), tcp, tls.clone(), tracker, slot));
+                        match &workers {
+                            None => {
+                                conns.spawn(serve_conn(ing.clone(), tcp, tls.clone(), tracker, slot));
+                            }
+                            Some(w) => hand_over(&mut conns, w, &ing, tcp, &tls, tracker, slot),
+                        }
                     }
                 }
                 Err(e) => {
@@ -426,6 +453,41 @@ async fn serve(
         let _ = tokio::time::timeout(Duration::from_secs(5), all_closed(&mut conns)).await;
     }
     conns.shutdown().await;
+}
+
+/// Moves an accepted connection to the worker thread with the fewest: its socket leaves the
+/// accept loop's runtime and joins the worker's, so that every read and write of it wakes
+/// that thread alone.
+fn hand_over(
+    conns: &mut tokio::task::JoinSet<()>,
+    workers: &crate::workers::Workers,
+    ing: &Arc<Ingress>,
+    tcp: TcpStream,
+    tls: &Option<TlsAcceptor>,
+    tracker: Arc<ConnTracker>,
+    slot: ConnSlot,
+) {
+    let std = match tcp.into_std() {
+        Ok(s) => s,
+        Err(e) => {
+            tracing::warn!(error = %e, "cannot hand a connection to a worker thread; closed");
+            return;
+        }
+    };
+    let (handle, load) = workers.pick();
+    let (ing, tls) = (ing.clone(), tls.clone());
+    conns.spawn_on(
+        async move {
+            let _load = load;
+            match TcpStream::from_std(std) {
+                Ok(tcp) => serve_conn(ing, tcp, tls, tracker, slot).await,
+                Err(e) => {
+                    tracing::warn!(error = %e, "a worker thread cannot take a connection; closed")
+                }
+            }
+        },
+        handle,
+    );
 }
 
 impl Ingress {

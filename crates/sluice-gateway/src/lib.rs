@@ -35,6 +35,7 @@ mod targets;
 pub mod telemetry;
 pub mod trace;
 mod untrusted;
+pub mod workers;
 
 pub use ingress::{Gateway, ReloadHandle, StartError};
 pub use reload::{ConfigSource, Overrides, ReloadError, ReloadOutcome};

@@ -611,6 +611,7 @@ pub(crate) fn restart_field(old: &Config, new: &Config) -> Option<&'static str> 
         admin_token: _,
         max_connections,
         max_connections_per_ip,
+        workers,
         max_header_bytes,
         max_concurrent_streams,
         max_connection_request_rate,
@@ -640,6 +641,7 @@ pub(crate) fn restart_field(old: &Config, new: &Config) -> Option<&'static str> 
             "server.max_connections_per_ip",
             *max_connections_per_ip == o.max_connections_per_ip,
         ),
+        ("server.workers", *workers == o.workers),
         (
             "server.max_header_bytes",
             *max_header_bytes == o.max_header_bytes,
@@ -690,6 +692,7 @@ mod tests {
             ("access_log = \"off\"", "", "server.access_log"),
             ("log_level = \"debug\"", "", "server.log_level"),
             ("max_connections = 10", "", "server.max_connections"),
+            ("workers = 3", "", "server.workers"),
             ("memory_budget = \"1GiB\"", "", "server.memory_budget"),
             (
                 "trusted_proxies = [\"10.0.0.0/8\"]",

@@ -46,6 +46,7 @@ mod error;
 mod fd_limit;
 mod h1;
 mod h2;
+pub mod home;
 mod pool;
 mod target;
 mod timing;

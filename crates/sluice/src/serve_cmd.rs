@@ -150,12 +150,39 @@ pub fn serve(args: ServeArgs) -> anyhow::Result<()> {
         path: file.to_path_buf(),
         overrides,
     };
-    let rt = tokio::runtime::Runtime::new().context("cannot start the tokio runtime")?;
-    rt.block_on(async {
+    // Client connections on threads of their own (`server.workers`, one per CPU unless set;
+    // 0 keeps everything on tokio's multi-threaded scheduler).
+    let workers = match cfg.server.workers {
+        Some(0) => None,
+        n => {
+            let n =
+                n.unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()));
+            tracing::info!(
+                workers = n,
+                "client connections are served on {n} worker threads"
+            );
+            Some(std::sync::Arc::new(
+                sluice_gateway::workers::Workers::start(n)
+                    .context("cannot start the worker threads")?,
+            ))
+        }
+    };
+    let rt = if workers.is_some() {
+        tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+    } else {
+        tokio::runtime::Runtime::new()
+    }
+    .context("cannot start the tokio runtime")?;
+    let res = rt.block_on(async {
         // Installed before the first line is printed: whoever reads it may signal at once, and
         // an uninstalled SIGHUP would end the process.
         let signals = Signals::install();
-        let mut gateway = Gateway::start_with_source(cfg, source).await?;
+        let mut gateway = match &workers {
+            Some(w) => Gateway::start_on_workers(cfg, Some(source), w.clone()).await?,
+            None => Gateway::start_with_source(cfg, source).await?,
+        };
         if args.watch {
             gateway.watch_config(WATCH_EVERY);
         }
@@ -174,7 +201,12 @@ pub fn serve(args: ServeArgs) -> anyhow::Result<()> {
         });
         gateway.wait().await;
         Ok(())
-    })
+    });
+    // The worker threads first: their connections are gone, and what they still hold (upstream
+    // connections they opened) may be registered with the main runtime.
+    drop(workers);
+    drop(rt);
+    res
 }
 
 /// How often `--watch` looks at the config file.

@@ -237,3 +237,77 @@ fn serve_logs_json_without_secrets_and_exits_on_sigterm() {
     );
     let _ = std::fs::remove_dir_all(dir);
 }
+
+/// `server.workers`: the named number of connection threads (seen in /proc), or with 0 none and
+/// tokio's shared runtime; either way calls are answered and SIGTERM ends the process cleanly.
+#[cfg(target_os = "linux")]
+#[test]
+fn serve_on_worker_threads_or_one_shared_runtime() {
+    let mut mock = Proc(
+        Command::new(BIN)
+            .args(["mock", "--listen", "127.0.0.1:0"])
+            .stdout(Stdio::piped())
+            .spawn()
+            .unwrap(),
+    );
+    let mock_addr = first_line_addr(&mut mock.0);
+    let dir = std::env::temp_dir().join(format!("sluice-workers-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    for workers in [3, 0] {
+        let cfg = dir.join(format!("w{workers}.toml"));
+        std::fs::write(
+            &cfg,
+            format!(
+                "[server]\nlisten = \"127.0.0.1:0\"\nworkers = {workers}\naccess_log = \"off\"\n[[upstream]]\nname = \"mock\"\nbase_url = \"http://{mock_addr}/v1\"\nprotocol = \"http1\"\n[[route]]\nmodels = [\"*\"]\nupstream = \"mock\"\n"
+            ),
+        )
+        .unwrap();
+        let mut gw = Proc(
+            Command::new(BIN)
+                .args(["serve", "--config", cfg.to_str().unwrap()])
+                .env("RUST_LOG", "info")
+                .stdout(Stdio::piped())
+                .stderr(Stdio::piped())
+                .spawn()
+                .unwrap(),
+        );
+        let addr = first_line_addr(&mut gw.0);
+        for _ in 0..4 {
+            let resp = post(
+                &addr,
+                "/v1/chat/completions",
+                r#"{"model":"gpt-4o","stream":true}"#,
+            );
+            assert!(resp.starts_with("HTTP/1.1 200"), "{resp}");
+            assert!(resp.contains("data: [DONE]"), "{resp}");
+        }
+        let threads = std::fs::read_dir(format!("/proc/{}/task", gw.0.id()))
+            .unwrap()
+            .filter_map(|t| std::fs::read_to_string(t.ok()?.path().join("comm")).ok())
+            .filter(|name| name.starts_with("sluice-worker-"))
+            .count();
+        assert_eq!(threads, workers, "worker threads with workers = {workers}");
+        let status = Command::new("kill")
+            .args(["-TERM", &gw.0.id().to_string()])
+            .status()
+            .unwrap();
+        assert!(status.success());
+        let exit = gw.0.wait().unwrap();
+        assert!(
+            exit.success(),
+            "graceful exit with workers = {workers}: {exit:?}"
+        );
+        let mut logs = String::new();
+        gw.0.stderr
+            .take()
+            .unwrap()
+            .read_to_string(&mut logs)
+            .unwrap();
+        assert_eq!(
+            logs.contains("client connections are served on 3 worker threads"),
+            workers == 3,
+            "{logs}"
+        );
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}

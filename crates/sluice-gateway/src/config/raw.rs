@@ -181,6 +181,7 @@ pub(super) struct RawServer {
     pub(super) admin_token: Option<String>,
     pub(super) max_connections: Option<usize>,
     pub(super) max_connections_per_ip: Option<usize>,
+    pub(super) workers: Option<usize>,
     pub(super) max_header_bytes: Option<SizeValue>,
     pub(super) max_concurrent_streams: Option<u32>,
     pub(super) max_connection_request_rate: Option<u32>,

@@ -604,6 +604,7 @@ fn server_config(raw: RawServer, ctx: &mut Ctx<'_>) -> Result<ServerConfig, Conf
         admin_token,
         max_connections,
         max_connections_per_ip,
+        workers,
         max_header_bytes,
         max_concurrent_streams,
         max_connection_request_rate,
@@ -742,6 +743,18 @@ fn server_config(raw: RawServer, ctx: &mut Ctx<'_>) -> Result<ServerConfig, Conf
         log_level: log_level.unwrap_or_else(|| "info".into()),
         max_connections: positive("server.max_connections", max_connections)?,
         max_connections_per_ip: positive("server.max_connections_per_ip", max_connections_per_ip)?,
+        workers: match workers {
+            Some(n) if n > MAX_WORKERS => {
+                return Err(ConfigError::new(
+                    "server.workers",
+                    format!(
+                        "{n} threads is more than {MAX_WORKERS} (leave it out for one per CPU; \
+                         0 for no pinned threads)"
+                    ),
+                ))
+            }
+            n => n,
+        },
         max_header_bytes: u32::try_from(max_header_bytes).unwrap_or(u32::MAX),
         max_concurrent_streams: positive(
             "server.max_concurrent_streams",
@@ -1194,3 +1207,6 @@ pub(super) fn read(path: &Path) -> Result<String, ConfigError> {
         )
     })
 }
+
+/// Most `server.workers`: past a few per CPU, threads only add switching.
+const MAX_WORKERS: usize = 1024;

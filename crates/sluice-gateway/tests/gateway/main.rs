@@ -31,6 +31,7 @@ mod timeouts;
 mod tls;
 mod trace;
 mod translate;
+mod workers;
 
 use sluice_gateway::config::Config;
 use sluice_gateway::Gateway;
@@ -49,6 +50,9 @@ pub struct Setup<'a> {
     pub protocol: &'a str,
     /// The route's model globs, as a TOML array (default `["*"]`).
     pub models: &'a str,
+    /// Serve client connections on these threads (`sluice serve`'s way) instead of the test's
+    /// runtime.
+    pub workers: Option<std::sync::Arc<sluice_gateway::workers::Workers>>,
 }
 
 /// A gateway whose one upstream is the mock.
@@ -80,7 +84,10 @@ pub async fn gateway_at(base_url: &str, s: Setup<'_>) -> Gateway {
     );
     let cfg = Config::from_toml(&text, &|k| (k == "TEST_KEY").then(|| "sk-test".to_string()))
         .unwrap_or_else(|e| panic!("{e}\n{text}"));
-    Gateway::start(cfg).await.unwrap()
+    match s.workers {
+        Some(w) => Gateway::start_on_workers(cfg, None, w).await.unwrap(),
+        None => Gateway::start(cfg).await.unwrap(),
+    }
 }
 
 pub const STREAM: &str = r#"{"model":"gpt-4o","stream":true}"#;

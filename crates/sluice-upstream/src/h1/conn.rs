@@ -183,6 +183,8 @@ pub(crate) struct Conn {
     /// bytes).
     out: Vec<u8>,
     pub(crate) info: Arc<ConnInfo>,
+    /// The worker thread whose runtime drives the socket ([`crate::home`]).
+    pub(crate) home: usize,
     live: Registry,
     _open: OpenConnection,
 }
@@ -193,6 +195,7 @@ impl Conn {
         lock(&live).insert(info.id, info.clone());
         Conn {
             io,
+            home: crate::home::current(),
             buf: BytesMut::new(),
             out: Vec::new(),
             info,

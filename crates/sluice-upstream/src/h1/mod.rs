@@ -60,6 +60,10 @@ const STALE_CLOSE_WINDOW: Duration = Duration::from_secs(1);
 type Registry = Arc<Mutex<HashMap<u64, Arc<ConnInfo>>>>;
 
 /// A kept-alive connection waiting for its next request.
+/// How far down the idle stack a worker thread looks for a connection of its own before it
+/// takes another thread's (which works, one thread wake more per read).
+const OWN_SCAN: usize = 16;
+
 struct Idle {
     conn: Box<Conn>,
     since: Instant,
@@ -345,9 +349,29 @@ impl H1Pool {
     /// FIN already arrived) are dropped here, and so are expired ones, which closes them.
     fn take_idle(&self) -> Option<Idle> {
         let now = Instant::now();
+        let home = crate::home::current();
         loop {
             // The check reads the socket: outside the lock.
-            let mut i = lock(&self.idle).pop()?;
+            let mut i = {
+                let mut idle = lock(&self.idle);
+                // On a worker thread, one of its own connections if one is among the most
+                // recently idle (the list is a stack): its socket is driven by this thread.
+                let own = (home != 0)
+                    .then(|| {
+                        idle.iter()
+                            .rev()
+                            .take(OWN_SCAN)
+                            .position(|i| i.conn.home == home)
+                    })
+                    .flatten();
+                match own {
+                    Some(back) => {
+                        let at = idle.len() - 1 - back;
+                        idle.remove(at)
+                    }
+                    None => idle.pop()?,
+                }
+            };
             if !self.expired(&mut i, now) {
                 i.conn.info.set_state(ShardState::InUse);
                 return Some(i);
