@@ -7,6 +7,8 @@
 # usage: bench/ab.sh A_BIN B_BIN [rounds=5] [seconds=8] [connections=64] [route_extra]
 #   A_BIN, B_BIN: `sluice` binaries (e.g. an older commit's target/release/sluice and HEAD's)
 #   route_extra: extra TOML lines for the route (both builds must accept them)
+# Env A_SERVER / B_SERVER: extra [server] lines for one side only, to compare two settings of
+# one build (e.g. A_SERVER='workers = 0' with the same binary on both sides).
 # Needs wrk. Only 127.0.0.1.
 set -euo pipefail
 A=${1:?A_BIN}; B=${2:?B_BIN}
@@ -36,7 +38,9 @@ CFG
 }
 # Builds with an admin plane get their own port each (older builds have none).
 admin() { "$1" serve --help 2>/dev/null | grep -q admin-listen && echo 'admin_listen = "127.0.0.1:0"' || true; }
-cfg $PA "$(admin "$A")" >"$DIR/a.toml"; cfg $PB "$(admin "$B")" >"$DIR/b.toml"
+cfg $PA "$(admin "$A")
+${A_SERVER:-}" >"$DIR/a.toml"; cfg $PB "$(admin "$B")
+${B_SERVER:-}" >"$DIR/b.toml"
 # Each gateway logs every request to a file, as a default deployment would.
 "$A" serve --config "$DIR/a.toml" >"$DIR/a.out" 2>"$DIR/a.log" & APID=$!
 "$B" serve --config "$DIR/b.toml" >"$DIR/b.out" 2>"$DIR/b.log" & BPID=$!

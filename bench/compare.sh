@@ -11,7 +11,8 @@
 #      CPU time per request of each proxy (utime+stime from /proc/PID/stat over the load,
 #      all of its processes), once with every proxy logging each request (nginx access_log
 #      with buffer=64k, HAProxy `option httplog` to a file, Sluice's access log to a file) and
-#      once with logging off everywhere;
+#      once with logging off everywhere; Sluice also with `server.workers` = the core count
+#      (`sluice-w`: connections pinned to threads, opt-in);
 #   2. the same with HTTP/2 clients (h2load, prior-knowledge h2c; nginx `listen ... http2`);
 #   3. added latency over direct at concurrency 4, 16 and 64 (wrk, persistent connections,
 #      logging off): p50 and p99;
@@ -58,11 +59,12 @@ MOCK=$(wait_line "$WORK/mock.out")
 
 # Sluice: the default config over an HTTP/1.1 upstream (the README's first example), with its
 # access log to a file or off; the same over h2c; and h2c with room for 10,000 streams.
-sluice_conf() { # name protocol access_log [extra upstream line]
+sluice_conf() { # name protocol access_log [extra upstream line] [extra server line]
   cat > "$WORK/$1.toml" <<CONF
 [server]
 listen = "127.0.0.1:0"
 access_log = "$3"
+${5:-}
 [[upstream]]
 name = "mock"
 base_url = "http://$MOCK/v1"
@@ -77,11 +79,14 @@ CONF
 }
 sluice_conf sluice-h1-log http1 "$WORK/sluice-access.log"
 sluice_conf sluice-h1 http1 off
+# The same with connections pinned to one thread per core (`server.workers`, opt-in).
+sluice_conf sluice-w-log http1 "$WORK/sluice-w-access.log" "" "workers = $(nproc)"
+sluice_conf sluice-w http1 off "" "workers = $(nproc)"
 sluice_conf sluice-h2c-log h2c "$WORK/sluice-h2c-access.log"
 sluice_conf sluice-h2c h2c off
 sluice_conf sluice-10k h2c off \
   'pool = { stream = { max_connections = 200, max_streams_per_connection = 50, max_pending = 10000 }, short = { max_connections = 16, max_streams_per_connection = 16 } }'
-for g in sluice-h1-log sluice-h1 sluice-h2c-log sluice-h2c sluice-10k; do
+for g in sluice-h1-log sluice-h1 sluice-w-log sluice-w sluice-h2c-log sluice-h2c sluice-10k; do
   eval "ADDR_${g//-/_}=$(wait_line "$WORK/$g.out")"
 done
 
@@ -166,7 +171,7 @@ target() {
     direct) echo "$MOCK|$MOCK|$MOCK_PID" ;;
     sluice|sluice-log) local g=sluice-h1; [ "$1" = sluice-log ] && g=sluice-h1-log
       local v="ADDR_${g//-/_}"; echo "${!v}|${!v}|$(cat "$WORK/$g.pid")" ;;
-    sluice-h2c|sluice-h2c-log) local v="ADDR_${1//-/_}"; echo "${!v}|${!v}|$(cat "$WORK/$1.pid")" ;;
+    sluice-w|sluice-w-log|sluice-h2c|sluice-h2c-log) local v="ADDR_${1//-/_}"; echo "${!v}|${!v}|$(cat "$WORK/$1.pid")" ;;
     nginx|nginx-log) local p; p=$(sed -n 's/.*listen 127.0.0.1:\([0-9]*\);/\1/p' "$WORK/$1.conf" | head -1)
       echo "127.0.0.1:$p|127.0.0.1:$((p + 1))|$(cat "$WORK/$1.pid") $(pgrep -P "$(cat "$WORK/$1.pid")" | tr '\n' ' ')" ;;
     haproxy|haproxy-log) local p; p=$(sed -n 's/^  bind 127.0.0.1:\([0-9]*\)$/\1/p' "$WORK/$1.cfg" | head -1)
@@ -210,8 +215,8 @@ h2_load() { # name requests
 
 echo "date: $(date -u +%Y-%m-%dT%H:%MZ)  commit: $(git rev-parse --short HEAD 2>/dev/null || echo ?)  machine: $(nproc) cores, load $(cut -d' ' -f1-3 /proc/loadavg)"
 echo "upstream: the same sluice mock; nginx and HAProxy: HTTP/1.1 keep-alive pools; Sluice: HTTP/1.1 (default config) unless h2c"
-TARGETS_LOG="direct sluice-log sluice-h2c-log nginx-log haproxy-log"
-TARGETS_OFF="direct sluice sluice-h2c nginx haproxy"
+TARGETS_LOG="direct sluice-log sluice-w-log sluice-h2c-log nginx-log haproxy-log"
+TARGETS_OFF="direct sluice sluice-w sluice-h2c nginx haproxy"
 [ -n "$LITELLM" ] && TARGETS_OFF="$TARGETS_OFF litellm"
 
 for mode in on off; do
@@ -227,7 +232,9 @@ done
 ratio() { awk -v a="$(cut -c1-9 "$WORK/$1")" -v b="$(cut -c1-9 "$WORK/$2")" 'BEGIN{ printf "%.2fx", (b > 0 ? a / b : 0) }'; }
 echo "ratios (req/s): logging on: sluice/nginx $(ratio h1.on.sluice-log h1.on.nginx-log), sluice/haproxy $(ratio h1.on.sluice-log h1.on.haproxy-log);" \
   "off: sluice/nginx $(ratio h1.off.sluice h1.off.nginx), sluice/haproxy $(ratio h1.off.sluice h1.off.haproxy);" \
-  "sluice logging on/off $(ratio h1.on.sluice-log h1.off.sluice)"
+  "sluice logging on/off $(ratio h1.on.sluice-log h1.off.sluice);" \
+  "with workers = $(nproc): on: /nginx $(ratio h1.on.sluice-w-log h1.on.nginx-log), /haproxy $(ratio h1.on.sluice-w-log h1.on.haproxy-log);" \
+  "off: /nginx $(ratio h1.off.sluice-w h1.off.nginx), /haproxy $(ratio h1.off.sluice-w h1.off.haproxy)"
 
 N2=$((DUR * 20000))
 for mode in on off; do

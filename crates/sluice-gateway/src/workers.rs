@@ -1,15 +1,14 @@
-//! The threads that serve client connections: each runs a single-threaded tokio runtime, and a
-//! connection lives on one of them from its accept to its close, with the upstream exchanges
-//! of its requests (as nginx's worker processes and HAProxy's threads do).
+//! Threads that serve client connections (`server.workers`, opt-in): each runs a
+//! single-threaded tokio runtime, and a connection lives on one of them from its accept to its
+//! close, with the upstream exchanges of its requests (as nginx's worker processes and
+//! HAProxy's threads do). New connections go to the thread with the fewest.
 //!
-//! Why not tokio's multi-threaded scheduler, where any worker runs any task: on a short call
-//! it hands tasks between threads (a worker that finds more than one ready task after a wait
-//! wakes a parked one to steal), and the hops cost CPU and latency that a proxy's request —
-//! a few microseconds of work — cannot hide. Measured in docs/BENCHMARKS.md ("Connections
-//! pinned to worker threads"). What it gave up: a connection whose requests are CPU-heavy
-//! (a large translation) delays the other connections of its thread instead of being
-//! stolen from; new connections go to the thread with the fewest, which spreads long
-//! streams.
+//! What it buys over tokio's multi-threaded scheduler, where any thread runs any task: no
+//! task moves between threads, so a saturated gateway does more calls per CPU. What it costs:
+//! a connection can only run on its own thread, so when other processes hold the CPUs, or a
+//! request of the same thread is CPU-heavy (a large translation), its calls wait where the
+//! shared scheduler would have run them elsewhere. Both measured in docs/BENCHMARKS.md
+//! ("Connections pinned to worker threads"); the shared scheduler stays the default.
 //!
 //! The accept loop, the admin plane and the background tasks stay on the runtime that
 //! started the gateway; [`Workers`] only take accepted connections.

@@ -150,13 +150,11 @@ pub fn serve(args: ServeArgs) -> anyhow::Result<()> {
         path: file.to_path_buf(),
         overrides,
     };
-    // Client connections on threads of their own (`server.workers`, one per CPU unless set;
-    // 0 keeps everything on tokio's multi-threaded scheduler).
+    // Client connections on threads of their own when `server.workers` asks for them;
+    // otherwise everything on tokio's multi-threaded runtime.
     let workers = match cfg.server.workers {
-        Some(0) => None,
+        0 => None,
         n => {
-            let n =
-                n.unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()));
             tracing::info!(
                 workers = n,
                 "client connections are served on {n} worker threads"

@@ -238,8 +238,9 @@ fn serve_logs_json_without_secrets_and_exits_on_sigterm() {
     let _ = std::fs::remove_dir_all(dir);
 }
 
-/// `server.workers`: the named number of connection threads (seen in /proc), or with 0 none and
-/// tokio's shared runtime; either way calls are answered and SIGTERM ends the process cleanly.
+/// `server.workers`: the named number of connection threads (seen in /proc), or by default
+/// none and tokio's shared runtime; either way calls are answered and SIGTERM ends the process
+/// cleanly.
 #[cfg(target_os = "linux")]
 #[test]
 fn serve_on_worker_threads_or_one_shared_runtime() {
@@ -255,10 +256,16 @@ fn serve_on_worker_threads_or_one_shared_runtime() {
     std::fs::create_dir_all(&dir).unwrap();
     for workers in [3, 0] {
         let cfg = dir.join(format!("w{workers}.toml"));
+        // 0 is the default: left out.
+        let line = if workers == 0 {
+            String::new()
+        } else {
+            format!("workers = {workers}\n")
+        };
         std::fs::write(
             &cfg,
             format!(
-                "[server]\nlisten = \"127.0.0.1:0\"\nworkers = {workers}\naccess_log = \"off\"\n[[upstream]]\nname = \"mock\"\nbase_url = \"http://{mock_addr}/v1\"\nprotocol = \"http1\"\n[[route]]\nmodels = [\"*\"]\nupstream = \"mock\"\n"
+                "[server]\nlisten = \"127.0.0.1:0\"\n{line}access_log = \"off\"\n[[upstream]]\nname = \"mock\"\nbase_url = \"http://{mock_addr}/v1\"\nprotocol = \"http1\"\n[[route]]\nmodels = [\"*\"]\nupstream = \"mock\"\n"
             ),
         )
         .unwrap();

@@ -106,10 +106,11 @@ pub struct ServerConfig {
     /// from `trusted_proxies` are never capped by it.
     pub max_connections_per_ip: Option<usize>,
     /// Threads that serve client connections, each a single-threaded runtime that keeps a
-    /// connection from accept to close (see [`crate::workers::Workers`]). `None`: one per
-    /// CPU. `Some(0)`: no pinned threads, tokio's multi-threaded scheduler for everything.
-    /// Honoured by `sluice serve`; [`crate::Gateway::start`] serves on the caller's runtime.
-    pub workers: Option<usize>,
+    /// connection from accept to close (see [`crate::workers::Workers`]). 0 (the default):
+    /// none, every connection on tokio's multi-threaded runtime, whose threads share the
+    /// work. Honoured by `sluice serve`; [`crate::Gateway::start`] serves on the caller's
+    /// runtime.
+    pub workers: usize,
     /// Largest request head: HTTP/1.1 request line and header fields, or an HTTP/2 header
     /// list (as SETTINGS_MAX_HEADER_LIST_SIZE counts it). Larger gets 431. Default 32 KiB.
     pub max_header_bytes: u32,

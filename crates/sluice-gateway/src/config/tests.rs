@@ -530,7 +530,7 @@ fn server_edge_limits_have_defaults_and_are_checked() {
     assert_eq!(s.client_timeouts.keep_alive, Duration::from_secs(75));
     assert_eq!(s.client_resets, ClientResets::default());
     assert_eq!(s.max_connections, None, "derived at startup");
-    assert_eq!(s.workers, None, "one per CPU, chosen by `sluice serve`");
+    assert_eq!(s.workers, 0, "one shared runtime");
     assert_eq!(s.max_header_bytes, 32 << 10);
     assert_eq!(s.memory_budget, 512 << 20);
     assert!(s.trusted_proxies.is_empty());
@@ -554,13 +554,13 @@ fn server_edge_limits_have_defaults_and_are_checked() {
     assert_eq!(c.server.client_resets.per_ip, 5);
     for n in [0, 3] {
         let c = Config::from_toml(&with(&format!("workers = {n}")), &env).unwrap();
-        assert_eq!(c.server.workers, Some(n));
+        assert_eq!(c.server.workers, n);
     }
     for (line, want) in [
         (
             "workers = 1025",
-            "line 3: server.workers: 1025 threads is more than 1024 (leave it out for one per \
-             CPU; 0 for no pinned threads)",
+            "line 3: server.workers: 1025 threads is more than 1024 (about one per CPU given \
+             to the gateway; 0, the default, for one shared runtime)",
         ),
         (
             "trusted_proxies = [\"10.0.0.0/33\"]",

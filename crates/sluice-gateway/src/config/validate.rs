@@ -743,13 +743,13 @@ fn server_config(raw: RawServer, ctx: &mut Ctx<'_>) -> Result<ServerConfig, Conf
         log_level: log_level.unwrap_or_else(|| "info".into()),
         max_connections: positive("server.max_connections", max_connections)?,
         max_connections_per_ip: positive("server.max_connections_per_ip", max_connections_per_ip)?,
-        workers: match workers {
-            Some(n) if n > MAX_WORKERS => {
+        workers: match workers.unwrap_or(0) {
+            n if n > MAX_WORKERS => {
                 return Err(ConfigError::new(
                     "server.workers",
                     format!(
-                        "{n} threads is more than {MAX_WORKERS} (leave it out for one per CPU; \
-                         0 for no pinned threads)"
+                        "{n} threads is more than {MAX_WORKERS} (about one per CPU given to \
+                         the gateway; 0, the default, for one shared runtime)"
                     ),
                 ))
             }
