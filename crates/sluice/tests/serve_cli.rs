@@ -34,6 +34,37 @@ fn first_line_and_rest(child: &mut Child) -> (String, BufReader<std::process::Ch
     (addr, out)
 }
 
+/// `sluice mock` on an ephemeral port, and its address.
+fn spawn_mock() -> (Proc, String) {
+    let mut mock = Proc(
+        Command::new(BIN)
+            .args(["mock", "--listen", "127.0.0.1:0"])
+            .stdout(Stdio::piped())
+            .spawn()
+            .unwrap(),
+    );
+    let addr = first_line_addr(&mut mock.0);
+    (mock, addr)
+}
+
+/// Sends SIGTERM, asserts a clean exit, and returns what the process wrote to stderr.
+fn sigterm_and_logs(p: &mut Proc, what: &str) -> String {
+    let status = Command::new("kill")
+        .args(["-TERM", &p.0.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(status.success());
+    let exit = p.0.wait().unwrap();
+    assert!(exit.success(), "graceful exit ({what}): {exit:?}");
+    let mut logs = String::new();
+    p.0.stderr
+        .take()
+        .unwrap()
+        .read_to_string(&mut logs)
+        .unwrap();
+    logs
+}
+
 fn post(addr: &str, path: &str, body: &str) -> String {
     let mut s = TcpStream::connect(addr).unwrap();
     s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
@@ -81,14 +112,7 @@ fn bad_config_names_the_field() {
 
 #[test]
 fn serve_logs_json_without_secrets_and_exits_on_sigterm() {
-    let mut mock = Proc(
-        Command::new(BIN)
-            .args(["mock", "--listen", "127.0.0.1:0"])
-            .stdout(Stdio::piped())
-            .spawn()
-            .unwrap(),
-    );
-    let mock_addr = first_line_addr(&mut mock.0);
+    let (_mock, mock_addr) = spawn_mock();
     let dir = std::env::temp_dir().join(format!("sluice-serve-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let cfg = dir.join("sluice.toml");
@@ -159,19 +183,7 @@ fn serve_logs_json_without_secrets_and_exits_on_sigterm() {
     #[allow(clippy::disallowed_methods)]
     std::thread::sleep(Duration::from_millis(600));
 
-    let status = Command::new("kill")
-        .args(["-TERM", &gw.0.id().to_string()])
-        .status()
-        .unwrap();
-    assert!(status.success());
-    let exit = gw.0.wait().unwrap();
-    assert!(exit.success(), "graceful exit: {exit:?}");
-    let mut logs = String::new();
-    gw.0.stderr
-        .take()
-        .unwrap()
-        .read_to_string(&mut logs)
-        .unwrap();
+    let logs = sigterm_and_logs(&mut gw, "json logs");
     // The access log: stdout, after the `listening on` and `admin on` lines.
     let mut access = String::new();
     stdout.read_to_string(&mut access).unwrap();
@@ -244,14 +256,7 @@ fn serve_logs_json_without_secrets_and_exits_on_sigterm() {
 #[cfg(target_os = "linux")]
 #[test]
 fn serve_on_worker_threads_or_one_shared_runtime() {
-    let mut mock = Proc(
-        Command::new(BIN)
-            .args(["mock", "--listen", "127.0.0.1:0"])
-            .stdout(Stdio::piped())
-            .spawn()
-            .unwrap(),
-    );
-    let mock_addr = first_line_addr(&mut mock.0);
+    let (_mock, mock_addr) = spawn_mock();
     let dir = std::env::temp_dir().join(format!("sluice-workers-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     for workers in [3, 0] {
@@ -294,22 +299,7 @@ fn serve_on_worker_threads_or_one_shared_runtime() {
             .filter(|name| name.starts_with("sluice-worker-"))
             .count();
         assert_eq!(threads, workers, "worker threads with workers = {workers}");
-        let status = Command::new("kill")
-            .args(["-TERM", &gw.0.id().to_string()])
-            .status()
-            .unwrap();
-        assert!(status.success());
-        let exit = gw.0.wait().unwrap();
-        assert!(
-            exit.success(),
-            "graceful exit with workers = {workers}: {exit:?}"
-        );
-        let mut logs = String::new();
-        gw.0.stderr
-            .take()
-            .unwrap()
-            .read_to_string(&mut logs)
-            .unwrap();
+        let logs = sigterm_and_logs(&mut gw, &format!("workers = {workers}"));
         assert_eq!(
             logs.contains("client connections are served on 3 worker threads"),
             workers == 3,

@@ -18,10 +18,16 @@ fn cancelled(s: &sluice_mock::Snapshot) -> bool {
 }
 
 /// Client over HTTP/1.1 or HTTP/2, upstream over h2c or HTTP/1.1, leaving mid-stream or during
-/// the first-token wait: the mock sees the cancel within 100 ms every time.
+/// the first-token wait, the connection on the shared runtime or on a worker thread
+/// (`server.workers`): the mock sees the cancel within 100 ms every time.
 #[tokio::test]
 async fn client_disconnect_cancels_upstream_everywhere() {
-    for upstream in ["h2c", "http1"] {
+    for (upstream, pinned) in [
+        ("h2c", false),
+        ("http1", false),
+        ("h2c", true),
+        ("http1", true),
+    ] {
         for h2_client in [false, true] {
             for (knobs, read_first) in [
                 ("tokens=1000, interval_ms=20", true),
@@ -32,11 +38,16 @@ async fn client_disconnect_cancels_upstream_everywhere() {
                     &mock,
                     Setup {
                         protocol: upstream,
+                        workers: pinned.then(|| {
+                            std::sync::Arc::new(sluice_gateway::workers::Workers::start(2).unwrap())
+                        }),
                         ..Default::default()
                     },
                 )
                 .await;
-                let what = format!("upstream {upstream}, h2 client {h2_client}, {knobs}");
+                let what = format!(
+                    "upstream {upstream}, h2 client {h2_client}, {knobs}, worker threads {pinned}"
+                );
                 let t0;
                 if h2_client {
                     let send = h2_connect(gw.addr()).await;

@@ -1,51 +1,66 @@
 //! Graceful shutdown: streams in flight finish within the grace period; after it, they end
 //! with an error event.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use serde_json::Value;
+use sluice_gateway::workers::Workers;
 
 use crate::support::*;
 use crate::{gateway, Setup, STREAM};
 
+/// On the shared runtime and on worker threads (`server.workers`), whose threads then stop
+/// when dropped.
 #[tokio::test]
 async fn streams_finish_within_the_grace_period() {
-    let mock = mock("").await;
-    let gw = gateway(
-        &mock,
-        Setup {
-            server: "shutdown_grace = \"5s\"",
-            ..Default::default()
-        },
-    )
-    .await;
-    let addr = gw.addr();
-    let stream = tokio::spawn(async move {
-        h1(
-            addr,
-            request(
-                "POST",
-                "/v1/chat/completions",
-                "tokens=5, interval_ms=100",
-                STREAM,
-            ),
+    for pinned in [false, true] {
+        let mock = mock("").await;
+        let workers = pinned.then(|| Arc::new(Workers::start(2).unwrap()));
+        let gw = gateway(
+            &mock,
+            Setup {
+                server: "shutdown_grace = \"5s\"",
+                workers: workers.clone(),
+                ..Default::default()
+            },
         )
-        .await
-    });
-    tokio::time::sleep(Duration::from_millis(150)).await;
-    let t0 = tokio::time::Instant::now();
-    gw.shutdown().await;
-    assert!(t0.elapsed() < Duration::from_secs(3));
-    let r = stream.await.unwrap();
-    assert_eq!(
-        sse(&r.body).last().unwrap().1,
-        "[DONE]",
-        "the stream completed"
-    );
-    assert!(
-        tokio::net::TcpStream::connect(addr).await.is_err(),
-        "no new connections"
-    );
+        .await;
+        let addr = gw.addr();
+        let stream = tokio::spawn(async move {
+            h1(
+                addr,
+                request(
+                    "POST",
+                    "/v1/chat/completions",
+                    "tokens=5, interval_ms=100",
+                    STREAM,
+                ),
+            )
+            .await
+        });
+        tokio::time::sleep(Duration::from_millis(150)).await;
+        let t0 = tokio::time::Instant::now();
+        gw.shutdown().await;
+        assert!(t0.elapsed() < Duration::from_secs(3), "pinned {pinned}");
+        let r = stream.await.unwrap();
+        assert_eq!(
+            sse(&r.body).last().unwrap().1,
+            "[DONE]",
+            "the stream completed (pinned {pinned})"
+        );
+        assert!(
+            tokio::net::TcpStream::connect(addr).await.is_err(),
+            "no new connections (pinned {pinned})"
+        );
+        if let Some(w) = workers {
+            assert_eq!(w.connections(), [0, 0]);
+            let w = Arc::try_unwrap(w).expect("the gateway let go of its workers");
+            let t0 = tokio::time::Instant::now();
+            tokio::task::spawn_blocking(move || drop(w)).await.unwrap();
+            assert!(t0.elapsed() < Duration::from_secs(2), "the threads stopped");
+        }
+    }
 }
 
 #[tokio::test]

@@ -1,12 +1,12 @@
-//! Client connections pinned to worker threads (`sluice serve`'s way): each connection is
-//! served on one thread from accept to close, the upstream connections a thread opened are
-//! reused by that thread, and cancellation and shutdown work as on one shared runtime.
+//! Client connections pinned to worker threads (`server.workers`): each connection is served
+//! on one thread from accept to close, and the upstream connections a thread opened are
+//! reused by that thread. (Cancellation and shutdown on worker threads: `cancel.rs`,
+//! `shutdown.rs`.)
 
 use std::sync::Arc;
 use std::time::Duration;
 
 use sluice_gateway::workers::Workers;
-use sluice_mock::Outcome;
 use tokio::time::{sleep, Instant};
 
 use crate::support::*;
@@ -144,91 +144,4 @@ async fn a_thread_reuses_the_upstream_connections_it_opened() {
     assert_eq!(ca.len(), 1, "client a's calls went over {ca:?}");
     assert_eq!(cb.len(), 1, "client b's calls went over {cb:?}");
     assert_ne!(ca, cb);
-}
-
-/// A client leaving mid-stream cancels the upstream at once, over both upstream protocols.
-#[tokio::test]
-async fn client_disconnect_cancels_the_upstream_from_a_worker_thread() {
-    for upstream in ["http1", "h2c"] {
-        let mock = mock("").await;
-        let gw = gateway(
-            &mock,
-            Setup {
-                protocol: upstream,
-                workers: Some(workers(2)),
-                ..Default::default()
-            },
-        )
-        .await;
-        let mut send = h1_connect(gw.addr()).await;
-        let resp = h1_send(
-            &mut send,
-            request(
-                "POST",
-                "/v1/chat/completions",
-                "tokens=1000, interval_ms=20",
-                STREAM,
-            ),
-        )
-        .await;
-        let mut body = resp.into_body();
-        http_body_util::BodyExt::frame(&mut body)
-            .await
-            .unwrap()
-            .unwrap();
-        let t0 = Instant::now();
-        drop(body);
-        drop(send);
-        let snap = wait_for(mock.stats(), upstream, |s| {
-            s.requests
-                .last()
-                .is_some_and(|r| matches!(r.outcome, Outcome::Cancelled(_)))
-        })
-        .await;
-        let lag = snap.requests[0].cancelled_at.unwrap() - t0;
-        assert!(
-            lag < Duration::from_millis(100),
-            "{upstream}: cancel took {lag:?}"
-        );
-    }
-}
-
-/// Shutdown: a stream in flight on a worker thread finishes within the grace period, no new
-/// connection is taken, and the threads then stop when dropped.
-#[tokio::test]
-async fn shutdown_lets_a_stream_on_a_worker_finish_and_the_threads_stop() {
-    let mock = mock("").await;
-    let w = workers(2);
-    let gw = gateway(
-        &mock,
-        Setup {
-            server: "shutdown_grace = \"5s\"",
-            workers: Some(w.clone()),
-            ..Default::default()
-        },
-    )
-    .await;
-    let addr = gw.addr();
-    let stream = tokio::spawn(async move {
-        h1(
-            addr,
-            request(
-                "POST",
-                "/v1/chat/completions",
-                "tokens=5, interval_ms=100",
-                STREAM,
-            ),
-        )
-        .await
-    });
-    sleep(Duration::from_millis(150)).await;
-    gw.shutdown().await;
-    let r = stream.await.unwrap();
-    assert_eq!(sse(&r.body).last().unwrap().1, "[DONE]");
-    assert!(tokio::net::TcpStream::connect(addr).await.is_err());
-    assert_eq!(w.connections(), [0, 0]);
-    let w = Arc::try_unwrap(w).expect("the gateway let go of its workers");
-    let t0 = Instant::now();
-    tokio::task::spawn_blocking(move || drop(w)).await.unwrap();
-    assert!(t0.elapsed() < Duration::from_secs(2), "the threads stopped");
 }
