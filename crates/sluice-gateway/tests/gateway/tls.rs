@@ -87,10 +87,21 @@ async fn https_upstream_with_a_generated_ca() {
     let _ = std::fs::remove_dir_all(dir);
 }
 
+/// On the shared runtime and with the handshake on a worker thread (`server.workers`).
 #[tokio::test]
 async fn tls_listener_serves_h2_and_http1_by_alpn() {
+    for pinned in [false, true] {
+        tls_listener_by_alpn(pinned).await;
+    }
+}
+
+async fn tls_listener_by_alpn(pinned: bool) {
     let mock = mock("tokens=3").await;
-    let dir = temp_dir("listener");
+    let dir = temp_dir(if pinned {
+        "listener-pinned"
+    } else {
+        "listener"
+    });
     let ck = rcgen::generate_simple_self_signed(vec!["localhost".to_string()]).unwrap();
     let (cert, key) = (dir.join("cert.pem"), dir.join("key.pem"));
     std::fs::write(&cert, ck.cert.pem()).unwrap();
@@ -104,6 +115,7 @@ async fn tls_listener_serves_h2_and_http1_by_alpn() {
         &mock,
         Setup {
             server: &tls_line,
+            workers: pinned.then(|| Arc::new(sluice_gateway::workers::Workers::start(2).unwrap())),
             ..Default::default()
         },
     )
