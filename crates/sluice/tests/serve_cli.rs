@@ -251,8 +251,8 @@ fn serve_logs_json_without_secrets_and_exits_on_sigterm() {
 }
 
 /// `server.workers`: the named number of connection threads (seen in /proc), or by default
-/// none and tokio's shared runtime; either way calls are answered and SIGTERM ends the process
-/// cleanly.
+/// none and tokio's shared runtime; either way calls are answered, SIGHUP reloads the config
+/// and SIGTERM ends the process cleanly.
 #[cfg(target_os = "linux")]
 #[test]
 fn serve_on_worker_threads_or_one_shared_runtime() {
@@ -267,13 +267,10 @@ fn serve_on_worker_threads_or_one_shared_runtime() {
         } else {
             format!("workers = {workers}\n")
         };
-        std::fs::write(
-            &cfg,
-            format!(
-                "[server]\nlisten = \"127.0.0.1:0\"\n{line}access_log = \"off\"\n[[upstream]]\nname = \"mock\"\nbase_url = \"http://{mock_addr}/v1\"\nprotocol = \"http1\"\n[[route]]\nmodels = [\"*\"]\nupstream = \"mock\"\n"
-            ),
-        )
-        .unwrap();
+        let text = format!(
+            "[server]\nlisten = \"127.0.0.1:0\"\n{line}access_log = \"off\"\n[[upstream]]\nname = \"mock\"\nbase_url = \"http://{mock_addr}/v1\"\nprotocol = \"http1\"\n[[route]]\nmodels = [\"*\"]\nupstream = \"mock\"\n"
+        );
+        std::fs::write(&cfg, &text).unwrap();
         let mut gw = Proc(
             Command::new(BIN)
                 .args(["serve", "--config", cfg.to_str().unwrap()])
@@ -299,6 +296,26 @@ fn serve_on_worker_threads_or_one_shared_runtime() {
             .filter(|name| name.starts_with("sluice-worker-"))
             .count();
         assert_eq!(threads, workers, "worker threads with workers = {workers}");
+        // SIGHUP reloads for the connections on the threads too: the route now takes gpt-* only.
+        let other = || post(&addr, "/v1/chat/completions", r#"{"model":"other"}"#);
+        assert!(other().starts_with("HTTP/1.1 200"));
+        std::fs::write(&cfg, text.replace("[\"*\"]", "[\"gpt-*\"]")).unwrap();
+        let hup = Command::new("kill")
+            .args(["-HUP", &gw.0.id().to_string()])
+            .status()
+            .unwrap();
+        assert!(hup.success());
+        let mut last = String::new();
+        for _ in 0..100 {
+            last = other();
+            if last.contains("model_not_found") {
+                break;
+            }
+            // A plain test thread: the sleep blocks nothing else.
+            #[allow(clippy::disallowed_methods)]
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        assert!(last.contains("model_not_found"), "after the reload: {last}");
         let logs = sigterm_and_logs(&mut gw, &format!("workers = {workers}"));
         assert_eq!(
             logs.contains("client connections are served on 3 worker threads"),
