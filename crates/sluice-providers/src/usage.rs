@@ -18,6 +18,8 @@ use serde::Deserialize;
 use crate::api::Family;
 use crate::shape::{anthropic, gemini, openai};
 
+mod flat_openai;
+
 /// One request's token usage.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Usage {
@@ -94,8 +96,8 @@ pub fn scan(family: Family, body: &[u8]) -> Option<Usage> {
 /// report it in parts ([`AnthropicStreamUsage`]).
 pub(crate) fn read(family: Family, value: &[u8]) -> Option<Usage> {
     match family {
-        Family::OpenAi => first_value::<openai::UsageBody>(value)
-            .map(|u| u.to_usage())
+        Family::OpenAi => flat_openai::read(value)
+            .or_else(|| first_value::<openai::UsageBody>(value).map(|u| u.to_usage()))
             .or_else(|| first_value::<openai::ResponsesUsage>(value).map(|u| u.to_usage())),
         Family::Anthropic => first_value::<anthropic::UsageBody>(value).map(|u| u.to_usage()),
         Family::Gemini => first_value::<gemini::UsageMetadata>(value).map(|u| u.to_usage()),
