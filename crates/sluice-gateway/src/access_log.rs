@@ -390,18 +390,28 @@ pub(crate) fn push_ms(buf: &mut String, d: std::time::Duration) {
     }
 }
 
-/// Appends `scaled / 10^decimals` with exactly `decimals` digits after the point.
+/// Appends `scaled / 10^decimals` with exactly `decimals` digits after the point and at least
+/// one before it.
+///
+/// `scaled`'s digits are formatted once and the point put between them: a log line holds half
+/// a dozen such numbers, and formatting the two parts apart (two `itoa` calls and a division)
+/// cost a third more.
 pub(crate) fn push_fixed(buf: &mut String, scaled: u64, decimals: u32) {
-    let unit = 10u64.pow(decimals);
-    push_u64(buf, scaled / unit);
-    buf.push('.');
-    let frac = scaled % unit;
+    let decimals = decimals as usize;
     let mut b = itoa::Buffer::new();
-    let digits = b.format(frac);
-    for _ in digits.len()..decimals as usize {
-        buf.push('0');
+    let digits = b.format(scaled);
+    if digits.len() > decimals {
+        let (whole, fraction) = digits.split_at(digits.len() - decimals);
+        buf.push_str(whole);
+        buf.push('.');
+        buf.push_str(fraction);
+    } else {
+        buf.push_str("0.");
+        for _ in digits.len()..decimals {
+            buf.push('0');
+        }
+        buf.push_str(digits);
     }
-    buf.push_str(digits);
 }
 
 thread_local! {
@@ -502,6 +512,38 @@ mod tests {
             s,
             "a=0.00 b=1.01 c=100.0 d=10.00 e=0.00 f=18446744073709551615\n"
         );
+    }
+
+    /// How `push_fixed` wrote a number before it had its own digit loop: the integer part,
+    /// the point, the fraction padded with zeros.
+    fn fixed_by_parts(scaled: u64, decimals: u32) -> String {
+        let unit = 10u64.pow(decimals);
+        format!(
+            "{}.{:0width$}",
+            scaled / unit,
+            scaled % unit,
+            width = decimals as usize
+        )
+    }
+
+    #[test]
+    fn fixed_point_numbers_are_written_as_by_parts() {
+        let mut x = 0x9E37_79B9_7F4A_7C15u64;
+        let mut samples = vec![0, 1, 9, 10, 99, 100, 101, 999, 1000, 1001, u64::MAX];
+        for _ in 0..20_000 {
+            // xorshift, over every magnitude.
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            samples.push(x >> (x % 64));
+        }
+        for decimals in [1, 2, 3, 6, 19] {
+            for &n in &samples {
+                let mut s = String::from("a=");
+                push_fixed(&mut s, n, decimals);
+                assert_eq!(s[2..], fixed_by_parts(n, decimals), "{n} {decimals}");
+            }
+        }
     }
 
     #[test]

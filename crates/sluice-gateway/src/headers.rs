@@ -42,6 +42,11 @@ pub fn drop_invalid_request_id(h: &mut HeaderMap) {
             && b.iter()
                 .all(|c| c.is_ascii_alphanumeric() || b"-._:/+=@".contains(c))
     };
+    // A look at the few names present is cheaper than a hashed lookup of a header most
+    // clients do not send.
+    if !h.keys().any(|n| *n == REQUEST_ID) {
+        return;
+    }
     let mut all = h.get_all(REQUEST_ID).iter();
     let keep = match (all.next(), all.next()) {
         (None, _) => return,
@@ -96,8 +101,11 @@ pub fn strip_hop_by_hop(h: &mut HeaderMap) {
     if !any {
         return;
     }
-    for n in connection_named(h) {
-        h.remove(n);
+    // Only a `Connection` header names more (reading the names costs a lookup and a list).
+    if present[CONNECTION_AT] {
+        for n in connection_named(h) {
+            h.remove(n);
+        }
     }
     for (n, _) in HOP_BY_HOP.iter().zip(present).filter(|(_, p)| *p) {
         h.remove(n);
@@ -108,7 +116,7 @@ pub fn strip_hop_by_hop(h: &mut HeaderMap) {
 /// with each entry in turn cost ~1 K instructions per message.
 fn hop_index(name: &HeaderName) -> Option<usize> {
     Some(match name.as_str() {
-        "connection" => 0,
+        "connection" => CONNECTION_AT,
         "keep-alive" => 1,
         "proxy-connection" => 2,
         "proxy-authenticate" => 3,
@@ -122,6 +130,9 @@ fn hop_index(name: &HeaderName) -> Option<usize> {
         _ => return None,
     })
 }
+
+/// Where `Connection` is in [`HOP_BY_HOP`].
+const CONNECTION_AT: usize = 0;
 
 /// The headers `h`'s `Connection` header names (hop-by-hop by the sender's word).
 fn connection_named(h: &HeaderMap) -> Vec<HeaderName> {
@@ -163,13 +174,20 @@ pub fn upstream_request_headers(
     // doubles the map, whose empty half a request waiting on its upstream then holds.
     let mut h = HeaderMap::with_capacity(client.len() + EXTRA_HEADERS);
     // Copied without the hop-by-hop headers, rather than copied and then stripped.
+    let mut connection = false;
     for (name, value) in client {
-        if hop_index(name).is_none() {
-            h.append(name.clone(), value.clone());
+        match hop_index(name) {
+            None => {
+                h.append(name.clone(), value.clone());
+            }
+            Some(i) => connection |= i == CONNECTION_AT,
         }
     }
-    for n in connection_named(client) {
-        h.remove(n);
+    // Only a `Connection` header names more (reading the names costs a lookup and a list).
+    if connection {
+        for n in connection_named(client) {
+            h.remove(n);
+        }
     }
     let provider_key = |h: &mut HeaderMap, secret: &str| {
         for n in KEY_HEADERS {
@@ -408,6 +426,28 @@ mod tests {
     }
 
     #[test]
+    fn a_responses_hop_by_hop_and_connection_named_headers_go() {
+        let rid = HeaderValue::from_static("r-2");
+        let named = map(&[
+            ("connection", "close, x-hop"),
+            ("x-hop", "1"),
+            ("content-length", "2"),
+            ("x-kept", "k"),
+        ]);
+        let h = client_response_headers(named, &rid);
+        for gone in ["connection", "x-hop", "content-length"] {
+            assert!(!h.contains_key(gone), "{gone}");
+        }
+        assert_eq!(h["x-kept"], "k");
+        assert_eq!(h["x-request-id"], "r-2");
+        // Without a `Connection` header, nothing else is hop-by-hop.
+        let unnamed = map(&[("x-hop", "1"), ("content-length", "2")]);
+        let h = client_response_headers(unnamed, &rid);
+        assert_eq!(h["x-hop"], "1");
+        assert!(!h.contains_key("content-length"));
+    }
+
+    #[test]
     fn configured_auth_replaces_the_clients() {
         let client = map(&[("authorization", "Bearer client"), ("x-api-key", "k")]);
         let rid = HeaderValue::from_static("r");
@@ -453,6 +493,9 @@ mod tests {
             !h.contains_key("x-request-id"),
             "two ids: neither is the id"
         );
+        let mut h = map(&[("x-request-ids", "a b"), ("content-type", "text/plain")]);
+        drop_invalid_request_id(&mut h);
+        assert_eq!(h.len(), 2, "no id: nothing else goes");
     }
 
     #[test]

@@ -936,7 +936,21 @@ fn served_headers(r: &mut Response<GatewayBody>, name: Option<HeaderValue>, atte
     }
     if attempts > 0 {
         r.headers_mut()
-            .insert(X_SLUICE_ATTEMPTS, HeaderValue::from(attempts));
+            .insert(X_SLUICE_ATTEMPTS, attempts_value(attempts));
+    }
+}
+
+/// `attempts` as a header value: a static one for the usual few (formatting one allocates).
+fn attempts_value(attempts: usize) -> HeaderValue {
+    static FEW: [HeaderValue; 4] = [
+        HeaderValue::from_static("0"),
+        HeaderValue::from_static("1"),
+        HeaderValue::from_static("2"),
+        HeaderValue::from_static("3"),
+    ];
+    match FEW.get(attempts) {
+        Some(v) => v.clone(),
+        None => HeaderValue::from(attempts),
     }
 }
 
@@ -1181,4 +1195,16 @@ async fn read_bounded(
         }
     }
     Ok(buf.freeze())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_attempt_count_is_its_decimal_whether_kept_or_formatted() {
+        for n in [0, 1, 2, 3, 4, 9, 10, 123, usize::MAX] {
+            assert_eq!(attempts_value(n), HeaderValue::from(n), "{n}");
+        }
+    }
 }
