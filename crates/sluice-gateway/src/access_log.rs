@@ -390,8 +390,8 @@ pub(crate) fn push_ms(buf: &mut String, d: std::time::Duration) {
     }
 }
 
-/// Appends `scaled / 10^decimals` with exactly `decimals` digits after the point and at least
-/// one before it.
+/// Appends `scaled / 10^decimals` with exactly `decimals` digits after the point (1 or more;
+/// callers write 1 or 2) and at least one before it.
 ///
 /// `scaled`'s digits are formatted once and the point put between them: a log line holds half
 /// a dozen such numbers, and formatting the two parts apart (two `itoa` calls and a division)
