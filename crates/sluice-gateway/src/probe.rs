@@ -173,21 +173,10 @@ impl<'a> Scanner<'a> {
         }
     }
 
-    /// A whole number as serde reads a `u64`: digits only, no sign, fraction or exponent
-    /// (serde refuses those for a `u64`), and no overflow.
+    /// A whole number as serde reads a `u64` ([`sluice_providers::json_count::read_count`]).
     fn count(&mut self) -> Option<u64> {
-        let start = self.i;
-        let mut n: u64 = 0;
-        while let Some(d @ b'0'..=b'9') = self.peek() {
-            n = n.checked_mul(10)?.checked_add(u64::from(d - b'0'))?;
-            self.i += 1;
-        }
-        let digits = self.i - start;
-        // A leading zero is not JSON; what follows a number must not continue it.
-        let leading_zero = digits > 1 && self.b[start] == b'0';
-        if digits == 0 || leading_zero || matches!(self.peek(), Some(b'.' | b'e' | b'E')) {
-            return None;
-        }
+        let (n, end) = sluice_providers::json_count::read_count(self.b, self.i)?;
+        self.i = end;
         Some(n)
     }
 

@@ -24,6 +24,7 @@ pub mod api;
 mod chat;
 pub mod error;
 pub mod finish;
+pub mod json_count;
 pub mod provider;
 pub mod request;
 pub mod response;
