@@ -450,12 +450,12 @@ pub async fn run(opts: ProbeOpts) -> Result<ProbeReport, BenchError> {
         cancelled_at_end: count(ProbeOutcome::CancelledAtEnd),
         failure_causes: causes.counts,
         error_samples: causes.samples,
-        latency: Summary::of(
+        // The samples' own values: the report draws them, and its maximum must be this one.
+        latency: Summary::of_ms(
             samples
                 .iter()
                 .filter(|s| s.outcome != ProbeOutcome::CancelledAtEnd)
-                .map(|s| Duration::from_secs_f64(s.latency_ms / 1000.0))
-                .collect(),
+                .map(|s| s.latency_ms),
         ),
         probes_located: located.len(),
         shared_with_long_stream: located
