@@ -5,6 +5,9 @@
 #
 # Usage: bench/compare.sh [SECONDS] [--with-litellm]   (default 8 s per throughput load; loopback only)
 #   --with-litellm also runs LiteLLM's proxy (from PyPI, cached in .bench-venv/) on the small calls.
+#   ROUNDS=N (env, default 3): sections 1 and 3 run every target N times, the targets taking turns
+#   round by round, and print each column's median (a window where the machine is busy then
+#   hits every target once instead of one target's whole run); ROUNDS=1 is one pass.
 #
 # What it prints (docs/BENCHMARKS.md holds a run):
 #   1. small non-streaming calls, HTTP/1.1 keep-alive clients (wrk -t1 -c64): req/s, p50/p99 and
@@ -219,14 +222,28 @@ TARGETS_LOG="direct sluice-log sluice-w-log sluice-h2c-log nginx-log haproxy-log
 TARGETS_OFF="direct sluice sluice-w sluice-h2c nginx haproxy"
 [ -n "$LITELLM" ] && TARGETS_OFF="$TARGETS_OFF litellm"
 
+ROUNDS=${ROUNDS:-3}
+# The median of each column over the rounds' result lines in $1 (one line per round).
+median_row() {
+  awk '{ for (i = 1; i <= NF; i++) v[i, NR] = $i; nf = NF }
+    END { for (i = 1; i <= nf; i++) { n = 0; for (r = 1; r <= NR; r++) a[++n] = v[i, r]
+            for (x = 2; x <= n; x++) { k = a[x]; y = x - 1; while (y > 0 && a[y] + 0 > k + 0) { a[y + 1] = a[y]; y-- } a[y + 1] = k }
+            m[i] = (n % 2 ? a[(n + 1) / 2] : (a[n / 2] + a[n / 2 + 1]) / 2) }
+          printf "%9.0f %8.3f %8.3f %8.1f %6d\n", m[1], m[2], m[3], m[4], m[5] }' "$1"
+}
+# The lowest and highest req/s over the rounds, to show the spread.
+spread() { awk 'NR == 1 || $1 < lo { lo = $1 } NR == 1 || $1 > hi { hi = $1 } END { printf "%6.0f-%-6.0f", lo, hi }' "$1"; }
 for mode in on off; do
   echo
-  echo "## small non-streaming calls, HTTP/1.1 keep-alive clients (wrk -t1 -c64, ${DUR}s), logging $mode"
-  printf '%-15s %9s %8s %8s %8s %6s\n' target req/s p50_ms p99_ms cpu_us/req non2xx
+  echo "## small non-streaming calls, HTTP/1.1 keep-alive clients (wrk -t1 -c64, ${DUR}s), logging $mode; median of $ROUNDS rounds"
+  printf '%-15s %9s %8s %8s %8s %6s  %s\n' target req/s p50_ms p99_ms cpu_us/req non2xx "req/s range"
   list=$TARGETS_LOG; [ "$mode" = off ] && list=$TARGETS_OFF
+  for r in $(seq "$ROUNDS"); do
+    for t in $list; do h1_load "$t" 64 "$DUR" >> "$WORK/h1.$mode.$t.rounds"; done
+  done
   for t in $list; do
-    r=$(h1_load "$t" 64 "$DUR"); echo "$r" > "$WORK/h1.$mode.$t"
-    printf '%-15s %s\n' "$t" "$r"
+    median_row "$WORK/h1.$mode.$t.rounds" > "$WORK/h1.$mode.$t"
+    printf '%-15s %s  %s\n' "$t" "$(cat "$WORK/h1.$mode.$t")" "$(spread "$WORK/h1.$mode.$t.rounds")"
   done
 done
 ratio() { awk -v a="$(cut -c1-9 "$WORK/$1")" -v b="$(cut -c1-9 "$WORK/$2")" 'BEGIN{ printf "%.2fx", (b > 0 ? a / b : 0) }'; }
@@ -250,15 +267,20 @@ done
 
 echo
 LAT=${LAT_SECS:-5}
-echo "## added latency over direct (wrk -t1, persistent connections, $LAT s each, logging off): p50 / p99 ms"
+echo "## added latency over direct (wrk -t1, persistent connections, $LAT s each, logging off): p50 / p99 ms, median of $ROUNDS rounds"
 printf '%-6s' conns; for t in $TARGETS_OFF; do [ "$t" = litellm ] && continue; printf ' %21s' "$t"; done; echo
 for c in 4 16 64; do
   printf '%-6s' "$c"
+  for r in $(seq "$ROUNDS"); do
+    for t in $TARGETS_OFF; do
+      [ "$t" = litellm ] && continue
+      h1_load "$t" "$c" "$LAT" >> "$WORK/lat.$c.$t.rounds"
+    done
+  done
   for t in $TARGETS_OFF; do
     [ "$t" = litellm ] && continue
-    r=$(h1_load "$t" "$c" "$LAT")
-    printf ' %10s/%10s' "$(echo "$r" | awk '{print $2}')" "$(echo "$r" | awk '{print $3}')"
-    echo "$r" > "$WORK/lat.$c.$t"
+    median_row "$WORK/lat.$c.$t.rounds" > "$WORK/lat.$c.$t"
+    printf ' %10s/%10s' "$(awk '{print $2}' "$WORK/lat.$c.$t")" "$(awk '{print $3}' "$WORK/lat.$c.$t")"
   done
   echo
   printf '%-6s' "+"
