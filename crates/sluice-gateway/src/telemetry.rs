@@ -175,8 +175,17 @@ struct HotHandles {
     end_reasons: [std::sync::OnceLock<Counter>; END_REASONS],
     acquire_wait: Handles<Histogram>,
     attempts: Handles<Counter>,
-    tokens: Handles<Counter>,
+    /// By route and model: one lookup for the four kinds a call may report.
+    tokens: Handles<Arc<TokenHandles>>,
 }
+
+/// The token counters of one route and model, by kind (`TOKEN_KINDS`), each taken from the
+/// family the first time that kind is counted (so a kind never reported shows no series).
+#[derive(Debug, Default)]
+struct TokenHandles([std::sync::OnceLock<Counter>; 4]);
+
+/// The `kind` label of each of `TokenHandles`' counters.
+const TOKEN_KINDS: [&str; 4] = ["input", "output", "cached", "reasoning"];
 
 /// The gateway's metrics, registered in one registry (no globals, so tests can read them).
 #[derive(Debug)]
@@ -437,28 +446,30 @@ impl Telemetry {
     }
 
     pub(crate) fn tokens(&self, route: &str, model: &str, u: &sluice_providers::Usage) {
-        for (kind, n) in [
-            ("input", u.input),
-            ("output", u.output),
-            ("cached", u.cached_input),
-            ("reasoning", u.reasoning),
-        ] {
-            if n > 0 {
-                self.hot.tokens.with(
-                    &[route.as_bytes(), model.as_bytes(), kind.as_bytes()],
-                    || {
-                        self.tokens
-                            .get_or_create(&TokenLabels {
-                                route: route.to_string(),
-                                model: model.to_string(),
-                                kind,
-                            })
-                            .clone()
-                    },
-                    |c| c.inc_by(n),
-                );
-            }
+        let counts = [u.input, u.output, u.cached_input, u.reasoning];
+        if counts.iter().all(|&n| n == 0) {
+            return;
         }
+        self.hot.tokens.with(
+            &[route.as_bytes(), model.as_bytes()],
+            || Arc::new(TokenHandles::default()),
+            |handles| {
+                for ((slot, kind), n) in handles.0.iter().zip(TOKEN_KINDS).zip(counts) {
+                    if n > 0 {
+                        slot.get_or_init(|| {
+                            self.tokens
+                                .get_or_create(&TokenLabels {
+                                    route: route.to_string(),
+                                    model: model.to_string(),
+                                    kind,
+                                })
+                                .clone()
+                        })
+                        .inc_by(n);
+                    }
+                }
+            },
+        );
     }
 
     pub(crate) fn continuation(&self, result: &'static str) {
@@ -886,5 +897,46 @@ fn push_attempts(out: &mut String, attempts: &[AttemptLog]) {
 impl Drop for RequestLog {
     fn drop(&mut self) {
         self.finish(EndReason::ClientGone);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tokens_are_counted_by_route_model_and_kind_and_unreported_kinds_show_no_series() {
+        let t = Telemetry::default();
+        let usage = |input, output, cached_input, reasoning| sluice_providers::Usage {
+            input,
+            output,
+            cached_input,
+            reasoning,
+        };
+        t.tokens("chat", "gpt-4o", &usage(20, 16, 0, 0));
+        t.tokens("chat", "gpt-4o", &usage(5, 4, 3, 0));
+        t.tokens("chat", "o3", &usage(0, 9, 0, 7));
+        t.tokens("chat", "gpt-4o", &usage(0, 0, 0, 0));
+        // The same bytes split differently are another route and model.
+        t.tokens("chatg", "pt-4o", &usage(1, 0, 0, 0));
+        let m = t.encode();
+        for line in [
+            r#"sluice_tokens_total{route="chat",model="gpt-4o",kind="input"} 25"#,
+            r#"sluice_tokens_total{route="chat",model="gpt-4o",kind="output"} 20"#,
+            r#"sluice_tokens_total{route="chat",model="gpt-4o",kind="cached"} 3"#,
+            r#"sluice_tokens_total{route="chat",model="o3",kind="output"} 9"#,
+            r#"sluice_tokens_total{route="chat",model="o3",kind="reasoning"} 7"#,
+            r#"sluice_tokens_total{route="chatg",model="pt-4o",kind="input"} 1"#,
+        ] {
+            assert!(m.contains(line), "{line} not in\n{m}");
+        }
+        for absent in [
+            r#"model="gpt-4o",kind="reasoning""#,
+            r#"model="o3",kind="input""#,
+            r#"model="o3",kind="cached""#,
+        ] {
+            assert!(!m.contains(absent), "{absent} in\n{m}");
+        }
+        assert_eq!(m.matches("sluice_tokens_total{").count(), 6, "{m}");
     }
 }
