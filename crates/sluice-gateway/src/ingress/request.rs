@@ -267,6 +267,9 @@ pub(crate) struct ClientBody {
     whole: bool,
     /// Registered with the connection as a response being sent.
     sending: bool,
+    /// A piece was handed out: the next one stamps the send's progress (the first goes right
+    /// after `send_started`'s stamp, and a small answer is one piece: no clock read for it).
+    handed_one: bool,
     guard: Option<RequestGuard>,
     conn: Arc<ConnTracker>,
     /// Keeps the request's memory charge until the client has the body.
@@ -291,6 +294,7 @@ impl ClientBody {
                 rest: Bytes::new(),
                 whole,
                 sending,
+                handed_one: false,
                 guard: Some(guard),
                 conn: conn.clone(),
                 _lease: lease,
@@ -322,7 +326,9 @@ impl Body for ClientBody {
             if !this.rest.is_empty() {
                 let n = this.rest.len().min(SEND_PIECE);
                 let piece = this.rest.split_to(n);
-                this.conn.send_progress();
+                if std::mem::replace(&mut this.handed_one, true) {
+                    this.conn.send_progress();
+                }
                 return Poll::Ready(Some(Ok(Frame::data(piece))));
             }
             match Pin::new(&mut this.inner).poll_frame(cx) {

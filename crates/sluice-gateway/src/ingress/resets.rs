@@ -88,8 +88,13 @@ impl ResetGuard {
 
     /// How much longer `ip` is blocked, if it is.
     pub(crate) fn blocked(&self, ip: IpAddr) -> Option<Duration> {
+        let any_until = self.any_blocked_until_ms.load(Ordering::Acquire);
+        // No address was ever blocked (every request asks): no clock read.
+        if any_until == 0 {
+            return None;
+        }
         let now = self.now_ms();
-        if self.any_blocked_until_ms.load(Ordering::Acquire) <= now {
+        if any_until <= now {
             return None;
         }
         let map = self.by_ip.lock();

@@ -253,8 +253,12 @@ impl ConnTracker {
 
     /// A non-streaming response was sent (or dropped).
     pub(crate) fn send_ended(&self) {
-        self.send_progress_ms
-            .store(self.now_ms(), Ordering::Release);
+        // The stamp matters only to the responses still sending (HTTP/2): with none left the
+        // send deadline is not looked at, and the clock is not read.
+        if self.sending.load(Ordering::Acquire) > 1 {
+            self.send_progress_ms
+                .store(self.now_ms(), Ordering::Release);
+        }
         self.sending.fetch_sub(1, Ordering::AcqRel);
     }
 
