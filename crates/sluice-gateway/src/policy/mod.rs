@@ -199,7 +199,9 @@ impl Policy {
                 return Err(self.give_up(GiveUpReason::Exhausted));
             };
             let upstream = self.target(t).upstream;
-            if self.last.is_some() {
+            // When the attempt starts: its timeouts count from here, and its log and trace
+            // span show it (one clock read for the deadline check and the start).
+            let started = if self.last.is_some() {
                 if !self.state.budgets[upstream].try_retry() {
                     self.state
                         .telemetry
@@ -207,7 +209,8 @@ impl Policy {
                     return Err(self.give_up(GiveUpReason::Budget));
                 }
                 let wait = self.wait_before(t);
-                if Instant::now() + wait + MIN_ATTEMPT >= self.deadline {
+                let now = Instant::now();
+                if now + wait + MIN_ATTEMPT >= self.deadline {
                     return Err(self.give_up(GiveUpReason::Deadline));
                 }
                 if t.tier != prev_tier {
@@ -215,18 +218,23 @@ impl Policy {
                 } else {
                     self.state.telemetry.retry(self.upstream_name(upstream));
                 }
-                if !wait.is_zero() {
+                if wait.is_zero() {
+                    now
+                } else {
                     sleep(wait).await;
+                    Instant::now()
                 }
             } else {
                 self.state.budgets[upstream].request();
-                if Instant::now() + MIN_ATTEMPT >= self.deadline {
+                let now = Instant::now();
+                if now + MIN_ATTEMPT >= self.deadline {
                     return Err(self.give_up(GiveUpReason::Deadline));
                 }
-            }
-            match self.attempt(t).await {
+                now
+            };
+            match self.attempt(t, started).await {
                 Ok(a) => return Ok(a),
-                Err(f) => self.failed(t, Instant::now(), f),
+                Err(f) => self.failed(t, started, f),
             }
         }
     }
@@ -253,14 +261,12 @@ impl Policy {
             return Err(self.give_up(GiveUpReason::NotRetryable));
         };
         let upstream = self.target(t).upstream;
-        if Instant::now() + MIN_ATTEMPT >= self.deadline
-            || !self.state.budgets[upstream].try_retry()
-        {
+        let started = Instant::now();
+        if started + MIN_ATTEMPT >= self.deadline || !self.state.budgets[upstream].try_retry() {
             return Err(self.give_up(GiveUpReason::Deadline));
         }
         self.prefill = Some(prefill);
-        let started = Instant::now();
-        match self.attempt(t).await {
+        match self.attempt(t, started).await {
             Ok(a) => Ok(a),
             Err(f) => {
                 self.failed(t, started, f);
@@ -523,14 +529,14 @@ impl Policy {
         }
     }
 
-    /// One attempt on `t`: send, and read an error answer whole to classify it.
-    async fn attempt(&mut self, t: TargetRef) -> Result<Attempt, AttemptFailure> {
+    /// One attempt on `t`, begun at `started`: send, and read an error answer whole to
+    /// classify it.
+    async fn attempt(&mut self, t: TargetRef, started: Instant) -> Result<Attempt, AttemptFailure> {
         self.tier_attempts += 1;
         // Borrowed, not cloned: this future is what a request waiting for its upstream holds.
         let tc = self.target(t);
         let state = &*self.state;
         let ucfg = &state.config.upstreams[tc.upstream];
-        let started = Instant::now();
         let lane = self.route().lane.unwrap_or(
             if self.ctx.stream || self.ctx.max_tokens > ucfg.long_max_tokens {
                 Lane::Stream

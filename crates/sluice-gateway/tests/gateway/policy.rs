@@ -12,7 +12,19 @@ use crate::support::*;
 
 /// A gateway with one upstream per mock (`a`, `b`, ...) and `route` as its only route.
 async fn gateway_over(mocks: &[&MockServer], upstream_extra: &str, route: &str) -> Gateway {
-    let mut text = String::from("[server]\nlisten = \"127.0.0.1:0\"\naccess_log = \"off\"\n");
+    gateway_logging_to("off", mocks, upstream_extra, route).await
+}
+
+/// `gateway_over` with its access log at `log` (a path, or `off`), one JSON object a line.
+async fn gateway_logging_to(
+    log: &str,
+    mocks: &[&MockServer],
+    upstream_extra: &str,
+    route: &str,
+) -> Gateway {
+    let mut text = format!(
+        "[server]\nlisten = \"127.0.0.1:0\"\naccess_log = \"{log}\"\nlog_format = \"json\"\n"
+    );
     for (i, m) in mocks.iter().enumerate() {
         let name = (b'a' + i as u8) as char;
         text.push_str(&format!(
@@ -113,6 +125,49 @@ async fn a_silent_target_is_abandoned_at_the_first_byte_timeout_and_never_retrie
         s.totals.cancelled == 1
     })
     .await;
+}
+
+#[tokio::test]
+async fn a_failed_attempt_is_logged_with_the_time_it_took() {
+    let a = mock("ttft_ms=5000").await;
+    let b = mock("").await;
+    let log =
+        std::env::temp_dir().join(format!("sluice-policy-attempts-{}.log", std::process::id()));
+    let _ = std::fs::remove_file(&log);
+    let gw = gateway_logging_to(
+        &log.display().to_string(),
+        &[&a, &b],
+        "timeouts = { first_byte = \"300ms\" }",
+        PRIMARY_THEN_B,
+    )
+    .await;
+    let r = h1(gw.addr(), request("POST", "/v1/chat/completions", "", CHAT)).await;
+    assert_eq!(r.status, 200);
+    // The writer flushes every 20 ms.
+    let deadline = Instant::now() + Duration::from_secs(5);
+    let line = loop {
+        let text = std::fs::read_to_string(&log).unwrap_or_default();
+        if let Some(l) = text.lines().next() {
+            break l.to_string();
+        }
+        assert!(Instant::now() < deadline, "no access log line");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    };
+    let _ = std::fs::remove_file(&log);
+    let v: serde_json::Value = serde_json::from_str(&line).unwrap();
+    // `a:-:<class>/<cause>:<ms>ms,b:200:ok:<ms>ms`
+    let attempts = v["attempts"].as_str().unwrap();
+    let (first, second) = attempts.split_once(',').unwrap_or_else(|| panic!("{line}"));
+    assert!(first.starts_with("a:"), "{line}");
+    assert!(second.starts_with("b:200:ok:"), "{line}");
+    let ms: f64 = first
+        .rsplit(':')
+        .next()
+        .and_then(|d| d.strip_suffix("ms"))
+        .and_then(|d| d.parse().ok())
+        .unwrap_or_else(|| panic!("{line}"));
+    // It lasted until its first-byte timeout, not no time at all.
+    assert!((300.0..2000.0).contains(&ms), "{ms} ms: {line}");
 }
 
 #[tokio::test]
