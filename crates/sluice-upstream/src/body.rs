@@ -113,7 +113,12 @@ impl Body for ResponseBody {
             _ => false,
         };
         if ended && this.timings.last_byte.is_none() {
-            this.timings.last_byte = Some(this.started.elapsed());
+            let end = match &this.kind {
+                Kind::H1(b) => b.ended_at(),
+                Kind::H2(_) => None,
+            };
+            let end = end.unwrap_or_else(Instant::now);
+            this.timings.last_byte = Some(end.saturating_duration_since(this.started));
         }
         polled
     }

@@ -4,6 +4,7 @@ use std::task::{ready, Context, Poll};
 
 use bytes::Bytes;
 use http_body::{Frame, SizeHint};
+use tokio::time::Instant;
 
 use super::codec::{BodyDecoder, Decoded, Framing};
 use super::conn::H1Error;
@@ -24,6 +25,9 @@ pub(crate) struct H1Body {
     keep_alive: bool,
     /// A read or framing error was returned: nothing more comes.
     failed: bool,
+    /// When the body ended, if returning the connection to the pool read the clock: the last
+    /// byte's time, without a second read.
+    ended_at: Option<Instant>,
 }
 
 impl H1Body {
@@ -35,6 +39,7 @@ impl H1Body {
             lease: Some(lease),
             keep_alive,
             failed: false,
+            ended_at: None,
         };
         if body.decoder.is_done() {
             // No body at all: the connection is free before the caller looks at the head.
@@ -109,9 +114,14 @@ impl H1Body {
     fn finish(&mut self) {
         if let Some(mut lease) = self.lease.take() {
             if self.keep_alive && lease.conn_mut().buf.is_empty() {
-                lease.reuse();
+                self.ended_at = lease.reuse();
             }
         }
+    }
+
+    /// When the body ended, if the pool took the time then (see `ended_at`).
+    pub(crate) fn ended_at(&self) -> Option<Instant> {
+        self.ended_at
     }
 
     /// A broken response leaves the connection in an unknown state: it is closed.

@@ -382,16 +382,17 @@ impl H1Pool {
     /// Puts a connection whose response ended cleanly back in the idle list, unless it is
     /// closed, draining (its last request) or too old; those are dropped, which closes them.
     /// Called before the lease's permit is released, so a waiter finds it idle.
-    fn put_idle(self: &Arc<Self>, conn: Box<Conn>) {
+    /// Returns the time it read, if it read one (the body's end takes it for its last byte).
+    fn put_idle(self: &Arc<Self>, conn: Box<Conn>) -> Option<Instant> {
         let info = &conn.info;
         if info.state() == ShardState::Draining {
-            return;
+            return None;
         }
         let now = Instant::now();
         if let Some(max) = self.ctx.cfg.max_connection_age {
             if info.age(now) >= max {
                 info.drain(DrainReason::MaxAge, &self.ctx.counters);
-                return;
+                return Some(now);
             }
         }
         info.set_state(ShardState::Idle);
@@ -405,6 +406,7 @@ impl H1Pool {
             // The sweeper sleeps without a deadline while the list is empty.
             self.idle_added.notify_one();
         }
+        Some(now)
     }
 
     fn start_sweeper(self: &Arc<Self>) {
@@ -499,11 +501,13 @@ pub(crate) struct Lease {
 impl Lease {
     /// The response was read to its end and allows another request: the connection goes back
     /// to the idle list (unless it is draining, or due for rotation).
-    pub(crate) fn reuse(self) {
+    /// Returns when it did, if the pool read the clock.
+    pub(crate) fn reuse(self) -> Option<Instant> {
         let Lease { conn, pool, permit } = self;
         // Before the permit is released, so a waiter finds it idle.
-        pool.put_idle(conn);
+        let at = pool.put_idle(conn);
         drop(permit);
+        at
     }
 
     pub(crate) fn conn_mut(&mut self) -> &mut Conn {
