@@ -337,6 +337,8 @@ impl Run {
 pub(crate) struct EdgeFacts {
     /// The client's address (see `client_ip`).
     pub(crate) client_ip: std::net::IpAddr,
+    /// When the request arrived: its log, trace and deadline count from here.
+    pub(crate) started: Instant,
     /// The request's memory charge: its body, then a non-streaming answer read whole.
     pub(crate) lease: Arc<BodyLease>,
 }
@@ -349,7 +351,7 @@ where
     B: Body<Data = Bytes> + Send + 'static,
     B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
 {
-    let started = Instant::now();
+    let started = edge.started;
     let (mut parts, body) = req.into_parts();
     let request_id = state.request_id(&parts);
     // Boxed: it travels by value through three async layers (the serve stages and the

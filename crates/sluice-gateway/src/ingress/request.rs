@@ -53,7 +53,7 @@ pub(crate) enum Edge {
 /// nothing.
 pub(crate) fn accept(ing: Arc<Ingress>, conn: Arc<ConnTracker>, req: Request<Incoming>) -> Edge {
     let started = Instant::now();
-    let mut guard = RequestGuard::new(ing.clone(), conn.clone());
+    let mut guard = RequestGuard::new(ing.clone(), conn.clone(), started);
     let (mut parts, body) = req.into_parts();
     let client = ing
         .trusted
@@ -116,6 +116,7 @@ impl Accepted {
         async move {
             let edge = proxy::EdgeFacts {
                 client_ip: guard.client_ip,
+                started: guard.started,
                 lease: lease.clone(),
             };
             let resp = match proxy::admission(state, req, edge).await {
@@ -141,6 +142,7 @@ impl Accepted {
         // room in the stream's future.
         let edge = proxy::EdgeFacts {
             client_ip: guard.client_ip,
+            started: guard.started,
             lease: lease.clone(),
         };
         let admission = Box::pin(proxy::admission(state, req, edge));
@@ -232,17 +234,20 @@ pub(crate) struct RequestGuard {
     ing: Arc<Ingress>,
     conn: Arc<ConnTracker>,
     client_ip: IpAddr,
+    /// When the request arrived (its edge checks began): the whole request is timed from here.
+    started: Instant,
     done: bool,
 }
 
 impl RequestGuard {
-    fn new(ing: Arc<Ingress>, conn: Arc<ConnTracker>) -> Self {
+    fn new(ing: Arc<Ingress>, conn: Arc<ConnTracker>, started: Instant) -> Self {
         conn.request_started();
         let client_ip = conn.peer_ip();
         RequestGuard {
             ing,
             conn,
             client_ip,
+            started,
             done: false,
         }
     }
