@@ -310,10 +310,11 @@ impl Policy {
     /// Records the attempt that served the request.
     pub(crate) fn succeeded(&mut self, t: TargetRef, started: Instant, status: u16) {
         self.served = Some(t);
+        let now = Instant::now();
         // Streams keep their pick until they end (see `take_pick`).
         if !self.ctx.stream {
             if let Some(pick) = self.pick.take() {
-                pick.complete(sluice_upstream::Outcome::Success);
+                pick.complete_at(sluice_upstream::Outcome::Success, now);
             }
         }
         let upstream = self.target(t).upstream;
@@ -323,7 +324,7 @@ impl Policy {
             cause: "ok",
             status: Some(status),
             started,
-            duration: started.elapsed(),
+            duration: now.saturating_duration_since(started),
         });
         self.state
             .telemetry
