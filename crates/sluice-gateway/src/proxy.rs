@@ -137,7 +137,7 @@ impl State {
     }
 
     pub(crate) fn request_id(&self, req: &http::request::Parts) -> HeaderValue {
-        if let Some(v) = req.headers.get(REQUEST_ID) {
+        if let Some(v) = headers::get(&req.headers, &REQUEST_ID) {
             if !v.is_empty() && v.len() <= 200 {
                 return v.clone();
             }
@@ -532,7 +532,7 @@ pub(crate) fn now_unix() -> u64 {
 
 /// Whether a response is an SSE stream.
 pub(crate) fn is_event_stream(h: &HeaderMap) -> bool {
-    h.get(header::CONTENT_TYPE)
+    headers::find(h, &header::CONTENT_TYPE)
         .and_then(|v| v.to_str().ok())
         .is_some_and(|v| v.trim_start().starts_with("text/event-stream"))
 }
@@ -540,18 +540,16 @@ pub(crate) fn is_event_stream(h: &HeaderMap) -> bool {
 /// The request's deadline: the route's (or its first upstream's) total timeout, shortened by
 /// the client's own timeout header if it sent one (`x-sluice-timeout: 30s`, or the seconds
 /// the OpenAI and Anthropic SDKs send in `x-stainless-timeout`).
-fn deadline(state: &State, route: usize, headers: &HeaderMap, started: Instant) -> Instant {
+fn deadline(state: &State, route: usize, h: &HeaderMap, started: Instant) -> Instant {
     let r = &state.config.routes[route];
     let total = r
         .timeout
         .unwrap_or(state.config.upstreams[r.primary_upstream()].timeouts.total);
-    let client = headers
-        .get(X_SLUICE_TIMEOUT)
+    let client = headers::get(h, &X_SLUICE_TIMEOUT)
         .and_then(|v| v.to_str().ok())
         .and_then(|v| crate::config::parse_duration(v).ok())
         .or_else(|| {
-            headers
-                .get(X_STAINLESS_TIMEOUT)
+            headers::get(h, &X_STAINLESS_TIMEOUT)
                 .and_then(|v| v.to_str().ok())
                 .and_then(|v| v.trim().parse::<f64>().ok())
                 .filter(|s| s.is_finite() && *s > 0.0)
@@ -1015,7 +1013,7 @@ fn stream_response(
 
 fn wants_timing(state: &State, h: &HeaderMap) -> bool {
     state.config.server.server_timing
-        || h.get(X_SLUICE_TIMING).is_some_and(|v| v.as_bytes() == b"1")
+        || headers::get(h, &X_SLUICE_TIMING).is_some_and(|v| v.as_bytes() == b"1")
 }
 
 fn server_timing(t: PhaseTimings) -> Option<HeaderValue> {
