@@ -532,9 +532,12 @@ pub(crate) fn now_unix() -> u64 {
 
 /// Whether a response is an SSE stream.
 pub(crate) fn is_event_stream(h: &HeaderMap) -> bool {
-    headers::find(h, &header::CONTENT_TYPE)
-        .and_then(|v| v.to_str().ok())
-        .is_some_and(|v| v.trim_start().starts_with("text/event-stream"))
+    headers::find(h, &header::CONTENT_TYPE).is_some_and(|v| {
+        // The prefix on the bytes first: checking a whole JSON type is text cost more.
+        let b = v.as_bytes();
+        let start = b.iter().position(|c| !matches!(c, b' ' | b'\t'));
+        start.is_some_and(|i| b[i..].starts_with(b"text/event-stream")) && v.to_str().is_ok()
+    })
 }
 
 /// The request's deadline: the route's (or its first upstream's) total timeout, shortened by
@@ -1198,6 +1201,48 @@ async fn read_bounded(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_stream_is_told_by_its_type_as_the_text_reading_told_it() {
+        let was = |h: &HeaderMap| {
+            h.get(header::CONTENT_TYPE)
+                .and_then(|v| v.to_str().ok())
+                .is_some_and(|v| v.trim_start().starts_with("text/event-stream"))
+        };
+        let types: [&[u8]; 12] = [
+            b"text/event-stream",
+            b"text/event-stream; charset=utf-8",
+            b"  \t text/event-stream",
+            b"application/json",
+            b"",
+            b" ",
+            b"text/event-strea",
+            b"TEXT/EVENT-STREAM",
+            b"text/event-stream\x80",
+            b"\x80text/event-stream",
+            b"text/event-streamy",
+            b"x text/event-stream",
+        ];
+        for t in types {
+            for other in [None, Some("x-a"), Some("content-length")] {
+                let mut h = HeaderMap::new();
+                if let Some(n) = other {
+                    h.insert(HeaderName::from_static(n), HeaderValue::from_static("1"));
+                }
+                h.insert(header::CONTENT_TYPE, HeaderValue::from_bytes(t).unwrap());
+                // A second value is not read, by either.
+                h.append(
+                    header::CONTENT_TYPE,
+                    HeaderValue::from_static("text/event-stream"),
+                );
+                assert_eq!(is_event_stream(&h), was(&h), "{t:?}");
+                h.remove(header::CONTENT_TYPE);
+                h.insert(header::CONTENT_TYPE, HeaderValue::from_bytes(t).unwrap());
+                assert_eq!(is_event_stream(&h), was(&h), "{t:?} alone");
+            }
+        }
+        assert!(!is_event_stream(&HeaderMap::new()));
+    }
 
     #[test]
     fn an_attempt_count_is_its_decimal_whether_kept_or_formatted() {
