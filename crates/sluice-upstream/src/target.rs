@@ -1,6 +1,7 @@
 //! Aiming a request at the upstream: joining its path onto `base_url`'s path, setting the
 //! authority, and dropping the headers a protocol rejects.
 
+use std::cell::RefCell;
 use std::collections::HashMap;
 use std::sync::{Arc, RwLock};
 
@@ -28,6 +29,13 @@ pub(crate) struct Target {
 /// Paths kept in [`Target::joined`]; past it a path is joined per request, as before.
 const MAX_JOINED: usize = 256;
 
+/// The path a thread joined last: its target's map, the request's path and query, the result.
+struct LastJoined {
+    joined: Arc<RwLock<HashMap<Box<str>, PathAndQuery>>>,
+    rel: Box<str>,
+    path: PathAndQuery,
+}
+
 impl Target {
     pub(crate) fn new(scheme: Scheme, authority: Authority, base_path: &str) -> Option<Target> {
         let host = HeaderValue::from_str(authority.as_str()).ok()?;
@@ -43,6 +51,34 @@ impl Target {
     /// `/chat/completions?x=1` under base path `/v1` → `/v1/chat/completions?x=1`.
     fn path(&self, uri: &Uri) -> Result<PathAndQuery, UpstreamError> {
         let rel = uri.path_and_query().map_or("/", |p| p.as_str());
+        // Each thread keeps the last path it joined, with this target's map (held, so the
+        // pointer cannot name another target's): a hit skips the lock and the hashing of the
+        // path (~0.25 K instructions).
+        thread_local! {
+            static LAST: RefCell<Option<LastJoined>> = const { RefCell::new(None) };
+        }
+        let hit = LAST.with(|last| {
+            last.borrow()
+                .as_ref()
+                .filter(|l| Arc::ptr_eq(&l.joined, &self.joined) && *l.rel == *rel)
+                .map(|l| l.path.clone())
+        });
+        if let Some(p) = hit {
+            return Ok(p);
+        }
+        let p = self.join(rel)?;
+        LAST.with(|last| {
+            *last.borrow_mut() = Some(LastJoined {
+                joined: self.joined.clone(),
+                rel: rel.into(),
+                path: p.clone(),
+            });
+        });
+        Ok(p)
+    }
+
+    /// [`Target::path`] by the shared map of joined paths.
+    fn join(&self, rel: &str) -> Result<PathAndQuery, UpstreamError> {
         // A poisoned lock only means a panic elsewhere; the map is valid after every insert.
         if let Some(p) = self
             .joined
@@ -187,6 +223,27 @@ mod tests {
             assert_eq!(head.uri(), "http://upstream.test:8080/v1/embeddings");
         }
         assert_eq!(t.joined.read().unwrap().len(), 3);
+    }
+
+    #[test]
+    fn a_path_kept_by_the_thread_is_its_own_targets() {
+        // Two targets, same paths, different bases, taken in turns: each answer is its own
+        // target's join, whether kept by the thread, by the map, or joined afresh.
+        let a = target();
+        let b = Target::new(Scheme::HTTP, Authority::from_static("b.test"), "/api/v2").unwrap();
+        for _ in 0..3 {
+            for p in ["/chat/completions", "/chat/completions", "/embeddings?x=1"] {
+                for (t, base) in [(&a, "/v1"), (&a, "/v1"), (&b, "/api/v2"), (&a, "/v1")] {
+                    let r = t.for_h1(request(p, &[])).unwrap();
+                    assert_eq!(r.uri().to_string(), format!("{base}{p}"));
+                }
+            }
+        }
+        // A clone shares its target's map, and so its joins.
+        let c = a.clone();
+        let r = c.for_h1(request("/models", &[])).unwrap();
+        assert_eq!(r.uri(), "/v1/models");
+        assert!(a.joined.read().unwrap().contains_key("/models"));
     }
 
     #[test]
