@@ -103,14 +103,17 @@ impl Target {
         Ok(p)
     }
 
-    /// The request as HTTP/1.1 sends it: origin-form URI and our `Host`.
-    pub(crate) fn for_h1(&self, req: Request<Bytes>) -> Result<Request<Bytes>, UpstreamError> {
-        let (mut parts, body) = req.into_parts();
-        parts.uri = Uri::from(self.path(&parts.uri)?);
-        strip_connection_headers(&mut parts.headers);
-        parts.headers.insert(header::HOST, self.host.clone());
-        set_content_length(&mut parts.headers, &parts.method, &body);
-        Ok(Request::from_parts(parts, body))
+    /// Makes `req` the request HTTP/1.1 sends: origin-form URI and our `Host`. In place: taking
+    /// the request apart and back together copied its head three times.
+    pub(crate) fn for_h1(&self, req: &mut Request<Bytes>) -> Result<(), UpstreamError> {
+        *req.uri_mut() = Uri::from(self.path(req.uri())?);
+        let carries_body = carries_body(req.method(), req.body());
+        let len = req.body().len();
+        let h = req.headers_mut();
+        strip_connection_headers(h);
+        h.insert(header::HOST, self.host.clone());
+        set_content_length(h, carries_body, len);
+        Ok(())
     }
 
     /// The path `req` goes to (checked once per request; each HTTP/2 attempt's head reuses
@@ -143,7 +146,7 @@ impl Target {
         let h = head.headers_mut();
         strip_connection_headers(h);
         h.remove(header::HOST);
-        set_content_length(h, req.method(), req.body());
+        set_content_length(h, carries_body(req.method(), req.body()), req.body().len());
         Ok(head)
     }
 }
@@ -171,19 +174,22 @@ fn strip_connection_headers(h: &mut HeaderMap) {
     }
 }
 
+/// Whether a request says how long its body is: it has one, or its method expects one.
+fn carries_body(method: &Method, body: &Bytes) -> bool {
+    !body.is_empty() || matches!(*method, Method::POST | Method::PUT | Method::PATCH)
+}
+
 /// The body is complete, so its length is known: say so, replacing whatever the client sent
 /// (a mismatch would be a protocol error on either protocol).
-fn set_content_length(h: &mut HeaderMap, method: &Method, body: &Bytes) {
-    let carries_body =
-        !body.is_empty() || matches!(*method, Method::POST | Method::PUT | Method::PATCH);
+fn set_content_length(h: &mut HeaderMap, carries_body: bool, len: usize) {
     if carries_body {
         // Most callers set it already; inserting the same value into a full map would grow it.
         let set = h
             .get(header::CONTENT_LENGTH)
             .and_then(|v| v.to_str().ok())
             .and_then(|v| v.parse::<usize>().ok());
-        if set != Some(body.len()) {
-            h.insert(header::CONTENT_LENGTH, HeaderValue::from(body.len()));
+        if set != Some(len) {
+            h.insert(header::CONTENT_LENGTH, HeaderValue::from(len));
         }
     } else {
         h.remove(header::CONTENT_LENGTH);
@@ -197,6 +203,11 @@ mod tests {
     fn target() -> Target {
         let authority = Authority::from_static("upstream.test:8080");
         Target::new(Scheme::HTTP, authority, "/v1/").expect("valid target")
+    }
+
+    /// `req` as `for_h1` leaves it.
+    fn aimed(t: &Target, mut req: Request<Bytes>) -> Result<Request<Bytes>, UpstreamError> {
+        t.for_h1(&mut req).map(|()| req)
     }
 
     fn request(path: &str, headers: &[(&'static str, &'static str)]) -> Request<Bytes> {
@@ -214,9 +225,9 @@ mod tests {
         let t = target();
         for _ in 0..2 {
             // The second round is served from the cache: the same answers.
-            let r = t.for_h1(request("/chat/completions?x=1", &[])).unwrap();
+            let r = aimed(&t, request("/chat/completions?x=1", &[])).unwrap();
             assert_eq!(r.uri(), "/v1/chat/completions?x=1");
-            let r = t.for_h1(request("/chat/completions", &[])).unwrap();
+            let r = aimed(&t, request("/chat/completions", &[])).unwrap();
             assert_eq!(r.uri(), "/v1/chat/completions");
             let req = request("/embeddings", &[]);
             let head = t.h2_head(&req, t.h2_path(&req).unwrap()).unwrap();
@@ -234,14 +245,14 @@ mod tests {
         for _ in 0..3 {
             for p in ["/chat/completions", "/chat/completions", "/embeddings?x=1"] {
                 for (t, base) in [(&a, "/v1"), (&a, "/v1"), (&b, "/api/v2"), (&a, "/v1")] {
-                    let r = t.for_h1(request(p, &[])).unwrap();
+                    let r = aimed(t, request(p, &[])).unwrap();
                     assert_eq!(r.uri().to_string(), format!("{base}{p}"));
                 }
             }
         }
         // A clone shares its target's map, and so its joins.
         let c = a.clone();
-        let r = c.for_h1(request("/models", &[])).unwrap();
+        let r = aimed(&c, request("/models", &[])).unwrap();
         assert_eq!(r.uri(), "/v1/models");
         assert!(a.joined.read().unwrap().contains_key("/models"));
     }
@@ -250,7 +261,7 @@ mod tests {
     fn the_joined_paths_kept_are_bounded() {
         let t = target();
         for i in 0..MAX_JOINED + 10 {
-            let r = t.for_h1(request(&format!("/models/m{i}"), &[])).unwrap();
+            let r = aimed(&t, request(&format!("/models/m{i}"), &[])).unwrap();
             assert_eq!(r.uri().path(), format!("/v1/models/m{i}"));
         }
         assert_eq!(t.joined.read().unwrap().len(), MAX_JOINED);
@@ -259,8 +270,9 @@ mod tests {
     #[test]
     fn connection_specific_headers_are_dropped_and_others_kept() {
         let t = target();
-        let r = t
-            .for_h1(request(
+        let r = aimed(
+            &t,
+            request(
                 "/chat/completions",
                 &[
                     ("connection", "keep-alive"),
@@ -271,13 +283,12 @@ mod tests {
                     ("te", "gzip"),
                     ("x-session-id", "s1"),
                 ],
-            ))
-            .unwrap();
+            ),
+        )
+        .unwrap();
         let names: Vec<&str> = r.headers().keys().map(|n| n.as_str()).collect();
         assert_eq!(names, ["x-session-id", "host", "content-length"]);
-        let r = t
-            .for_h1(request("/chat/completions", &[("te", "trailers")]))
-            .unwrap();
+        let r = aimed(&t, request("/chat/completions", &[("te", "trailers")])).unwrap();
         assert_eq!(r.headers()["te"], "trailers");
         assert_eq!(r.headers()["content-length"], "2");
     }
