@@ -1092,10 +1092,11 @@ async fn read_whole(
     let timings = attempt.resp.body().timings();
     log.timings = Some(timings);
     let built = &attempt.built;
+    let op = policy.ctx.op;
     let translated = sluice_providers::response::translate_response(
-        &bytes,
+        bytes,
         &sluice_providers::response::ResponseOptions {
-            op: policy.ctx.op,
+            op,
             provider: &built.provider,
             model: &built.model,
             now_unix: now_unix(),
