@@ -1099,7 +1099,12 @@ async fn read_whole(
             op,
             provider: &built.provider,
             model: &built.model,
-            now_unix: now_unix(),
+            // A body passed through has its own `created`: no clock read for it.
+            now_unix: if sluice_providers::response::passes_through(op, &built.provider) {
+                0
+            } else {
+                now_unix()
+            },
         },
     );
     let bytes = match translated {
