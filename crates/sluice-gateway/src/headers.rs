@@ -58,6 +58,28 @@ pub fn drop_invalid_request_id(h: &mut HeaderMap) {
     }
 }
 
+/// The most names [`get`] and [`find`] compare one by one; past it a hashed lookup is cheaper.
+const SCAN_UP_TO: usize = 12;
+
+/// `h.get(name)` for a header most messages lack: a look at the few names present rules it
+/// out for ~30 instructions where hashing the name cost 0.1-0.2 K.
+pub(crate) fn get<'a>(h: &'a HeaderMap, name: &HeaderName) -> Option<&'a HeaderValue> {
+    if h.keys_len() <= SCAN_UP_TO && !h.keys().any(|n| n == name) {
+        return None;
+    }
+    h.get(name)
+}
+
+/// `h.get(name)` for a header most messages carry: found among the few names present
+/// without hashing it (a found one would cost the look and the hashed lookup with [`get`]).
+pub(crate) fn find<'a>(h: &'a HeaderMap, name: &HeaderName) -> Option<&'a HeaderValue> {
+    if h.keys_len() > SCAN_UP_TO {
+        return h.get(name);
+    }
+    // The first value of a name comes first in iteration, as `get` answers.
+    h.iter().find(|(n, _)| *n == name).map(|(_, v)| v)
+}
+
 /// Asks the upstream for an uncompressed body (`Accept-Encoding: identity`): the SSE relay
 /// reads events from the bytes, so a stream must arrive as text. (A non-streaming body is
 /// passed through untouched, compressed or not, with its `Content-Encoding`.)
@@ -471,6 +493,75 @@ mod tests {
         );
         assert_eq!(h["x-api-key"], "sk-ant");
         assert!(!h.contains_key("authorization"));
+    }
+
+    #[test]
+    fn a_lookup_by_names_finds_what_a_hashed_one_finds() {
+        let names: Vec<HeaderName> = [
+            "content-type",
+            "content-length",
+            "host",
+            "authorization",
+            "accept",
+            "x-request-id",
+            "x-sluice-timing",
+            "x-sluice-timeout",
+            "x-stainless-timeout",
+            // Same length as each other: compared byte by byte.
+            "x-aa",
+            "x-bb",
+            "X-Sluice-Timing",
+            "Content-Type",
+        ]
+        .iter()
+        .map(|n| HeaderName::from_bytes(n.as_bytes()).unwrap())
+        .collect();
+        let values = [
+            HeaderValue::from_static("1"),
+            HeaderValue::from_static(""),
+            HeaderValue::from_static("text/event-stream"),
+            // Not UTF-8: a valid header value all the same.
+            HeaderValue::from_bytes(b"\x80\xff").unwrap(),
+        ];
+        let mut seed = 0x2545_f491_u32;
+        let mut next = |n: usize| {
+            seed = seed.wrapping_mul(1_103_515_245).wrapping_add(12_345);
+            (seed >> 16) as usize % n
+        };
+        for round in 0..2_000 {
+            let mut h = HeaderMap::new();
+            // Past `SCAN_UP_TO` distinct names too, where the hashed lookup answers.
+            for _ in 0..round % 24 {
+                let name = names[next(names.len())].clone();
+                let value = values[next(values.len())].clone();
+                if next(3) == 0 {
+                    h.insert(name, value);
+                } else {
+                    h.append(name, value);
+                }
+            }
+            if round % 7 == 0 {
+                for i in 0..SCAN_UP_TO + 2 {
+                    h.insert(
+                        HeaderName::from_bytes(format!("x-filler-{i}").as_bytes()).unwrap(),
+                        values[0].clone(),
+                    );
+                }
+            }
+            for name in names.iter().chain([&REQUEST_ID, &header::TE]) {
+                let hashed = h.get(name);
+                for scanned in [get(&h, name), find(&h, name)] {
+                    assert!(
+                        match (scanned, hashed) {
+                            (Some(a), Some(b)) => std::ptr::eq(a, b),
+                            (None, None) => true,
+                            _ => false,
+                        },
+                        "{name} in {h:?}"
+                    );
+                }
+            }
+        }
     }
 
     #[test]

@@ -137,7 +137,7 @@ impl State {
     }
 
     pub(crate) fn request_id(&self, req: &http::request::Parts) -> HeaderValue {
-        if let Some(v) = req.headers.get(REQUEST_ID) {
+        if let Some(v) = headers::get(&req.headers, &REQUEST_ID) {
             if !v.is_empty() && v.len() <= 200 {
                 return v.clone();
             }
@@ -534,26 +534,27 @@ pub(crate) fn now_unix() -> u64 {
 
 /// Whether a response is an SSE stream.
 pub(crate) fn is_event_stream(h: &HeaderMap) -> bool {
-    h.get(header::CONTENT_TYPE)
-        .and_then(|v| v.to_str().ok())
-        .is_some_and(|v| v.trim_start().starts_with("text/event-stream"))
+    headers::find(h, &header::CONTENT_TYPE).is_some_and(|v| {
+        // The prefix on the bytes first: checking a whole JSON type is text cost more.
+        let b = v.as_bytes();
+        let start = b.iter().position(|c| !matches!(c, b' ' | b'\t'));
+        start.is_some_and(|i| b[i..].starts_with(b"text/event-stream")) && v.to_str().is_ok()
+    })
 }
 
 /// The request's deadline: the route's (or its first upstream's) total timeout, shortened by
 /// the client's own timeout header if it sent one (`x-sluice-timeout: 30s`, or the seconds
 /// the OpenAI and Anthropic SDKs send in `x-stainless-timeout`).
-fn deadline(state: &State, route: usize, headers: &HeaderMap, started: Instant) -> Instant {
+fn deadline(state: &State, route: usize, h: &HeaderMap, started: Instant) -> Instant {
     let r = &state.config.routes[route];
     let total = r
         .timeout
         .unwrap_or(state.config.upstreams[r.primary_upstream()].timeouts.total);
-    let client = headers
-        .get(X_SLUICE_TIMEOUT)
+    let client = headers::get(h, &X_SLUICE_TIMEOUT)
         .and_then(|v| v.to_str().ok())
         .and_then(|v| crate::config::parse_duration(v).ok())
         .or_else(|| {
-            headers
-                .get(X_STAINLESS_TIMEOUT)
+            headers::get(h, &X_STAINLESS_TIMEOUT)
                 .and_then(|v| v.to_str().ok())
                 .and_then(|v| v.trim().parse::<f64>().ok())
                 .filter(|s| s.is_finite() && *s > 0.0)
@@ -1017,7 +1018,7 @@ fn stream_response(
 
 fn wants_timing(state: &State, h: &HeaderMap) -> bool {
     state.config.server.server_timing
-        || h.get(X_SLUICE_TIMING).is_some_and(|v| v.as_bytes() == b"1")
+        || headers::get(h, &X_SLUICE_TIMING).is_some_and(|v| v.as_bytes() == b"1")
 }
 
 fn server_timing(t: PhaseTimings) -> Option<HeaderValue> {
@@ -1093,13 +1094,19 @@ async fn read_whole(
     let timings = attempt.resp.body().timings();
     log.timings = Some(timings);
     let built = &attempt.built;
+    let op = policy.ctx.op;
     let translated = sluice_providers::response::translate_response(
-        &bytes,
+        bytes,
         &sluice_providers::response::ResponseOptions {
-            op: policy.ctx.op,
+            op,
             provider: &built.provider,
             model: &built.model,
-            now_unix: now_unix(),
+            // A body passed through has its own `created`: no clock read for it.
+            now_unix: if sluice_providers::response::passes_through(op, &built.provider) {
+                0
+            } else {
+                now_unix()
+            },
         },
     );
     let bytes = match translated {
@@ -1202,6 +1209,48 @@ async fn read_bounded(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_stream_is_told_by_its_type_as_the_text_reading_told_it() {
+        let was = |h: &HeaderMap| {
+            h.get(header::CONTENT_TYPE)
+                .and_then(|v| v.to_str().ok())
+                .is_some_and(|v| v.trim_start().starts_with("text/event-stream"))
+        };
+        let types: [&[u8]; 12] = [
+            b"text/event-stream",
+            b"text/event-stream; charset=utf-8",
+            b"  \t text/event-stream",
+            b"application/json",
+            b"",
+            b" ",
+            b"text/event-strea",
+            b"TEXT/EVENT-STREAM",
+            b"text/event-stream\x80",
+            b"\x80text/event-stream",
+            b"text/event-streamy",
+            b"x text/event-stream",
+        ];
+        for t in types {
+            for other in [None, Some("x-a"), Some("content-length")] {
+                let mut h = HeaderMap::new();
+                if let Some(n) = other {
+                    h.insert(HeaderName::from_static(n), HeaderValue::from_static("1"));
+                }
+                h.insert(header::CONTENT_TYPE, HeaderValue::from_bytes(t).unwrap());
+                // A second value is not read, by either.
+                h.append(
+                    header::CONTENT_TYPE,
+                    HeaderValue::from_static("text/event-stream"),
+                );
+                assert_eq!(is_event_stream(&h), was(&h), "{t:?}");
+                h.remove(header::CONTENT_TYPE);
+                h.insert(header::CONTENT_TYPE, HeaderValue::from_bytes(t).unwrap());
+                assert_eq!(is_event_stream(&h), was(&h), "{t:?} alone");
+            }
+        }
+        assert!(!is_event_stream(&HeaderMap::new()));
+    }
 
     #[test]
     fn an_attempt_count_is_its_decimal_whether_kept_or_formatted() {

@@ -29,7 +29,7 @@ pub struct ResponseOptions<'a> {
     /// The model name sent upstream (the response names what actually answered).
     pub model: &'a str,
     /// Seconds since the epoch: `created` of a translated OpenAI response (this crate reads
-    /// no clock).
+    /// no clock). Not read for a body passed through (see [`passes_through`]).
     pub now_unix: u64,
 }
 
@@ -64,22 +64,30 @@ impl ResponseError {
     }
 }
 
+/// Whether [`translate_response`] gives a response of `provider` to a client calling `op`
+/// as it came (the same family), reading only its usage.
+pub fn passes_through(op: Operation, provider: &ProviderKind) -> bool {
+    op.family() == provider.family()
+}
+
 /// Translates a successful (2xx) non-streaming upstream body for the client.
+///
+/// The body is taken, not borrowed: one passed through is the client's as it is, where a
+/// clone of a body read into one buffer cost it an allocation.
 ///
 /// # Errors
 /// [`ResponseError::Malformed`] when a body that must be translated cannot be parsed (a body
 /// passed through untouched is never parsed beyond its usage).
 pub fn translate_response(
-    body: &Bytes,
+    body: Bytes,
     opts: &ResponseOptions<'_>,
 ) -> Result<ClientResponse, ResponseError> {
     let upstream = opts.provider.family();
-    if opts.op.family() == upstream {
-        return Ok(ClientResponse {
-            body: body.clone(),
-            usage: usage::scan(upstream, body),
-        });
+    if passes_through(opts.op, opts.provider) {
+        let usage = usage::scan(upstream, &body);
+        return Ok(ClientResponse { body, usage });
     }
+    let body = &body;
     let malformed = |reason: String| ResponseError::Malformed {
         provider: opts.provider.as_str(),
         reason,

@@ -193,7 +193,7 @@ fn responses() {
         let body = fixture(&format!("responses/{name}.json"));
         let provider = provider(p);
         let out = translate_response(
-            &body,
+            body.clone(),
             &ResponseOptions {
                 op: *op,
                 provider: &provider,

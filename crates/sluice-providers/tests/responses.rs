@@ -15,7 +15,7 @@ fn run(
     provider: &ProviderKind,
 ) -> Result<ClientResponse, ResponseError> {
     translate_response(
-        &Bytes::from(body.to_string()),
+        Bytes::from(body.to_string()),
         &ResponseOptions {
             op,
             provider,
@@ -94,7 +94,7 @@ fn passthrough_keeps_the_bytes_and_reads_the_usage() {
     for (op, p, v, usage) in cases {
         let b = Bytes::from(v.to_string());
         let r = translate_response(
-            &b,
+            b.clone(),
             &ResponseOptions {
                 op,
                 provider: p,
@@ -109,7 +109,7 @@ fn passthrough_keeps_the_bytes_and_reads_the_usage() {
     // Passthrough never parses beyond the usage: a body that is not JSON still passes.
     let b = Bytes::from_static(b"not json");
     let r = translate_response(
-        &b,
+        b.clone(),
         &ResponseOptions {
             op: Operation::ChatCompletions,
             provider: &o,

@@ -22,7 +22,7 @@ fn json_of(b: &[u8]) -> Value {
 /// The client's view of an upstream answer.
 fn answer(body: &Bytes, op: Operation, provider: &ProviderKind, model: &str) -> Value {
     let out = translate_response(
-        body,
+        body.clone(),
         &ResponseOptions {
             op,
             provider,

@@ -42,7 +42,7 @@ fn args_value(s: &str) -> Value {
 
 fn from_body(op: Operation, provider: &ProviderKind, body: &Value) -> Seen {
     let r = translate_response(
-        &Bytes::from(body.to_string()),
+        Bytes::from(body.to_string()),
         &ResponseOptions {
             op,
             provider,

@@ -468,13 +468,13 @@ impl Upstream {
     async fn send_h1(
         &self,
         lane: Lane,
-        req: http::Request<Bytes>,
+        mut req: http::Request<Bytes>,
         deadline: Instant,
         preconnected: Option<connect::Connected>,
         in_flight: InFlight,
         mut rec: Recorder,
     ) -> Result<http::Response<ResponseBody>, UpstreamError> {
-        let req = self.inner.target.for_h1(req)?;
+        self.inner.target.for_h1(&mut req)?;
         let (mut parts, body) = self
             .inner
             .pool

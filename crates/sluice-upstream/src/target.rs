@@ -1,6 +1,7 @@
 //! Aiming a request at the upstream: joining its path onto `base_url`'s path, setting the
 //! authority, and dropping the headers a protocol rejects.
 
+use std::cell::RefCell;
 use std::collections::HashMap;
 use std::sync::{Arc, RwLock};
 
@@ -28,6 +29,13 @@ pub(crate) struct Target {
 /// Paths kept in [`Target::joined`]; past it a path is joined per request, as before.
 const MAX_JOINED: usize = 256;
 
+/// The path a thread joined last: its target's map, the request's path and query, the result.
+struct LastJoined {
+    joined: Arc<RwLock<HashMap<Box<str>, PathAndQuery>>>,
+    rel: Box<str>,
+    path: PathAndQuery,
+}
+
 impl Target {
     pub(crate) fn new(scheme: Scheme, authority: Authority, base_path: &str) -> Option<Target> {
         let host = HeaderValue::from_str(authority.as_str()).ok()?;
@@ -43,6 +51,34 @@ impl Target {
     /// `/chat/completions?x=1` under base path `/v1` → `/v1/chat/completions?x=1`.
     fn path(&self, uri: &Uri) -> Result<PathAndQuery, UpstreamError> {
         let rel = uri.path_and_query().map_or("/", |p| p.as_str());
+        // Each thread keeps the last path it joined, with this target's map (held, so the
+        // pointer cannot name another target's): a hit skips the lock and the hashing of the
+        // path (~0.25 K instructions).
+        thread_local! {
+            static LAST: RefCell<Option<LastJoined>> = const { RefCell::new(None) };
+        }
+        let hit = LAST.with(|last| {
+            last.borrow()
+                .as_ref()
+                .filter(|l| Arc::ptr_eq(&l.joined, &self.joined) && *l.rel == *rel)
+                .map(|l| l.path.clone())
+        });
+        if let Some(p) = hit {
+            return Ok(p);
+        }
+        let p = self.join(rel)?;
+        LAST.with(|last| {
+            *last.borrow_mut() = Some(LastJoined {
+                joined: self.joined.clone(),
+                rel: rel.into(),
+                path: p.clone(),
+            });
+        });
+        Ok(p)
+    }
+
+    /// [`Target::path`] by the shared map of joined paths.
+    fn join(&self, rel: &str) -> Result<PathAndQuery, UpstreamError> {
         // A poisoned lock only means a panic elsewhere; the map is valid after every insert.
         if let Some(p) = self
             .joined
@@ -67,14 +103,17 @@ impl Target {
         Ok(p)
     }
 
-    /// The request as HTTP/1.1 sends it: origin-form URI and our `Host`.
-    pub(crate) fn for_h1(&self, req: Request<Bytes>) -> Result<Request<Bytes>, UpstreamError> {
-        let (mut parts, body) = req.into_parts();
-        parts.uri = Uri::from(self.path(&parts.uri)?);
-        strip_connection_headers(&mut parts.headers);
-        parts.headers.insert(header::HOST, self.host.clone());
-        set_content_length(&mut parts.headers, &parts.method, &body);
-        Ok(Request::from_parts(parts, body))
+    /// Makes `req` the request HTTP/1.1 sends: origin-form URI and our `Host`. In place: taking
+    /// the request apart and back together copied its head three times.
+    pub(crate) fn for_h1(&self, req: &mut Request<Bytes>) -> Result<(), UpstreamError> {
+        *req.uri_mut() = Uri::from(self.path(req.uri())?);
+        let carries_body = carries_body(req.method(), req.body());
+        let len = req.body().len();
+        let h = req.headers_mut();
+        strip_connection_headers(h);
+        h.insert(header::HOST, self.host.clone());
+        set_content_length(h, carries_body, len);
+        Ok(())
     }
 
     /// The path `req` goes to (checked once per request; each HTTP/2 attempt's head reuses
@@ -107,7 +146,7 @@ impl Target {
         let h = head.headers_mut();
         strip_connection_headers(h);
         h.remove(header::HOST);
-        set_content_length(h, req.method(), req.body());
+        set_content_length(h, carries_body(req.method(), req.body()), req.body().len());
         Ok(head)
     }
 }
@@ -135,19 +174,22 @@ fn strip_connection_headers(h: &mut HeaderMap) {
     }
 }
 
+/// Whether a request says how long its body is: it has one, or its method expects one.
+fn carries_body(method: &Method, body: &Bytes) -> bool {
+    !body.is_empty() || matches!(*method, Method::POST | Method::PUT | Method::PATCH)
+}
+
 /// The body is complete, so its length is known: say so, replacing whatever the client sent
 /// (a mismatch would be a protocol error on either protocol).
-fn set_content_length(h: &mut HeaderMap, method: &Method, body: &Bytes) {
-    let carries_body =
-        !body.is_empty() || matches!(*method, Method::POST | Method::PUT | Method::PATCH);
+fn set_content_length(h: &mut HeaderMap, carries_body: bool, len: usize) {
     if carries_body {
         // Most callers set it already; inserting the same value into a full map would grow it.
         let set = h
             .get(header::CONTENT_LENGTH)
             .and_then(|v| v.to_str().ok())
             .and_then(|v| v.parse::<usize>().ok());
-        if set != Some(body.len()) {
-            h.insert(header::CONTENT_LENGTH, HeaderValue::from(body.len()));
+        if set != Some(len) {
+            h.insert(header::CONTENT_LENGTH, HeaderValue::from(len));
         }
     } else {
         h.remove(header::CONTENT_LENGTH);
@@ -161,6 +203,11 @@ mod tests {
     fn target() -> Target {
         let authority = Authority::from_static("upstream.test:8080");
         Target::new(Scheme::HTTP, authority, "/v1/").expect("valid target")
+    }
+
+    /// `req` as `for_h1` leaves it.
+    fn aimed(t: &Target, mut req: Request<Bytes>) -> Result<Request<Bytes>, UpstreamError> {
+        t.for_h1(&mut req).map(|()| req)
     }
 
     fn request(path: &str, headers: &[(&'static str, &'static str)]) -> Request<Bytes> {
@@ -178,9 +225,9 @@ mod tests {
         let t = target();
         for _ in 0..2 {
             // The second round is served from the cache: the same answers.
-            let r = t.for_h1(request("/chat/completions?x=1", &[])).unwrap();
+            let r = aimed(&t, request("/chat/completions?x=1", &[])).unwrap();
             assert_eq!(r.uri(), "/v1/chat/completions?x=1");
-            let r = t.for_h1(request("/chat/completions", &[])).unwrap();
+            let r = aimed(&t, request("/chat/completions", &[])).unwrap();
             assert_eq!(r.uri(), "/v1/chat/completions");
             let req = request("/embeddings", &[]);
             let head = t.h2_head(&req, t.h2_path(&req).unwrap()).unwrap();
@@ -190,10 +237,31 @@ mod tests {
     }
 
     #[test]
+    fn a_path_kept_by_the_thread_is_its_own_targets() {
+        // Two targets, same paths, different bases, taken in turns: each answer is its own
+        // target's join, whether kept by the thread, by the map, or joined afresh.
+        let a = target();
+        let b = Target::new(Scheme::HTTP, Authority::from_static("b.test"), "/api/v2").unwrap();
+        for _ in 0..3 {
+            for p in ["/chat/completions", "/chat/completions", "/embeddings?x=1"] {
+                for (t, base) in [(&a, "/v1"), (&a, "/v1"), (&b, "/api/v2"), (&a, "/v1")] {
+                    let r = aimed(t, request(p, &[])).unwrap();
+                    assert_eq!(r.uri().to_string(), format!("{base}{p}"));
+                }
+            }
+        }
+        // A clone shares its target's map, and so its joins.
+        let c = a.clone();
+        let r = aimed(&c, request("/models", &[])).unwrap();
+        assert_eq!(r.uri(), "/v1/models");
+        assert!(a.joined.read().unwrap().contains_key("/models"));
+    }
+
+    #[test]
     fn the_joined_paths_kept_are_bounded() {
         let t = target();
         for i in 0..MAX_JOINED + 10 {
-            let r = t.for_h1(request(&format!("/models/m{i}"), &[])).unwrap();
+            let r = aimed(&t, request(&format!("/models/m{i}"), &[])).unwrap();
             assert_eq!(r.uri().path(), format!("/v1/models/m{i}"));
         }
         assert_eq!(t.joined.read().unwrap().len(), MAX_JOINED);
@@ -202,8 +270,9 @@ mod tests {
     #[test]
     fn connection_specific_headers_are_dropped_and_others_kept() {
         let t = target();
-        let r = t
-            .for_h1(request(
+        let r = aimed(
+            &t,
+            request(
                 "/chat/completions",
                 &[
                     ("connection", "keep-alive"),
@@ -214,13 +283,12 @@ mod tests {
                     ("te", "gzip"),
                     ("x-session-id", "s1"),
                 ],
-            ))
-            .unwrap();
+            ),
+        )
+        .unwrap();
         let names: Vec<&str> = r.headers().keys().map(|n| n.as_str()).collect();
         assert_eq!(names, ["x-session-id", "host", "content-length"]);
-        let r = t
-            .for_h1(request("/chat/completions", &[("te", "trailers")]))
-            .unwrap();
+        let r = aimed(&t, request("/chat/completions", &[("te", "trailers")])).unwrap();
         assert_eq!(r.headers()["te"], "trailers");
         assert_eq!(r.headers()["content-length"], "2");
     }

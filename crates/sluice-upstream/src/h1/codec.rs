@@ -88,17 +88,16 @@ pub(crate) fn encode_request_head(req: &Request<Bytes>, out: &mut Vec<u8>) {
     out.push(b' ');
     out.extend_from_slice(target.as_bytes());
     out.extend_from_slice(b" HTTP/1.1\r\n");
+    // The framing fields noted on the way: looking them up after cost a hashed lookup.
+    let mut framed = false;
     for (name, value) in req.headers() {
+        framed |= name == header::CONTENT_LENGTH || name == header::TRANSFER_ENCODING;
         out.extend_from_slice(name.as_str().as_bytes());
         out.extend_from_slice(b": ");
         out.extend_from_slice(value.as_bytes());
         out.extend_from_slice(b"\r\n");
     }
-    let headers = req.headers();
-    if !req.body().is_empty()
-        && !headers.contains_key(header::CONTENT_LENGTH)
-        && !headers.contains_key(header::TRANSFER_ENCODING)
-    {
+    if !req.body().is_empty() && !framed {
         out.extend_from_slice(b"content-length: ");
         out.extend_from_slice(req.body().len().to_string().as_bytes());
         out.extend_from_slice(b"\r\n");
