@@ -611,7 +611,8 @@ where
         })?;
     let route = &state.config.routes[route_idx];
     log.route.clone_from(&route.name);
-    let idempotent = route.idempotent || parts.headers.contains_key(IDEMPOTENCY_KEY);
+    let idempotent = route.idempotent
+        || crate::headers::get(&parts.headers, &crate::keys::IDEMPOTENCY_KEY).is_some();
     let max_tokens = probe
         .max_tokens
         .or(probe.max_completion_tokens)
@@ -914,7 +915,6 @@ fn answer_failure(
 // Header names as constants: a `&str` name is parsed and validated on every use.
 const X_SLUICE_TIMEOUT: HeaderName = HeaderName::from_static("x-sluice-timeout");
 const X_STAINLESS_TIMEOUT: HeaderName = HeaderName::from_static("x-stainless-timeout");
-const IDEMPOTENCY_KEY: HeaderName = HeaderName::from_static("idempotency-key");
 const SERVER_TIMING: HeaderName = HeaderName::from_static("server-timing");
 const X_ACCEL_BUFFERING: HeaderName = HeaderName::from_static("x-accel-buffering");
 const X_SLUICE_DROPPED_PARAMS: HeaderName = HeaderName::from_static("x-sluice-dropped-params");

@@ -34,7 +34,7 @@ use http::header::HeaderMap;
 use sluice_state::{Admission, Check, Decision, Quota, Store, MAX_CHECKS};
 
 pub use admin::{admin_keys, AdminReply};
-pub(crate) use idempotency::{complete, replay, to_store, IdempotencyStart};
+pub(crate) use idempotency::{complete, replay, to_store, IdempotencyStart, IDEMPOTENCY_KEY};
 pub use refusal::{KeyError, Limited};
 pub use table::{Identity, VirtualKey};
 
