@@ -9,13 +9,16 @@
 #   route_extra: extra TOML lines for the route (both builds must accept them)
 # Env A_SERVER / B_SERVER: extra [server] lines for one side only, to compare two settings of
 # one build (e.g. A_SERVER='workers = 0' with the same binary on both sides).
+# Env BODY_KB=N: send a chat request of about N KiB (a conversation of English prose with an
+# escape every ~40 bytes) instead of the small call; BODY_FILE=path: send that file's bytes.
 # Needs wrk. Only 127.0.0.1.
 set -euo pipefail
 A=${1:?A_BIN}; B=${2:?B_BIN}
 ROUNDS=${3:-5}; SECS=${4:-8}; CONNS=${5:-64}; ROUTE_EXTRA=${6:-}
 command -v wrk >/dev/null || { echo "needs wrk (apt-get install wrk)"; exit 2; }
 DIR=$(mktemp -d)
-trap 'kill $(jobs -p) 2>/dev/null || true; rm -rf "$DIR"' EXIT
+# Waits for the servers to exit, so that a run started right after finds the ports free.
+trap 'kill $(jobs -p) 2>/dev/null || true; wait 2>/dev/null || true; rm -rf "$DIR"' EXIT
 MOCK_PORT=19190; PA=19181; PB=19182
 
 "$B" mock --listen 127.0.0.1:$MOCK_PORT >"$DIR/mock.log" 2>&1 &
@@ -58,6 +61,22 @@ done = function(summary, latency, requests)
     latency:percentile(99) / 1000, summary.errors.status + summary.errors.connect + summary.errors.read + summary.errors.write + summary.errors.timeout))
 end
 LUA
+if [ -n "${BODY_KB:-}" ]; then
+  BODY_FILE="$DIR/body.json"
+  prose='The gateway forwards each event as it arrives, and a slow client slows only its own stream.\n Retries happen only when no byte reached the client; \"idempotent\" requests may be sent again.\tSee section 4.2 été.\n'
+  body='{"model":"gpt-4o","messages":[{"role":"system","content":"You are a helpful assistant."}'
+  turn=0
+  while [ "${#body}" -lt $((BODY_KB * 1024)) ]; do
+    role=user; [ $((turn % 2)) -eq 1 ] && role=assistant
+    body+=",{\"role\":\"$role\",\"content\":\"$prose$prose$prose$prose\"}"
+    turn=$((turn + 1))
+  done
+  printf '%s],"max_tokens":16}' "$body" >"$BODY_FILE"
+fi
+if [ -n "${BODY_FILE:-}" ]; then
+  printf 'local f = assert(io.open("%s", "rb"))\nwrk.body = f:read("*a")\nf:close()\n' \
+    "$(realpath "$BODY_FILE")" >>"$DIR/post.lua"
+fi
 
 ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; }
 HZ=$(getconf CLK_TCK)

@@ -111,9 +111,39 @@ fn scan(bytes: &[u8]) -> Option<Probe<'_>> {
     (s.i == bytes.len()).then_some(probe)
 }
 
-/// Where a string's plain run ends: its closing quote, an escape, or a control character.
-fn stops_string(c: u8) -> bool {
-    c == b'"' || c == b'\\' || c < 0x20
+/// Where a string's plain run ends in `s`: the index of its first quote, backslash (an
+/// escape) or control character.
+///
+/// A prompt is almost all string, so this is the probe's cost per byte: a byte-by-byte
+/// `position` ran at ~1.2 GB/s, half serde's speed at skipping the same body, and a `memchr`
+/// call per run cost more than it saved on the short runs between a prompt's escapes. Eight
+/// bytes are looked at at once (SWAR: a byte lane's high bit marks a match; borrows run only
+/// upwards, so the lowest marked lane is exact).
+fn plain_run(s: &[u8]) -> Option<usize> {
+    const ONES: u64 = u64::from_ne_bytes([1; 8]);
+    const HIGH: u64 = ONES << 7;
+    const QUOTES: u64 = ONES * b'"' as u64;
+    const BACKSLASHES: u64 = ONES * b'\\' as u64;
+    const SPACES: u64 = ONES * 0x20;
+    let mut chunks = s.chunks_exact(8);
+    let mut at = 0;
+    for chunk in &mut chunks {
+        let w = u64::from_le_bytes(chunk.try_into().unwrap_or_default());
+        let q = w ^ QUOTES;
+        let b = w ^ BACKSLASHES;
+        let hits =
+            (q.wrapping_sub(ONES) & !q | b.wrapping_sub(ONES) & !b | w.wrapping_sub(SPACES) & !w)
+                & HIGH;
+        if hits != 0 {
+            return Some(at + (hits.trailing_zeros() / 8) as usize);
+        }
+        at += 8;
+    }
+    chunks
+        .remainder()
+        .iter()
+        .position(|&c| c == b'"' || c == b'\\' || c < 0x20)
+        .map(|p| at + p)
 }
 
 struct Scanner<'a> {
@@ -200,7 +230,7 @@ impl<'a> Scanner<'a> {
     fn raw_string(&mut self) -> Option<&'a [u8]> {
         self.eat(b'"')?;
         let rest = &self.b[self.i..];
-        let n = rest.iter().position(|&c| stops_string(c))?;
+        let n = plain_run(rest)?;
         if rest[n] != b'"' {
             return None;
         }
@@ -213,7 +243,7 @@ impl<'a> Scanner<'a> {
     fn string(&mut self) -> Option<()> {
         self.eat(b'"')?;
         loop {
-            let n = self.b[self.i..].iter().position(|&c| stops_string(c))?;
+            let n = plain_run(&self.b[self.i..])?;
             self.i += n;
             match self.next()? {
                 b'"' => return Some(()),

@@ -206,3 +206,86 @@ fn deep_nesting_is_left_to_serde() {
     );
     assert!(scan(shallow.as_bytes()).is_some());
 }
+
+/// A byte of a string's inside: mostly plain (printable ASCII, UTF-8's high bytes), a stop
+/// (quote, backslash, control character) about once in `1 << rate` bytes, none at rate 0.
+fn string_byte(rng: &mut Rng, rate: usize) -> u8 {
+    if rate > 0 && rng.below(1 << rate) == 0 {
+        return match rng.below(3) {
+            0 => b'"',
+            1 => b'\\',
+            _ => rng.below(0x20) as u8,
+        };
+    }
+    match rng.below(8) {
+        0 => 0x80 + rng.below(0x80) as u8,
+        _ => 0x20 + rng.below(0x60) as u8,
+    }
+}
+
+#[test]
+fn a_plain_run_ends_where_a_look_at_each_byte_ends_it() {
+    let stops = |c: u8| c == b'"' || c == b'\\' || c < 0x20;
+    let mut rng = Rng(0x2545_F491_4F6C_DD1D);
+    for _ in 0..20_000 {
+        // Lengths across the vector widths, rates from "never" to "every other byte".
+        let (len, rate) = (rng.below(300), rng.below(8));
+        let s: Vec<u8> = (0..len)
+            .filter_map(|_| {
+                let c = string_byte(&mut rng, rate);
+                // The plain alphabet never yields a quote or backslash except as a stop.
+                (rate > 0 || !stops(c)).then_some(c)
+            })
+            .collect();
+        assert_eq!(plain_run(&s), s.iter().position(|&c| stops(c)), "{s:?}");
+    }
+}
+
+#[test]
+fn long_strings_read_as_serde_reads_them() {
+    let mut rng = Rng(0x9E37_79B9_7F4A_7C15 ^ 0xFFFF);
+    let mut agreed = 0;
+    for _ in 0..5_000 {
+        let (len, rate) = (rng.below(400), rng.below(9));
+        // Text with now and then an escape, a character of two or three bytes, and (rate in
+        // 1 << rate pieces) something serde refuses: a control character or a bad escape.
+        let mut content = Vec::new();
+        for _ in 0..len {
+            let control = [rng.below(0x20) as u8];
+            let piece: &[u8] = if rate > 0 && rng.below(1 << rate) == 0 {
+                // Two valid escapes among them, so that escapes alone do not decide.
+                [
+                    &br"\x"[..],
+                    br"\u12g4",
+                    br"\n",
+                    br"\u00e9",
+                    br#"""#,
+                    &control,
+                ][rng.below(6)]
+            } else {
+                [
+                    &b"a"[..],
+                    b" ",
+                    b"Z",
+                    b"~",
+                    "\u{e9}".as_bytes(),
+                    "\u{20ac}".as_bytes(),
+                ][rng.below(6)]
+            };
+            content.extend_from_slice(piece);
+        }
+        let mut body = br#"{"messages":[{"role":"user","content":""#.to_vec();
+        body.extend_from_slice(&content);
+        body.extend_from_slice(br#""}],"model":"gpt-4o","stream":true}"#);
+        let serde = serde_json::from_slice::<Probe<'_>>(&body).ok();
+        match scan(&body) {
+            Some(p) => {
+                assert_eq!(Some(p), serde, "{}", String::from_utf8_lossy(&body));
+                agreed += 1;
+            }
+            None => assert_eq!(serde, None, "{}", String::from_utf8_lossy(&body)),
+        }
+    }
+    // Enough of them are JSON for the check to mean something.
+    assert!(agreed > 1_000, "{agreed}");
+}
