@@ -136,7 +136,17 @@ impl State {
         self.upstream_headers.get(i).cloned().flatten()
     }
 
+    /// The request's id, the client's or a new one. Marked never to be indexed: HPACK (an
+    /// HTTP/2 client's response, an HTTP/2 upstream's request) would otherwise add each new id
+    /// to the connection's table, to be evicted unused, after comparing it with every id
+    /// still there (see `headers::never_index`).
     pub(crate) fn request_id(&self, req: &http::request::Parts) -> HeaderValue {
+        let mut id = self.new_request_id(req);
+        id.set_sensitive(true);
+        id
+    }
+
+    fn new_request_id(&self, req: &http::request::Parts) -> HeaderValue {
         if let Some(v) = headers::get(&req.headers, &REQUEST_ID) {
             if !v.is_empty() && v.len() <= 200 {
                 return v.clone();

@@ -155,7 +155,9 @@ impl Accepted {
                 }
                 proxy::Admission::Run(run) => run,
             };
-            let resp = run.serve().await;
+            let mut resp = run.serve().await;
+            // The upstream's headers, on their way into this connection's HPACK table.
+            headers::never_index(resp.headers_mut());
             ClientBody::wrap(resp, guard, Some(lease), &conn)
         }
     }
