@@ -50,44 +50,10 @@ CONF
 GP=$!
 PIDS+=($GP)
 
-cat > "$WORK/nginx.conf" <<CONF
-worker_processes 2;
-pid $WORK/nginx.pid;
-error_log $WORK/nginx-error.log;
-events { worker_connections 4096; }
-http {
-  access_log off;
-  upstream mock { server $MOCK; keepalive 1024; }
-  server {
-    listen $NG;
-    location / {
-      proxy_pass http://mock;
-      proxy_http_version 1.1;
-      proxy_set_header Connection "";
-      proxy_buffering off;
-    }
-  }
-}
-CONF
-nginx -c "$WORK/nginx.conf"
-
-cat > "$WORK/haproxy.cfg" <<CONF
-global
-  maxconn 4000
-defaults
-  mode http
-  option http-no-delay
-  timeout connect 5s
-  timeout client 600s
-  timeout server 600s
-frontend fe
-  bind $HA
-  default_backend be
-backend be
-  http-reuse always
-  server s1 $MOCK
-CONF
-haproxy -D -f "$WORK/haproxy.cfg" -p "$WORK/haproxy.pid"
+# shellcheck source=bench/proxies.sh
+. "$(dirname "$0")/proxies.sh"
+nginx_proxy "$WORK" "$NG" "$MOCK"
+haproxy_proxy "$WORK" "$HA" "$MOCK"
 
 cat > "$WORK/post.lua" <<'LUA'
 wrk.method = "POST"

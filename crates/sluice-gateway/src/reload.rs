@@ -63,6 +63,10 @@ pub struct ConfigSource {
     pub path: PathBuf,
     /// Command-line values that win over the file's, at startup and at every reload.
     pub overrides: Overrides,
+    /// The file's text the running config was made from, if known: `--watch` compares the
+    /// file with it, so that an edit made while the gateway was starting is reloaded rather
+    /// than taken for what runs.
+    pub text: Option<String>,
 }
 
 /// Values given on the command line instead of the file's.

@@ -123,8 +123,14 @@ fn init_logs(format: LogFormat, level: &str) {
 /// Runs the gateway until SIGINT or SIGTERM, then shuts down gracefully.
 pub fn serve(args: ServeArgs) -> anyhow::Result<()> {
     let file = args.config.path();
-    let checked = Config::check_file(file, EnvMode::Required)
-        .with_context(|| format!("{} is not a valid config", file.display()))?;
+    // Read once: what runs is what `--watch` compares the file with.
+    let text = Config::read_file(file)
+        .and_then(|text| {
+            let checked = Config::check_toml(&text, &|k| std::env::var(k).ok(), EnvMode::Required)?;
+            Ok((text, checked))
+        })
+        .with_context(|| format!("{} is not a valid config", file.display()));
+    let (text, checked) = text?;
     let format = args
         .log_format
         .unwrap_or(match checked.config.server.log_format {
@@ -149,6 +155,7 @@ pub fn serve(args: ServeArgs) -> anyhow::Result<()> {
     let source = ConfigSource {
         path: file.to_path_buf(),
         overrides,
+        text: Some(text),
     };
     // Client connections on threads of their own when `server.workers` asks for them;
     // otherwise everything on tokio's multi-threaded runtime.

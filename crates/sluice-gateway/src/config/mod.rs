@@ -649,8 +649,16 @@ impl Config {
     /// # Errors
     /// An unreadable file, or the first problem found in it.
     pub fn check_file(path: &std::path::Path, mode: EnvMode) -> Result<Checked, ConfigError> {
-        let text = validate::read(path)?;
+        let text = Config::read_file(path)?;
         Config::check_toml(&text, &|k| std::env::var(k).ok(), mode)
+    }
+
+    /// A config file's text, for [`Config::check_toml`].
+    ///
+    /// # Errors
+    /// The file cannot be read (the error names it).
+    pub fn read_file(path: &std::path::Path) -> Result<String, ConfigError> {
+        validate::read(path)
     }
 
     /// The route for a model, if any.

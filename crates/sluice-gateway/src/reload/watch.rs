@@ -21,6 +21,12 @@ struct Fingerprint {
     hash: u64,
 }
 
+fn content_hash(text: &str) -> u64 {
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    text.hash(&mut h);
+    h.finish()
+}
+
 async fn fingerprint(path: &std::path::Path) -> Option<(Fingerprint, String)> {
     let p = path.to_path_buf();
     // A blocking read of a small file, off the runtime's threads.
@@ -32,31 +38,35 @@ async fn fingerprint(path: &std::path::Path) -> Option<(Fingerprint, String)> {
     })
     .await
     .ok()??;
-    let mut h = std::collections::hash_map::DefaultHasher::new();
-    text.hash(&mut h);
     Some((
         Fingerprint {
             modified: meta.modified().ok(),
             len: meta.len(),
-            hash: h.finish(),
+            hash: content_hash(&text),
         },
         text,
     ))
 }
 
-/// Polls the reloader's config file every `every` until `stop`, and reloads it when it has
-/// changed and then stayed the same for one more poll: a file caught half-written is not
-/// loaded (and if a writer pauses longer than that, the half file fails validation and the
-/// running config stays until the file is whole).
+/// Polls the reloader's config file every `every` until `stop`, and reloads it when its
+/// content differs from what runs and it has stayed the same for one more poll: a file caught
+/// half-written is not loaded (and if a writer pauses longer than that, the half file fails
+/// validation and the running config stays until the file is whole). What runs is the text
+/// the gateway started from when the source has it (an edit made while it started is then
+/// seen), else the file as the watch first finds it; a file only touched is not reloaded.
 ///
 /// # Cancel safety
 /// Stops at `stop`; a reload under way when the task is dropped is not applied or fully is.
 pub(crate) async fn watch_file(reloader: Arc<Reloader>, every: Duration, stop: CancellationToken) {
-    let Some(path) = reloader.source().map(|s| s.path.clone()) else {
+    let Some(source) = reloader.source() else {
         return;
     };
-    let mut loaded = fingerprint(&path).await.map(|(f, _)| f);
-    let mut last_seen = loaded;
+    let path = source.path.clone();
+    let mut running = match &source.text {
+        Some(text) => Some(content_hash(text)),
+        None => fingerprint(&path).await.map(|(f, _)| f.hash),
+    };
+    let mut last_seen = None;
     loop {
         tokio::select! {
             _ = stop.cancelled() => return,
@@ -69,10 +79,10 @@ pub(crate) async fn watch_file(reloader: Arc<Reloader>, every: Duration, stop: C
         };
         let settled = last_seen == Some(now);
         last_seen = Some(now);
-        if loaded == Some(now) || !settled {
+        if running == Some(now.hash) || !settled {
             continue;
         }
-        loaded = Some(now);
+        running = Some(now.hash);
         // Refusals are logged and counted by the reloader; the watch carries on either way.
         let _ = reloader.apply_text(text).await;
     }

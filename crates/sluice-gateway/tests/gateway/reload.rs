@@ -43,6 +43,7 @@ async fn start(file: &ConfigFile) -> Gateway {
         ConfigSource {
             path: file.0.clone(),
             overrides: Overrides::default(),
+            text: None,
         },
     )
     .await
@@ -400,5 +401,78 @@ async fn watch_reloads_a_changed_file_once_it_is_whole() {
     assert_eq!(r.status, 200);
     assert_eq!(b.stats().snapshot().totals.requests, 1);
     assert_eq!(a.stats().snapshot().totals.requests, 0);
+    gw.shutdown().await;
+}
+
+/// The config version `/admin/config` reports.
+async fn config_version(gw: &Gateway) -> u64 {
+    h1(gw.admin_addr(), admin_get("/admin/config", None))
+        .await
+        .json()["version"]
+        .as_u64()
+        .unwrap()
+}
+
+async fn wait_config_version(gw: &Gateway, want: u64) {
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    while config_version(gw).await != want {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "config version never became {want}"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+/// What `sluice serve` does: the config made from the text it read, that text handed on.
+async fn start_from_text(file: &ConfigFile, text: &str) -> Gateway {
+    let cfg = Config::from_toml(text, &|_| None).unwrap_or_else(|e| panic!("{e}"));
+    Gateway::start_with_source(
+        cfg,
+        ConfigSource {
+            path: file.0.clone(),
+            overrides: Overrides::default(),
+            text: Some(text.to_string()),
+        },
+    )
+    .await
+    .unwrap()
+}
+
+#[tokio::test]
+async fn watch_reloads_an_edit_made_while_the_gateway_started() {
+    let (a, b) = (mock("").await, mock("").await);
+    let read = config("", &[("a", &a, ""), ("b", &b, "")], &[("[\"*\"]", "a")]);
+    let file = ConfigFile::new("watch-start", &read);
+    // Edited after the gateway read it, before its watch first looks: taken for what runs,
+    // this edit would never be applied.
+    let edited = config("", &[("a", &a, ""), ("b", &b, "")], &[("[\"*\"]", "b")]);
+    file.write(&edited);
+    let mut gw = start_from_text(&file, &read).await;
+    assert_eq!(config_version(&gw).await, 1);
+    gw.watch_config(Duration::from_millis(50));
+    wait_config_version(&gw, 2).await;
+    let r = h1(gw.addr(), request("POST", "/v1/chat/completions", "", CHAT)).await;
+    assert_eq!(r.status, 200);
+    assert_eq!(b.stats().snapshot().totals.requests, 1);
+    assert_eq!(a.stats().snapshot().totals.requests, 0);
+    gw.shutdown().await;
+}
+
+#[tokio::test]
+async fn watch_leaves_a_file_only_touched_and_reloads_a_changed_one() {
+    let (a, b) = (mock("").await, mock("").await);
+    let read = config("", &[("a", &a, ""), ("b", &b, "")], &[("[\"*\"]", "a")]);
+    let file = ConfigFile::new("watch-touch", &read);
+    let mut gw = start_from_text(&file, &read).await;
+    gw.watch_config(Duration::from_millis(50));
+    // The same text written again (a new modification time): eight polls, no reload.
+    tokio::time::sleep(Duration::from_millis(60)).await;
+    file.write(&read);
+    tokio::time::sleep(Duration::from_millis(400)).await;
+    assert_eq!(config_version(&gw).await, 1);
+    let edited = config("", &[("a", &a, ""), ("b", &b, "")], &[("[\"*\"]", "b")]);
+    file.write(&edited);
+    wait_config_version(&gw, 2).await;
     gw.shutdown().await;
 }
