@@ -31,27 +31,12 @@ HA=127.0.0.1:$((BASE + 3))
 
 "$BIN" mock --listen "$MOCK" >/dev/null 2>&1 &
 PIDS+=($!)
-cat > "$WORK/gw.toml" <<CONF
-[server]
-listen = "$GW"
-admin_listen = "127.0.0.1:0"
-access_log = "off"
-
-[[upstream]]
-name = "mock"
-base_url = "http://$MOCK/v1"
-protocol = "http1"
-
-[[route]]
-models = ["*"]
-upstream = "mock"
-CONF
-"$BIN" serve --config "$WORK/gw.toml" >/dev/null 2>&1 &
-GP=$!
-PIDS+=($GP)
-
 # shellcheck source=bench/proxies.sh
 . "$(dirname "$0")/proxies.sh"
+sluice_proxy "$WORK" "$BIN" "$GW" "$MOCK"
+GP=$SLUICE_PID
+PIDS+=($GP)
+
 nginx_proxy "$WORK" "$NG" "$MOCK"
 haproxy_proxy "$WORK" "$HA" "$MOCK"
 

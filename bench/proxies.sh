@@ -1,10 +1,35 @@
 # Sourced by the bench scripts that put nginx and HAProxy in front of a mock the same way
 # (cpu-split.sh, stream_cpu.sh): one configuration for each, so that their figures compare.
 #
+# sluice_proxy WORK BIN LISTEN MOCK [SERVER_LINES]
+#                                starts `BIN serve` (HTTP/1.1 upstream MOCK, access log off, the
+#                                extra [server] lines); its pid in SLUICE_PID
 # nginx_proxy WORK LISTEN MOCK   starts nginx (2 workers, HTTP/1.1 keep-alive pool to MOCK,
 #                                proxy_buffering off, access_log off); its pid in WORK/nginx.pid
 # haproxy_proxy WORK LISTEN MOCK starts HAProxy (http-reuse always); its pid in WORK/haproxy.pid
 # WORK must be readable by nginx's workers (www-data): chmod 755.
+
+sluice_proxy() {
+  local work=$1 bin=$2 listen=$3 mock=$4 extra=${5:-}
+  cat > "$work/gw.toml" <<CONF
+[server]
+listen = "$listen"
+admin_listen = "127.0.0.1:0"
+access_log = "off"
+$extra
+
+[[upstream]]
+name = "mock"
+base_url = "http://$mock/v1"
+protocol = "http1"
+
+[[route]]
+models = ["*"]
+upstream = "mock"
+CONF
+  "$bin" serve --config "$work/gw.toml" >/dev/null 2>&1 &
+  SLUICE_PID=$!
+}
 
 nginx_proxy() {
   local work=$1 listen=$2 mock=$3

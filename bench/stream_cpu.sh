@@ -35,30 +35,14 @@ HA=127.0.0.1:$((BASE + 3))
 
 "$BIN" mock --listen "$MOCK" --tokens "$TOKENS" --interval-ms "$INTERVAL" --ttft-ms 0 >/dev/null 2>&1 &
 PIDS+=($!)
-cat > "$WORK/gw.toml" <<CONF
-[server]
-listen = "$GW"
-admin_listen = "127.0.0.1:0"
-access_log = "off"
-# wrk ends each load with its streams in flight: to the gateway, cancellations by one address,
-# which past 200 in 10 s would have it refuse the next load (README, "Limits and timeouts").
-client_resets = { per_ip = 1000000, per_connection = 1000000 }
-
-[[upstream]]
-name = "mock"
-base_url = "http://$MOCK/v1"
-protocol = "http1"
-
-[[route]]
-models = ["*"]
-upstream = "mock"
-CONF
-"$BIN" serve --config "$WORK/gw.toml" >/dev/null 2>&1 &
-GP=$!
-PIDS+=($GP)
-
 # shellcheck source=bench/proxies.sh
 . "$(dirname "$0")/proxies.sh"
+# wrk ends each load with its streams in flight: to the gateway, cancellations by one address,
+# which past 200 in 10 s would have it refuse the next load (README, "Limits and timeouts").
+sluice_proxy "$WORK" "$BIN" "$GW" "$MOCK" 'client_resets = { per_ip = 1000000, per_connection = 1000000 }'
+GP=$SLUICE_PID
+PIDS+=($GP)
+
 nginx_proxy "$WORK" "$NG" "$MOCK"
 haproxy_proxy "$WORK" "$HA" "$MOCK"
 
