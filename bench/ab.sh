@@ -9,13 +9,20 @@
 #   route_extra: extra TOML lines for the route (both builds must accept them)
 # Env A_SERVER / B_SERVER: extra [server] lines for one side only, to compare two settings of
 # one build (e.g. A_SERVER='workers = 0' with the same binary on both sides).
+# Env CLIENT=h2load: load with h2load over HTTP/2 (h2c, -m1) for the same time instead of wrk;
+# its p50/p99 columns are then the mean and the max (h2load gives no percentiles).
 # Env BODY_KB=N: send a chat request of about N KiB (a conversation of English prose with an
 # escape every ~40 bytes) instead of the small call; BODY_FILE=path: send that file's bytes.
 # Needs wrk. Only 127.0.0.1.
 set -euo pipefail
 A=${1:?A_BIN}; B=${2:?B_BIN}
 ROUNDS=${3:-5}; SECS=${4:-8}; CONNS=${5:-64}; ROUTE_EXTRA=${6:-}
-command -v wrk >/dev/null || { echo "needs wrk (apt-get install wrk)"; exit 2; }
+CLIENT=${CLIENT:-wrk}
+case "$CLIENT" in
+  wrk) command -v wrk >/dev/null || { echo "needs wrk (apt-get install wrk)"; exit 2; } ;;
+  h2load) command -v h2load >/dev/null || { echo "needs h2load (apt-get install nghttp2-client)"; exit 2; } ;;
+  *) echo "CLIENT is wrk or h2load"; exit 2 ;;
+esac
 DIR=$(mktemp -d)
 # Waits for the servers to exit, so that a run started right after finds the ports free.
 trap 'kill $(jobs -p) 2>/dev/null || true; wait 2>/dev/null || true; rm -rf "$DIR"' EXIT
@@ -78,13 +85,34 @@ if [ -n "${BODY_FILE:-}" ]; then
     "$(realpath "$BODY_FILE")" >>"$DIR/post.lua"
 fi
 
+# h2load sends a file's bytes: the same body as wrk's.
+if [ -z "${BODY_FILE:-}" ]; then
+  printf '%s' '{"model":"gpt-4o","messages":[{"role":"user","content":"hello"}],"max_tokens":16}' >"$DIR/small.json"
+fi
+H2_BODY=${BODY_FILE:-$DIR/small.json}
+
+# One load of SECS seconds at CONNS connections: "RESULT requests req/s p50_ms p99_ms errors".
+load() { # port seconds
+  if [ "$CLIENT" = wrk ]; then
+    wrk -t1 -c"$CONNS" -d"$2s" -s "$DIR/post.lua" "http://127.0.0.1:$1/v1/chat/completions" | grep '^RESULT'
+  else
+    h2load -t1 -c"$CONNS" -m1 -D "$2" -d "$H2_BODY" -H 'content-type: application/json' \
+      "http://127.0.0.1:$1/v1/chat/completions" 2>&1 | awk '
+        function ms(v) { if (v ~ /us$/) return v / 1000; if (v ~ /ms$/) return v + 0; if (v ~ /s$/) return v * 1000; return v }
+        /^finished in/ { rps = $4 }
+        /^requests:/ { done = $8; failed = $10 + $12 }
+        /^time for request:/ { mean = ms($6); max = ms($5) }
+        END { printf "RESULT %d %.1f %.3f %.3f %d\n", done, rps, mean, max, failed }'
+  fi
+}
+
 ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; }
 HZ=$(getconf CLK_TCK)
 
 run() { # name pid port
   local t0 t1 out
   t0=$(ticks "$2")
-  out=$(wrk -t1 -c"$CONNS" -d"${SECS}s" -s "$DIR/post.lua" "http://127.0.0.1:$3/v1/chat/completions" | grep '^RESULT')
+  out=$(load "$3" "$SECS")
   t1=$(ticks "$2")
   read -r _ reqs rps p50 p99 errs <<<"$out"
   local cpu_us; cpu_us=$(awk -v d=$((t1 - t0)) -v hz="$HZ" -v n="$reqs" 'BEGIN { printf "%.1f", d / hz * 1e6 / (n > 0 ? n : 1) }')
@@ -93,8 +121,8 @@ run() { # name pid port
 }
 
 # Warm both up (connections, pools, caches), then interleave, alternating who goes first.
-wrk -t1 -c"$CONNS" -d2s -s "$DIR/post.lua" "http://127.0.0.1:$PA/v1/chat/completions" >/dev/null
-wrk -t1 -c"$CONNS" -d2s -s "$DIR/post.lua" "http://127.0.0.1:$PB/v1/chat/completions" >/dev/null
+load "$PA" 2 >/dev/null
+load "$PB" 2 >/dev/null
 for r in $(seq "$ROUNDS"); do
   if (( r % 2 )); then run A $APID $PA; run B $BPID $PB; else run B $BPID $PB; run A $APID $PA; fi
 done
