@@ -13,32 +13,13 @@ BIN=$(realpath "$1")
 ROUNDS=${2:-2}
 SECS=${3:-6}
 SYSCALLS=${4:-}
-WORK=$(mktemp -d /tmp/sluice-split.XXXXXX)
-chmod 755 "$WORK"   # nginx workers run as www-data
-PIDS=()
-cleanup() {
-  for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null || true; done
-  for f in nginx.pid haproxy.pid; do [ -f "$WORK/$f" ] && kill "$(cat "$WORK/$f")" 2>/dev/null || true; done
-  rm -rf "$WORK"
-}
-trap cleanup EXIT
-
-BASE=$((15000 + RANDOM % 15000))   # below the ephemeral port range
-MOCK=127.0.0.1:$BASE
-GW=127.0.0.1:$((BASE + 1))
-NG=127.0.0.1:$((BASE + 2))
-HA=127.0.0.1:$((BASE + 3))
+# shellcheck source=bench/proxies.sh
+. "$(dirname "$0")/proxies.sh"
+proxies_init sluice-split
 
 "$BIN" mock --listen "$MOCK" >/dev/null 2>&1 &
 PIDS+=($!)
-# shellcheck source=bench/proxies.sh
-. "$(dirname "$0")/proxies.sh"
-sluice_proxy "$WORK" "$BIN" "$GW" "$MOCK"
-GP=$SLUICE_PID
-PIDS+=($GP)
-
-nginx_proxy "$WORK" "$NG" "$MOCK"
-haproxy_proxy "$WORK" "$HA" "$MOCK"
+start_proxies "$BIN"
 
 cat > "$WORK/post.lua" <<'LUA'
 wrk.method = "POST"

@@ -16,35 +16,15 @@ SECS=${3:-5}
 TOKENS=${4:-200}
 INTERVAL=${5:-0}
 CONNS=${6:-16}
-WORK=$(mktemp -d /tmp/sluice-stream-cpu.XXXXXX)
-chmod 755 "$WORK"   # nginx workers run as www-data
-PIDS=()
-cleanup() {
-  for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null || true; done
-  for f in nginx.pid haproxy.pid; do [ -f "$WORK/$f" ] && kill "$(cat "$WORK/$f")" 2>/dev/null || true; done
-  wait 2>/dev/null || true
-  rm -rf "$WORK"
-}
-trap cleanup EXIT
-
-BASE=$((15000 + RANDOM % 15000))   # below the ephemeral port range
-MOCK=127.0.0.1:$BASE
-GW=127.0.0.1:$((BASE + 1))
-NG=127.0.0.1:$((BASE + 2))
-HA=127.0.0.1:$((BASE + 3))
+# shellcheck source=bench/proxies.sh
+. "$(dirname "$0")/proxies.sh"
+proxies_init sluice-stream-cpu
 
 "$BIN" mock --listen "$MOCK" --tokens "$TOKENS" --interval-ms "$INTERVAL" --ttft-ms 0 >/dev/null 2>&1 &
 PIDS+=($!)
-# shellcheck source=bench/proxies.sh
-. "$(dirname "$0")/proxies.sh"
 # wrk ends each load with its streams in flight: to the gateway, cancellations by one address,
 # which past 200 in 10 s would have it refuse the next load (README, "Limits and timeouts").
-sluice_proxy "$WORK" "$BIN" "$GW" "$MOCK" 'client_resets = { per_ip = 1000000, per_connection = 1000000 }'
-GP=$SLUICE_PID
-PIDS+=($GP)
-
-nginx_proxy "$WORK" "$NG" "$MOCK"
-haproxy_proxy "$WORK" "$HA" "$MOCK"
+start_proxies "$BIN" 'client_resets = { per_ip = 1000000, per_connection = 1000000 }'
 
 cat > "$WORK/stream.lua" <<'LUA'
 wrk.method = "POST"
