@@ -13,23 +13,6 @@ use tokio::time::Instant;
 
 use crate::telemetry::EndReason;
 
-/// Every end reason, in the order of [`Live::end_reasons`].
-pub(crate) const END_REASONS: [EndReason; 14] = [
-    EndReason::Completed,
-    EndReason::ClientGone,
-    EndReason::UpstreamReset,
-    EndReason::UpstreamEofMidEvent,
-    EndReason::FirstByteTimeout,
-    EndReason::FirstTokenTimeout,
-    EndReason::IdleTimeout,
-    EndReason::TotalTimeout,
-    EndReason::BodyTooLarge,
-    EndReason::ResponseTooLarge,
-    EndReason::EventTooLarge,
-    EndReason::BadRequest,
-    EndReason::UpstreamError,
-    EndReason::Shutdown,
-];
 
 /// Buckets of [`LatencyHistogram`]: upper bounds 0.25 ms × 2^(i/2), up to about 4.6 min.
 pub(crate) const LATENCY_BUCKETS: usize = 42;
@@ -106,7 +89,7 @@ const MAX_KEYS: usize = 1000;
 #[derive(Debug, Default)]
 pub(crate) struct Live {
     pub(crate) requests: AtomicU64,
-    pub(crate) end_reasons: [AtomicU64; END_REASONS.len()],
+    pub(crate) end_reasons: [AtomicU64; EndReason::ALL.len()],
     pub(crate) retries: AtomicU64,
     pub(crate) fallbacks: AtomicU64,
     /// Request start → upstream response head.
@@ -148,9 +131,7 @@ pub(crate) struct StreamAges {
 impl Live {
     pub(crate) fn end(&self, reason: EndReason) {
         self.requests.fetch_add(1, Ordering::Relaxed);
-        if let Some(i) = END_REASONS.iter().position(|r| *r == reason) {
-            self.end_reasons[i].fetch_add(1, Ordering::Relaxed);
-        }
+        self.end_reasons[reason as usize].fetch_add(1, Ordering::Relaxed);
     }
 
     /// Registers a stream that started at `started`; it leaves the set when the ticket drops.

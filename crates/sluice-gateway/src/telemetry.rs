@@ -13,56 +13,74 @@ use tokio::time::Instant;
 
 use crate::metric_handles::Handles;
 
-/// How a request ended. Low cardinality: used as a metric label.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum EndReason {
-    /// The whole response reached the client.
-    Completed,
-    /// The client went away first.
-    ClientGone,
-    /// The upstream reset the stream or closed the connection mid-response.
-    UpstreamReset,
-    /// The upstream ended in the middle of an SSE event.
-    UpstreamEofMidEvent,
-    /// No response headers within `first_byte`.
-    FirstByteTimeout,
-    /// A stream's first content did not come within `first_token`.
-    FirstTokenTimeout,
-    /// No event within `idle`.
-    IdleTimeout,
-    /// The exchange exceeded `total`.
-    TotalTimeout,
-    /// The request body was over `max_request_body`.
-    BodyTooLarge,
-    /// A non-streaming response was over `max_response_body`.
-    ResponseTooLarge,
-    /// One SSE event was over `max_event_bytes`.
-    EventTooLarge,
-    /// The request was malformed or not routable (4xx from the gateway itself).
-    BadRequest,
-    /// The upstream could not be reached or failed before answering.
-    UpstreamError,
-    /// Ended by a graceful shutdown's deadline.
-    Shutdown,
-    /// The client did not send its request body in time.
-    ClientTimeout,
-    /// The gateway's memory budget for buffered bodies was spent.
-    OverBudget,
-    /// Refused for its key: missing, unknown, revoked (401), or not allowed the route or
-    /// model (403).
-    Unauthorized,
-    /// Refused by a rate, token, concurrency or budget limit (429).
-    Limited,
-    /// The state store of limits failed (`fail_closed`) or was full (503).
-    StateUnavailable,
-    /// A stream outgrew its key's token limit (`cut_streams`) and was cut.
-    TokenCap,
+/// Declares [`EndReason`] with [`EndReason::ALL`] and [`EndReason::as_str`] from one list, so
+/// that what the dashboard and the metrics iterate cannot leave a variant out (a hand-kept
+/// list once missed six of them).
+macro_rules! end_reasons {
+    ($($(#[$doc:meta])* $name:ident => $label:literal,)+) => {
+        /// How a request ended. Low cardinality: used as a metric label.
+        #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+        pub enum EndReason {
+            $($(#[$doc])* $name,)+
+        }
+
+        impl EndReason {
+            /// Every end reason, in declaration order: `ALL[r as usize] == r`.
+            pub const ALL: [EndReason; [$(EndReason::$name),+].len()] = [$(EndReason::$name),+];
+
+            /// The label value.
+            pub fn as_str(self) -> &'static str {
+                match self {
+                    $(EndReason::$name => $label,)+
+                }
+            }
+        }
+    };
 }
 
-/// Room for the [`EndReason`]s' handles, indexed by `reason as usize`: the last variant's
-/// index plus one. A variant added after it finds no slot and takes the family's own lookup
-/// (see `RequestLog::finish`), so this can lag behind the enum without harm.
-const END_REASONS: usize = EndReason::TokenCap as usize + 1;
+end_reasons! {
+    /// The whole response reached the client.
+    Completed => "completed",
+    /// The client went away first.
+    ClientGone => "client_gone",
+    /// The upstream reset the stream or closed the connection mid-response.
+    UpstreamReset => "upstream_reset",
+    /// The upstream ended in the middle of an SSE event.
+    UpstreamEofMidEvent => "upstream_eof_mid_event",
+    /// No response headers within `first_byte`.
+    FirstByteTimeout => "first_byte_timeout",
+    /// A stream's first content did not come within `first_token`.
+    FirstTokenTimeout => "first_token_timeout",
+    /// No event within `idle`.
+    IdleTimeout => "idle_timeout",
+    /// The exchange exceeded `total`.
+    TotalTimeout => "total_timeout",
+    /// The request body was over `max_request_body`.
+    BodyTooLarge => "body_too_large",
+    /// A non-streaming response was over `max_response_body`.
+    ResponseTooLarge => "response_too_large",
+    /// One SSE event was over `max_event_bytes`.
+    EventTooLarge => "event_too_large",
+    /// The request was malformed or not routable (4xx from the gateway itself).
+    BadRequest => "bad_request",
+    /// The upstream could not be reached or failed before answering.
+    UpstreamError => "upstream_error",
+    /// Ended by a graceful shutdown's deadline.
+    Shutdown => "shutdown",
+    /// The client did not send its request body in time.
+    ClientTimeout => "client_timeout",
+    /// The gateway's memory budget for buffered bodies was spent.
+    OverBudget => "memory_budget",
+    /// Refused for its key: missing, unknown, revoked (401), or not allowed the route or
+    /// model (403).
+    Unauthorized => "unauthorized",
+    /// Refused by a rate, token, concurrency or budget limit (429).
+    Limited => "limited",
+    /// The state store of limits failed (`fail_closed`) or was full (503).
+    StateUnavailable => "state_unavailable",
+    /// A stream outgrew its key's token limit (`cut_streams`) and was cut.
+    TokenCap => "token_cap",
+}
 
 impl EndReason {
     /// The end reason of a request that failed with `e` before its response started.
@@ -96,32 +114,6 @@ impl EndReason {
             | E::RequestRate { .. }
             | E::BadHost(_)
             | E::MalformedRequest { .. } => EndReason::BadRequest,
-        }
-    }
-
-    /// The label value.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            EndReason::Completed => "completed",
-            EndReason::ClientGone => "client_gone",
-            EndReason::UpstreamReset => "upstream_reset",
-            EndReason::UpstreamEofMidEvent => "upstream_eof_mid_event",
-            EndReason::FirstByteTimeout => "first_byte_timeout",
-            EndReason::FirstTokenTimeout => "first_token_timeout",
-            EndReason::IdleTimeout => "idle_timeout",
-            EndReason::TotalTimeout => "total_timeout",
-            EndReason::BodyTooLarge => "body_too_large",
-            EndReason::ResponseTooLarge => "response_too_large",
-            EndReason::EventTooLarge => "event_too_large",
-            EndReason::BadRequest => "bad_request",
-            EndReason::UpstreamError => "upstream_error",
-            EndReason::Shutdown => "shutdown",
-            EndReason::ClientTimeout => "client_timeout",
-            EndReason::OverBudget => "memory_budget",
-            EndReason::Unauthorized => "unauthorized",
-            EndReason::Limited => "limited",
-            EndReason::StateUnavailable => "state_unavailable",
-            EndReason::TokenCap => "token_cap",
         }
     }
 }
@@ -172,7 +164,7 @@ struct RouteLabel {
 struct HotHandles {
     requests: Handles<Counter>,
     /// Indexed by `EndReason as usize`: a handful of values, no lookup.
-    end_reasons: [std::sync::OnceLock<Counter>; END_REASONS],
+    end_reasons: [std::sync::OnceLock<Counter>; EndReason::ALL.len()],
     acquire_wait: Handles<Histogram>,
     attempts: Handles<Counter>,
     /// By route and model: one lookup for the four kinds a call may report.
@@ -737,10 +729,9 @@ impl RequestLog {
                 .get_or_create(&Reason { reason: label })
                 .clone()
         };
-        match t.hot.end_reasons.get(reason as usize) {
-            Some(slot) => slot.get_or_init(counter).inc(),
-            None => counter().inc(),
-        };
+        t.hot.end_reasons[reason as usize]
+            .get_or_init(counter)
+            .inc();
         if reason == EndReason::ClientGone {
             t.client_cancellations.inc();
         }
@@ -903,6 +894,17 @@ impl Drop for RequestLog {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn every_end_reason_is_listed_once_at_its_own_index() {
+        for (i, r) in EndReason::ALL.iter().enumerate() {
+            assert_eq!(*r as usize, i, "{r:?}");
+        }
+        let labels: std::collections::HashSet<_> =
+            EndReason::ALL.iter().map(|r| r.as_str()).collect();
+        assert_eq!(labels.len(), EndReason::ALL.len());
+        assert_eq!(EndReason::ALL.len(), EndReason::TokenCap as usize + 1);
+    }
 
     #[test]
     fn tokens_are_counted_by_route_model_and_kind_and_unreported_kinds_show_no_series() {

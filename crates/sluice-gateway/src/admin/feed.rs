@@ -25,7 +25,8 @@ use tokio::sync::{watch, OwnedSemaphorePermit, Semaphore};
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
-use crate::live::{quantile_ms, END_REASONS, LATENCY_BUCKETS};
+use crate::live::{quantile_ms, LATENCY_BUCKETS};
+use crate::telemetry::EndReason;
 use crate::proxy::State;
 use crate::reload::Reloader;
 
@@ -85,15 +86,13 @@ fn unix_ms() -> u64 {
 }
 
 fn errors_total(state: &State) -> u64 {
-    END_REASONS
+    EndReason::ALL
         .iter()
         .zip(state.telemetry.live.end_reasons.iter())
         .filter(|(r, _)| {
             !matches!(
                 r,
-                crate::telemetry::EndReason::Completed
-                    | crate::telemetry::EndReason::ClientGone
-                    | crate::telemetry::EndReason::BadRequest
+                EndReason::Completed | EndReason::ClientGone | EndReason::BadRequest
             )
         })
         .map(|(_, n)| n.load(Ordering::Relaxed))
@@ -225,7 +224,7 @@ impl Feed {
             .zip(state.upstreams.iter().cloned())
             .collect();
         let pools = crate::pools::snapshot_json(&pairs);
-        let end_reasons: serde_json::Map<String, Value> = END_REASONS
+        let end_reasons: serde_json::Map<String, Value> = EndReason::ALL
             .iter()
             .zip(live.end_reasons.iter())
             .map(|(r, n)| (r.as_str().to_string(), n.load(Ordering::Relaxed)))
@@ -283,6 +282,7 @@ impl Feed {
                 "requests": live.requests.load(Ordering::Relaxed),
                 "retries": live.retries.load(Ordering::Relaxed),
                 "fallbacks": live.fallbacks.load(Ordering::Relaxed),
+                "errors": errors_total(state),
                 "end_reasons": end_reasons,
             },
             "streams": {

@@ -9,6 +9,7 @@ mod support;
 mod admin;
 mod auth;
 mod budget;
+mod feed;
 mod idempotency;
 mod limits;
 
