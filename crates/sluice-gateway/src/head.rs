@@ -1,12 +1,12 @@
 //! The request head's way to a route, as one function without I/O: method and path to an
-//! endpoint, body to the routing fields, model to the first route whose glob matches. The
-//! request path runs the same pieces (`route::endpoint`, the body probe, `glob_match`); this
-//! composition is what the fuzz target (`fuzz/fuzz_targets/route_head.rs`) and its `cargo
-//! test` twin feed with arbitrary input.
+//! endpoint (`route::endpoint`), body to the routing fields (`probe::routing_fields`), model
+//! to its route (`Config::route_index`). The request path calls the same three functions and
+//! nothing else decides; this composition is what the fuzz target
+//! (`fuzz/fuzz_targets/route_head.rs`) and its `cargo test` twin feed with arbitrary input.
 
 use http::Method;
 
-use crate::config::{glob_match, Config};
+use crate::config::Config;
 use crate::error::GatewayError;
 use crate::route::{self, Endpoint};
 
@@ -43,23 +43,15 @@ pub fn route_request(
     if !matches!(endpoint, Endpoint::Model(_)) {
         return Ok(Routed::Local(endpoint));
     }
-    let probe = crate::probe::read(body).map_err(|e| GatewayError::BadJson(e.to_string()))?;
+    let probe = crate::probe::routing_fields(body)?;
     let model = probe.model.as_deref().ok_or(GatewayError::MissingModel)?;
-    let route = config
-        .routes
-        .iter()
-        .position(|r| r.models.iter().any(|g| glob_match(g, model)))
-        .ok_or_else(|| {
-            GatewayError::UnknownModel(crate::untrusted::prefix(model, 1024).to_string())
-        })?;
+    let route = config.route_index(model).ok_or_else(|| {
+        GatewayError::UnknownModel(crate::untrusted::prefix(model, 1024).to_string())
+    })?;
     Ok(Routed::Model {
         endpoint,
         route,
         stream: probe.stream == Some(true),
-        max_tokens: probe
-            .max_tokens
-            .or(probe.max_completion_tokens)
-            .or(probe.max_output_tokens)
-            .unwrap_or(0),
+        max_tokens: probe.max_tokens_any(),
     })
 }

@@ -13,7 +13,6 @@ use tokio::time::Instant;
 
 use crate::telemetry::EndReason;
 
-
 /// Buckets of [`LatencyHistogram`]: upper bounds 0.25 ms × 2^(i/2), up to about 4.6 min.
 pub(crate) const LATENCY_BUCKETS: usize = 42;
 

@@ -14,6 +14,8 @@ use std::borrow::Cow;
 
 use serde::Deserialize;
 
+use crate::error::GatewayError;
+
 /// The fields routing needs. (Also read by `head::route_request`, the fuzzed request-head
 /// path.)
 #[derive(Debug, Default, Deserialize, PartialEq, Eq)]
@@ -44,6 +46,75 @@ pub(crate) fn read(bytes: &[u8]) -> Result<Probe<'_>, serde_json::Error> {
         Some(probe) => Ok(probe),
         None => serde_json::from_slice(bytes),
     }
+}
+
+/// The body's routing fields, or what the client is told when it has none: the probe
+/// (scanner, then serde), its errors worded by [`diagnose`]. The request path and the fuzzed
+/// request head (`crate::head`) both read bodies here.
+///
+/// # Errors
+/// [`GatewayError::BadJson`] or [`GatewayError::BadField`].
+pub(crate) fn routing_fields(bytes: &[u8]) -> Result<Probe<'_>, GatewayError> {
+    read(bytes).map_err(|e| diagnose(bytes, e))
+}
+
+impl Probe<'_> {
+    /// The request's token cap under any of its names (`max_tokens`,
+    /// `max_completion_tokens`, `max_output_tokens`), 0 if none.
+    pub(crate) fn max_tokens_any(&self) -> u64 {
+        self.max_tokens
+            .or(self.max_completion_tokens)
+            .or(self.max_output_tokens)
+            .unwrap_or(0)
+    }
+}
+
+/// Why the body did not fit [`Probe`]: not JSON, not an object, or a routing field of the
+/// wrong type (`{"model": 5}` is "`model` must be a string", not "not valid JSON"). Runs only on
+/// the error path.
+fn diagnose(bytes: &[u8], e: serde_json::Error) -> GatewayError {
+    let v = match serde_json::from_slice::<serde_json::Value>(bytes) {
+        Ok(v) => v,
+        Err(_) => return GatewayError::BadJson(e.to_string()),
+    };
+    let Some(obj) = v.as_object() else {
+        return GatewayError::BadJson("the body must be a JSON object".into());
+    };
+    let kind = |v: &serde_json::Value| match v {
+        serde_json::Value::Null => "null",
+        serde_json::Value::Bool(_) => "a boolean",
+        serde_json::Value::Number(_) => "a number",
+        serde_json::Value::String(_) => "a string",
+        serde_json::Value::Array(_) => "an array",
+        serde_json::Value::Object(_) => "an object",
+    };
+    type Check = (&'static str, &'static str, fn(&serde_json::Value) -> bool);
+    let checks: [Check; 6] = [
+        ("model", "a string", serde_json::Value::is_string),
+        ("stream", "a boolean", serde_json::Value::is_boolean),
+        ("max_tokens", "a whole number", serde_json::Value::is_u64),
+        (
+            "max_completion_tokens",
+            "a whole number",
+            serde_json::Value::is_u64,
+        ),
+        (
+            "max_output_tokens",
+            "a whole number",
+            serde_json::Value::is_u64,
+        ),
+        ("stream_options", "an object", serde_json::Value::is_object),
+    ];
+    for (field, expected, ok) in checks {
+        if let Some(v) = obj.get(field).filter(|v| !v.is_null() && !ok(v)) {
+            return GatewayError::BadField {
+                field,
+                expected,
+                found: kind(v),
+            };
+        }
+    }
+    GatewayError::BadJson(e.to_string())
 }
 
 /// Nesting the scanner follows; deeper bodies go to serde (whose own limit is 128).

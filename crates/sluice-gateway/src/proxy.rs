@@ -222,54 +222,6 @@ fn error_response(
     r
 }
 
-/// Why the body did not fit [`Probe`](crate::probe::Probe): not JSON, not an object, or a routing field of the
-/// wrong type (`{"model": 5}` is "`model` must be a string", not "not valid JSON"). Runs only on
-/// the error path.
-fn diagnose_body(bytes: &[u8], e: serde_json::Error) -> GatewayError {
-    let v = match serde_json::from_slice::<serde_json::Value>(bytes) {
-        Ok(v) => v,
-        Err(_) => return GatewayError::BadJson(e.to_string()),
-    };
-    let Some(obj) = v.as_object() else {
-        return GatewayError::BadJson("the body must be a JSON object".into());
-    };
-    let kind = |v: &serde_json::Value| match v {
-        serde_json::Value::Null => "null",
-        serde_json::Value::Bool(_) => "a boolean",
-        serde_json::Value::Number(_) => "a number",
-        serde_json::Value::String(_) => "a string",
-        serde_json::Value::Array(_) => "an array",
-        serde_json::Value::Object(_) => "an object",
-    };
-    type Check = (&'static str, &'static str, fn(&serde_json::Value) -> bool);
-    let checks: [Check; 6] = [
-        ("model", "a string", serde_json::Value::is_string),
-        ("stream", "a boolean", serde_json::Value::is_boolean),
-        ("max_tokens", "a whole number", serde_json::Value::is_u64),
-        (
-            "max_completion_tokens",
-            "a whole number",
-            serde_json::Value::is_u64,
-        ),
-        (
-            "max_output_tokens",
-            "a whole number",
-            serde_json::Value::is_u64,
-        ),
-        ("stream_options", "an object", serde_json::Value::is_object),
-    ];
-    for (field, expected, ok) in checks {
-        if let Some(v) = obj.get(field).filter(|v| !v.is_null() && !ok(v)) {
-            return GatewayError::BadField {
-                field,
-                expected,
-                found: kind(v),
-            };
-        }
-    }
-    GatewayError::BadJson(e.to_string())
-}
-
 /// Why a request ended before its response started: what the client gets, and the end reason
 /// that is logged.
 pub(crate) struct Failure {
@@ -602,32 +554,22 @@ where
         lease,
     } = req;
     let bytes = read_request_body(&parts, body, state.config.server.max_request_body).await?;
-    let probe =
-        crate::probe::read(&bytes).map_err(|e| Failure::bad_request(diagnose_body(&bytes, e)))?;
+    let probe = crate::probe::routing_fields(&bytes).map_err(Failure::bad_request)?;
     let model = probe
         .model
         .as_deref()
         .ok_or_else(|| Failure::bad_request(GatewayError::MissingModel))?;
     // Capped: a client's 10 MB `model` is not kept whole for the log line.
     log.model = crate::untrusted::prefix(model, 1024).to_string();
-    let route_idx = state
-        .config
-        .routes
-        .iter()
-        .position(|r| r.models.iter().any(|g| crate::config::glob_match(g, model)))
-        .ok_or_else(|| {
-            let shown = crate::untrusted::prefix(model, 1024).to_string();
-            Failure::bad_request(GatewayError::UnknownModel(shown))
-        })?;
+    let route_idx = state.config.route_index(model).ok_or_else(|| {
+        let shown = crate::untrusted::prefix(model, 1024).to_string();
+        Failure::bad_request(GatewayError::UnknownModel(shown))
+    })?;
     let route = &state.config.routes[route_idx];
     log.route.clone_from(&route.name);
     let idempotent = route.idempotent
         || crate::headers::get(&parts.headers, &crate::keys::IDEMPOTENCY_KEY).is_some();
-    let max_tokens = probe
-        .max_tokens
-        .or(probe.max_completion_tokens)
-        .or(probe.max_output_tokens)
-        .unwrap_or(0);
+    let max_tokens = probe.max_tokens_any();
     let stream = probe.stream == Some(true);
     let deadline = deadline(state, route_idx, &parts.headers, log.started());
     let keys = &state.keys;

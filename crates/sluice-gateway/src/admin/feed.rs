@@ -26,9 +26,9 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 use crate::live::{quantile_ms, LATENCY_BUCKETS};
-use crate::telemetry::EndReason;
 use crate::proxy::State;
 use crate::reload::Reloader;
+use crate::telemetry::EndReason;
 
 /// How often the feed samples.
 pub(crate) const TICK: Duration = Duration::from_secs(1);

@@ -661,11 +661,18 @@ impl Config {
         validate::read(path)
     }
 
-    /// The route for a model, if any.
-    pub fn route_for(&self, model: &str) -> Option<&RouteConfig> {
+    /// The index in [`Config::routes`] of the route that serves `model`: the first whose
+    /// globs match it. The one route selection: the request path, `GET /v1/models` and the
+    /// fuzz target all ask here.
+    pub fn route_index(&self, model: &str) -> Option<usize> {
         self.routes
             .iter()
-            .find(|r| r.models.iter().any(|g| glob_match(g, model)))
+            .position(|r| r.models.iter().any(|g| glob_match(g, model)))
+    }
+
+    /// The route for a model, if any (see [`Config::route_index`]).
+    pub fn route_for(&self, model: &str) -> Option<&RouteConfig> {
+        self.route_index(model).map(|i| &self.routes[i])
     }
 }
 

@@ -19,7 +19,6 @@
 //! Routes without keys or limits skip all of it (one flag test per request).
 
 mod admin;
-mod glob;
 mod idempotency;
 mod metrics;
 mod price;
@@ -247,7 +246,7 @@ impl Keys {
                 } else if c
                     .models
                     .as_ref()
-                    .is_some_and(|m| !m.iter().any(|g| glob::matches(g, model)))
+                    .is_some_and(|m| !m.iter().any(|g| crate::config::glob_match(g, model)))
                 {
                     Err(KeyError::ModelNotAllowed(model.to_string()))
                 } else {
@@ -442,7 +441,7 @@ impl Keys {
             let entry = c
                 .model_limits
                 .iter()
-                .position(|m| m.models.iter().any(|g| glob::matches(g, model)));
+                .position(|m| m.models.iter().any(|g| crate::config::glob_match(g, model)));
             if let Some(j) = entry {
                 limits(
                     &k.model_counters[j],

@@ -27,7 +27,7 @@ impl PriceTable {
         let Some(p) = self
             .prices
             .iter()
-            .find(|p| p.models.iter().any(|g| super::glob::matches(g, model)))
+            .find(|p| p.models.iter().any(|g| crate::config::glob_match(g, model)))
         else {
             return 0;
         };

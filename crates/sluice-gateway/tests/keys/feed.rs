@@ -71,6 +71,9 @@ async fn refusals_for_keys_limits_and_the_state_store_count_as_errors_on_the_das
     let r = h1(gw.addr(), chat(bearer("sk-k"))).await;
     assert_eq!(r.status, 503, "{}", String::from_utf8_lossy(&r.body));
     let frame = tick(gw.admin_addr()).await;
-    assert_eq!(frame["totals"]["end_reasons"]["state_unavailable"], 1, "{frame}");
+    assert_eq!(
+        frame["totals"]["end_reasons"]["state_unavailable"], 1,
+        "{frame}"
+    );
     assert_eq!(frame["totals"]["errors"], 1, "{frame}");
 }
