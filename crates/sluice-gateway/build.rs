@@ -5,21 +5,8 @@
 //! HTTP/1.1 streams (an open-file hard limit below what it holds at once). Under `CI=true`
 //! none is ever set: there a missing tool, or a low limit, fails the test.
 
-use std::path::{Path, PathBuf};
-
 #[path = "../../tests/build/test_env.rs"]
 mod test_env;
-
-fn find(names: &[&str], var: &str) -> Option<PathBuf> {
-    println!("cargo::rerun-if-env-changed={var}");
-    if let Some(p) = std::env::var_os(var) {
-        return Some(PathBuf::from(p)).filter(|p| p.is_file());
-    }
-    let path = std::env::var_os("PATH")?;
-    std::env::split_paths(&path)
-        .flat_map(|dir| names.iter().map(move |n| dir.join(n)))
-        .find(|p| p.is_file())
-}
 
 /// Open files the burst test holds at once: three per stream (the gateway's upstream socket,
 /// the mock's, and slack for the client side and the runtime), for 1,024 streams.
@@ -50,16 +37,11 @@ fn main() {
         .is_some_and(|p| test_env::python_has(p, &["openai", "anthropic"]));
     test_env::cfg_when_missing("no_python", !has);
 
-    println!("cargo::rerun-if-env-changed=PATH");
-    // Installing the packages changes /usr/bin: look again then.
-    if Path::new("/usr/bin").is_dir() {
-        println!("cargo::rerun-if-changed=/usr/bin");
-    }
-    let browser = find(
+    let browser = test_env::find_tool(
         &["chromium", "chromium-browser", "google-chrome"],
         "SLUICE_CHROMIUM",
     );
-    let driver = find(&["chromedriver"], "SLUICE_CHROMEDRIVER");
+    let driver = test_env::find_tool(&["chromedriver"], "SLUICE_CHROMEDRIVER");
     test_env::cfg_when_missing("no_chromium", browser.is_none() || driver.is_none());
 
     // Limits are not files: cargo cannot watch them. A build on a machine with a higher

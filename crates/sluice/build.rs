@@ -10,17 +10,6 @@ use std::process::Command;
 #[path = "../../tests/build/test_env.rs"]
 mod test_env;
 
-/// Whether `curl` is on the PATH.
-fn curl_on_path() -> bool {
-    println!("cargo::rerun-if-env-changed=PATH");
-    // Installing it changes /usr/bin: look again then.
-    if Path::new("/usr/bin").is_dir() {
-        println!("cargo::rerun-if-changed=/usr/bin");
-    }
-    let path = std::env::var_os("PATH").unwrap_or_default();
-    std::env::split_paths(&path).any(|dir| dir.join("curl").is_file())
-}
-
 fn git(args: &[&str]) -> Option<String> {
     let out = Command::new("git").args(args).output().ok()?;
     if !out.status.success() {
@@ -32,15 +21,15 @@ fn git(args: &[&str]) -> Option<String> {
 
 fn main() {
     println!("cargo::rerun-if-env-changed=SLUICE_GIT_HASH");
-    // Rebuilt when HEAD moves: HEAD itself, the branch it points to, and packed refs.
-    for p in ["HEAD", "packed-refs"] {
+    // Rebuilt when HEAD moves: HEAD itself, the branch it points to, and packed refs. Only
+    // paths that exist: a watched path that does not (a branch's loose ref after `git gc`
+    // packed it) counts as changed on every build, and relinked the binary each time.
+    let branch = git(&["symbolic-ref", "-q", "HEAD"]);
+    for p in ["HEAD", "packed-refs"].into_iter().chain(branch.as_deref()) {
         if let Some(path) = git(&["rev-parse", "--git-path", p]) {
-            println!("cargo::rerun-if-changed={path}");
-        }
-    }
-    if let Some(branch) = git(&["symbolic-ref", "-q", "HEAD"]) {
-        if let Some(path) = git(&["rev-parse", "--git-path", &branch]) {
-            println!("cargo::rerun-if-changed={path}");
+            if Path::new(&path).exists() {
+                println!("cargo::rerun-if-changed={path}");
+            }
         }
     }
     let hash = std::env::var("SLUICE_GIT_HASH")
@@ -49,6 +38,6 @@ fn main() {
         .or_else(|| git(&["rev-parse", "--short=12", "HEAD"]))
         .unwrap_or_else(|| "unknown".to_string());
     println!("cargo::rustc-env=SLUICE_GIT_HASH={hash}");
-    test_env::cfg_when_missing("no_curl", !curl_on_path());
+    test_env::cfg_when_missing("no_curl", test_env::find_tool(&["curl"], "CURL").is_none());
     test_env::cfg_when_missing("no_redis", !test_env::redis_server());
 }

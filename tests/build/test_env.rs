@@ -44,6 +44,28 @@ fn watch_if_exists(p: &Path) {
     }
 }
 
+/// `$var` if it names a file, else the first of `names` found on the PATH. The file found is
+/// watched, not the directories searched: a directory such as `/usr/bin` changes whenever any
+/// package is installed, and watching it rebuilt the crate (and everything above it) then.
+/// A tool installed later is noticed through `$var` or `PATH`, or `cargo clean -p`.
+pub fn find_tool(names: &[&str], var: &str) -> Option<PathBuf> {
+    println!("cargo::rerun-if-env-changed={var}");
+    println!("cargo::rerun-if-env-changed=PATH");
+    let found = match std::env::var_os(var) {
+        Some(p) => Some(PathBuf::from(p)).filter(|p| p.is_file()),
+        None => {
+            let path = std::env::var_os("PATH")?;
+            std::env::split_paths(&path)
+                .flat_map(|dir| names.iter().map(move |n| dir.join(n)))
+                .find(|p| p.is_file())
+        }
+    };
+    if let Some(p) = &found {
+        watch_if_exists(p);
+    }
+    found
+}
+
 /// `$SLUICE_PYTHON`, else `.venv/bin/python` at the workspace root, when it exists.
 pub fn python() -> Option<PathBuf> {
     println!("cargo::rerun-if-env-changed=SLUICE_PYTHON");
