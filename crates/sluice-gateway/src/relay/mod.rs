@@ -602,6 +602,21 @@ impl SseRelay {
         }
     }
 
+    /// A block that dispatches no event (a comment, a lone `retry:` or `id:`) goes to the
+    /// client in its place: after the held preamble when there is one, so the bytes keep
+    /// their order before the commit as after it.
+    fn pass_block(&mut self, raw: Bytes) -> Option<Poll<Option<Result<Frame<Bytes>, Never>>>> {
+        if raw.is_empty() {
+            return None;
+        }
+        if self.uncommitted.is_some() && !self.out.is_empty() {
+            self.held_bytes += raw.len();
+            self.out.push(raw);
+            return None;
+        }
+        Some(self.forward(raw, 0))
+    }
+
     /// The policy gave up before the commit: the last failure as an error event.
     fn give_up(
         &mut self,
@@ -729,23 +744,15 @@ impl Body for SseRelay {
                             // Its bytes travel inside the event's raw span.
                             continue;
                         }
-                        // An upstream heartbeat: proof of life, and the client gets it too
-                        // (in its place after a held preamble, so the bytes keep their order).
+                        // An upstream heartbeat: proof of life, and the client gets it too.
                         this.upstream_alive();
-                        let raw = c.raw().clone();
-                        if !raw.is_empty() {
-                            if this.uncommitted.is_some() && !this.out.is_empty() {
-                                this.held_bytes += raw.len();
-                                this.out.push(raw);
-                                continue;
-                            }
-                            return this.forward(raw, 0);
+                        if let Some(out) = this.pass_block(c.raw().clone()) {
+                            return out;
                         }
                     }
                     Ok(Item::Skipped(s)) => {
-                        let raw = s.raw().clone();
-                        if !raw.is_empty() && this.uncommitted.is_none() {
-                            return this.forward(raw, 0);
+                        if let Some(out) = this.pass_block(s.raw().clone()) {
+                            return out;
                         }
                     }
                     Err(DecodeError::EventTooLarge { limit }) => {

@@ -7,7 +7,7 @@ use sluice_mock::Outcome;
 use tokio::time::{sleep, Instant};
 
 use crate::support::*;
-use crate::{gateway, Setup, CHAT, STREAM};
+use crate::{gateway, gateway_at, Setup, CHAT, STREAM};
 
 /// A stream request that asks for usage itself: the gateway forwards it unchanged. (Without
 /// it the gateway asks the upstream for usage and removes the usage chunk again, so the
@@ -338,4 +338,54 @@ async fn slow_client_does_not_slow_its_neighbour() {
         "the stalled stream is still stalled"
     );
     drop(stalled);
+}
+
+/// An HTTP/1.1 upstream that answers every request with `body` as an event stream, then
+/// closes.
+async fn raw_sse_upstream(body: &'static str) -> std::net::SocketAddr {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(async move {
+        while let Ok((mut s, _)) = listener.accept().await {
+            tokio::spawn(async move {
+                let mut buf = vec![0u8; 65536];
+                let _ = s.read(&mut buf).await;
+                let head = "HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\nconnection: close\r\n\r\n";
+                let _ = s.write_all(format!("{head}{body}").as_bytes()).await;
+                let _ = s.shutdown().await;
+            });
+        }
+    });
+    addr
+}
+
+#[tokio::test]
+async fn blocks_without_an_event_before_the_first_content_reach_the_client_in_order() {
+    // A lone `retry:` and a lone `id:` dispatch no event; before the commit they used to be
+    // dropped while the preamble was held.
+    let role = "data: {\"choices\":[{\"index\":0,\"delta\":{\"role\":\"assistant\"}}]}\n\n";
+    let body: &'static str = Box::leak(
+        format!(
+            "retry: 3000\n\n{role}id: 7\n\ndata: {{\"choices\":[{{\"index\":0,\"delta\":{{\"content\":\"hi\"}}}}]}}\n\nretry: 10\n\ndata: [DONE]\n\n"
+        )
+        .into_boxed_str(),
+    );
+    let addr = raw_sse_upstream(body).await;
+    let gw = gateway_at(
+        &format!("http://{addr}/v1"),
+        Setup {
+            protocol: "http1",
+            ..Setup::default()
+        },
+    )
+    .await;
+    let r = h1(
+        gw.addr(),
+        request("POST", "/v1/chat/completions", "", STREAM),
+    )
+    .await;
+    assert_eq!(r.status, 200);
+    let text = String::from_utf8_lossy(&r.body);
+    assert_eq!(text, body, "the client gets the upstream's bytes, in order");
 }
