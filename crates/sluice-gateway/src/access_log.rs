@@ -14,35 +14,12 @@
 
 use std::fmt::Write as _;
 use std::io::Write as _;
-use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::mpsc::{Receiver, SyncSender, TrySendError};
 use std::sync::Arc;
 
-/// Where access log lines go (`server.access_log`).
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum AccessLogSink {
-    /// Standard output (the default).
-    Stdout,
-    /// A file, appended to (created if missing).
-    File(PathBuf),
-    /// Nowhere: the line is not even formatted.
-    Off,
-}
+pub use crate::config::{AccessLogSink, LogFormat, DEFAULT_QUEUE};
 
-/// How lines are written (`server.log_format`).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
-pub enum LogFormat {
-    /// `key=value` pairs; values with spaces, quotes or control characters are quoted and
-    /// escaped, so a client-supplied value can never forge a field or a line.
-    #[default]
-    Text,
-    /// One JSON object per line.
-    Json,
-}
-
-/// Lines waiting for the writer, at most, by default (`server.access_log_queue`).
-pub const DEFAULT_QUEUE: usize = 16 * 1024;
 /// A client-supplied value logged at most this long (then marked as cut).
 pub(crate) const MAX_VALUE: usize = crate::untrusted::LOG_CAP;
 

@@ -188,7 +188,7 @@ impl Gateway {
             source,
         })?;
         let admin_addr = config.server.admin_addr();
-        if !admin_addr.ip().is_loopback() && config.server.admin_token.is_none() {
+        if config.server.check_admin_exposure().is_err() {
             return Err(StartError::AdminUnprotected(admin_addr));
         }
         let mut telemetry = Telemetry::new();

@@ -10,11 +10,13 @@
 //! ```
 #![forbid(unsafe_code)]
 
+/// The configuration (`sluice-config`), under the name the gateway's API has always used.
+pub use sluice_config as config;
+
 pub mod access_log;
 mod admin;
 mod body_budget;
 mod client_ip;
-pub mod config;
 pub mod error;
 pub mod head;
 mod headers;

@@ -31,7 +31,6 @@ use prometheus_client::registry::Registry;
 use serde_json::{json, Value};
 use sluice_upstream::Upstream;
 
-use crate::admin::config_view;
 use crate::config::{Config, ConfigError, EnvMode, ServerConfig};
 use crate::ingress::StartError;
 use crate::pools::PoolCollector;
@@ -349,12 +348,7 @@ impl Reloader {
         }
         // What startup refuses, a reload does too: the file alone cannot see an admin address
         // given on the command line.
-        let admin = config.server.admin_addr();
-        if !admin.ip().is_loopback() && config.server.admin_token.is_none() {
-            let e = ConfigError::new(
-                "server.admin_token",
-                format!("the admin plane listens on {admin}, which is not loopback: keep a token"),
-            );
+        if let Err(e) = config.server.check_admin_exposure() {
             return Err(self.refused(ReloadError::Invalid(e)));
         }
         let keys = old.keys.reconfigure(&config);
@@ -468,10 +462,7 @@ pub(crate) fn build(
             if pool.is_none() {
                 report.draining.push(u.name.clone());
             }
-            if pool.is_none()
-                || o.auth != u.auth
-                || config_view::upstream_json(o) != config_view::upstream_json(u)
-            {
+            if pool.is_none() || o.auth != u.auth || o.redacted() != u.redacted() {
                 report.upstreams.changed.push(u.name.clone());
             }
         } else if prev.is_some() {
@@ -509,8 +500,7 @@ pub(crate) fn build(
         match old {
             Some((p, i)) => {
                 let o = &p.config.routes[i];
-                if config_view::route_json(o, &p.config.upstreams)
-                    != config_view::route_json(route, &config.upstreams)
+                if o.redacted(&p.config.upstreams) != route.redacted(&config.upstreams)
                     || reuse.is_none()
                 {
                     report.routes.changed.push(route.name.clone());
@@ -527,10 +517,7 @@ pub(crate) fn build(
             }
         }
     }
-    let hash = config_view::view(&config)["hash"]
-        .as_str()
-        .unwrap_or_default()
-        .to_string();
+    let hash = config.fingerprint();
     let parts = StateParts {
         generation: Generation {
             version,

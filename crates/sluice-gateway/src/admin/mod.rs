@@ -7,7 +7,6 @@
 //! static page asks for `Authorization: Bearer <token>`; a non-loopback admin address
 //! requires the token (config validation and startup refuse otherwise).
 
-pub(crate) mod config_view;
 mod dashboard;
 mod feed;
 pub(crate) mod ready;

@@ -161,7 +161,7 @@ impl Admin {
             ),
             "/admin/targets" => json(StatusCode::OK, &crate::targets::snapshot_json(state)),
             "/admin/config" => {
-                let mut v = super::config_view::view(&state.config);
+                let mut v = state.config.view();
                 let g = &state.generation;
                 v["version"] = g.version.into();
                 v["loaded_at"] = humantime::format_rfc3339_seconds(g.loaded_at)

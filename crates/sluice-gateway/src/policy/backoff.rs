@@ -4,31 +4,7 @@
 
 use std::time::Duration;
 
-/// Settings of a route's retries.
-#[derive(Clone, Copy, Debug, PartialEq)]
-pub struct RetryConfig {
-    /// Attempts per target tier (the first included) for retryable errors, before the request
-    /// falls back to the next tier. Default 2.
-    pub attempts: u32,
-    /// Base of the exponential backoff. Default 100 ms.
-    pub backoff: Duration,
-    /// Cap of one backoff. Default 2 s.
-    pub max_backoff: Duration,
-    /// The longest `Retry-After` honoured by waiting; a longer one (or one past the
-    /// request's deadline) sends the request to the next tier at once. Default 10 s.
-    pub max_retry_after: Duration,
-}
-
-impl Default for RetryConfig {
-    fn default() -> Self {
-        RetryConfig {
-            attempts: 2,
-            backoff: Duration::from_millis(100),
-            max_backoff: Duration::from_secs(2),
-            max_retry_after: Duration::from_secs(10),
-        }
-    }
-}
+pub use crate::config::RetryConfig;
 
 /// The wait before retry number `n` (1 for the first retry).
 pub(crate) fn full_jitter(cfg: &RetryConfig, n: u32, rng: &mut fastrand::Rng) -> Duration {

@@ -9,27 +9,10 @@
 use parking_lot::Mutex;
 use tokio::time::Instant;
 
+pub use crate::config::BudgetConfig;
+
 /// Seconds of history the budget keeps.
 const WINDOW_SECS: usize = 10;
-
-/// Settings of a retry budget.
-#[derive(Clone, Copy, Debug, PartialEq)]
-pub struct BudgetConfig {
-    /// Retries allowed per request over the window (0.2: one retry per five requests).
-    /// Default 0.2.
-    pub ratio: f64,
-    /// Retries always allowed per second, whatever the traffic. Default 10.
-    pub min_per_second: u32,
-}
-
-impl Default for BudgetConfig {
-    fn default() -> Self {
-        BudgetConfig {
-            ratio: 0.2,
-            min_per_second: 10,
-        }
-    }
-}
 
 #[derive(Clone, Copy, Default)]
 struct Bucket {

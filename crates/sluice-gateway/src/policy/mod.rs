@@ -31,8 +31,6 @@ use http_body_util::BodyExt;
 use sluice_upstream::{Lane, ResponseBody};
 use tokio::time::{sleep, timeout_at, Instant};
 
-pub use backoff::RetryConfig;
-pub use budget::BudgetConfig;
 pub(crate) use budget::RetryBudget;
 pub use class::FailureClass;
 pub(crate) use class::{Answer, AttemptFailure, Cause};

@@ -605,7 +605,7 @@ impl SseRelay {
     /// A block that dispatches no event (a comment, a lone `retry:` or `id:`) goes to the
     /// client in its place: after the held preamble when there is one, so the bytes keep
     /// their order before the commit as after it.
-    fn pass_block(&mut self, raw: Bytes) -> Option<Poll<Option<Result<Frame<Bytes>, Never>>>> {
+    fn pass_block(&mut self, raw: Bytes) -> Option<Polled> {
         if raw.is_empty() {
             return None;
         }
@@ -660,6 +660,9 @@ fn new_decoder(max_event_bytes: usize) -> Decoder {
 }
 
 type Never = std::convert::Infallible;
+
+/// What `poll_frame` returns.
+type Polled = Poll<Option<Result<Frame<Bytes>, Never>>>;
 
 impl Body for SseRelay {
     type Data = Bytes;

@@ -27,7 +27,6 @@ use prometheus_client::registry::Registry;
 use sluice_providers::Operation;
 use tokio::time::Instant;
 
-pub(crate) use context::push_hex;
 pub use context::TraceContext;
 pub(crate) use span::{AttemptSpan, RequestSpan};
 

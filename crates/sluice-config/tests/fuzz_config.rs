@@ -3,7 +3,7 @@
 //! block of the README), so `cargo test` exercises it without cargo-fuzz: loading any text
 //! never panics, and a refusal names a line within the text.
 
-use sluice_gateway::config::{Config, EnvMode};
+use sluice_config::{Config, EnvMode};
 
 /// xorshift64*: deterministic, so a failure reproduces.
 struct Rng(u64);

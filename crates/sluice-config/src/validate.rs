@@ -518,14 +518,14 @@ fn health_check_config(
     })
 }
 
-fn retry_config(path: &str, raw: RawRetry) -> Result<crate::policy::RetryConfig, ConfigError> {
+fn retry_config(path: &str, raw: RawRetry) -> Result<crate::RetryConfig, ConfigError> {
     let RawRetry {
         attempts,
         backoff,
         max_backoff,
         max_retry_after,
     } = raw;
-    let d = crate::policy::RetryConfig::default();
+    let d = crate::RetryConfig::default();
     let attempts = attempts.unwrap_or(d.attempts);
     if !(1..=10).contains(&attempts) {
         return Err(ConfigError::new(
@@ -533,7 +533,7 @@ fn retry_config(path: &str, raw: RawRetry) -> Result<crate::policy::RetryConfig,
             "must be 1 to 10 (attempts per target tier, the first included)",
         ));
     }
-    Ok(crate::policy::RetryConfig {
+    Ok(crate::RetryConfig {
         attempts,
         backoff: duration(&format!("{path}.backoff"), backoff, d.backoff)?,
         max_backoff: duration(&format!("{path}.max_backoff"), max_backoff, d.max_backoff)?,
@@ -545,12 +545,12 @@ fn retry_config(path: &str, raw: RawRetry) -> Result<crate::policy::RetryConfig,
     })
 }
 
-fn budget_config(path: &str, raw: RawBudget) -> Result<crate::policy::BudgetConfig, ConfigError> {
+fn budget_config(path: &str, raw: RawBudget) -> Result<crate::BudgetConfig, ConfigError> {
     let RawBudget {
         ratio,
         min_per_second,
     } = raw;
-    let d = crate::policy::BudgetConfig::default();
+    let d = crate::BudgetConfig::default();
     let ratio = ratio.unwrap_or(d.ratio);
     if !(ratio.is_finite() && (0.0..=10.0).contains(&ratio)) {
         return Err(ConfigError::new(
@@ -558,7 +558,7 @@ fn budget_config(path: &str, raw: RawBudget) -> Result<crate::policy::BudgetConf
             "must be a number from 0 to 10 (retries per request over 10 s)",
         ));
     }
-    Ok(crate::policy::BudgetConfig {
+    Ok(crate::BudgetConfig {
         ratio,
         min_per_second: min_per_second.unwrap_or(d.min_per_second),
     })
@@ -717,15 +717,15 @@ fn server_config(raw: RawServer, ctx: &mut Ctx<'_>) -> Result<ServerConfig, Conf
         max_event_bytes: usize::try_from(max_event_bytes).unwrap_or(usize::MAX),
         server_timing: server_timing.unwrap_or(false),
         access_log: match access_log.as_deref() {
-            None | Some("stdout") => crate::access_log::AccessLogSink::Stdout,
-            Some("off") => crate::access_log::AccessLogSink::Off,
+            None | Some("stdout") => crate::AccessLogSink::Stdout,
+            Some("off") => crate::AccessLogSink::Off,
             Some("") => {
                 return Err(ConfigError::new(
                     "server.access_log",
                     "write \"stdout\", \"off\" or a file path",
                 ))
             }
-            Some(path) => crate::access_log::AccessLogSink::File(path.into()),
+            Some(path) => crate::AccessLogSink::File(path.into()),
         },
         access_log_queue: match access_log_queue {
             Some(0) => {
@@ -734,11 +734,11 @@ fn server_config(raw: RawServer, ctx: &mut Ctx<'_>) -> Result<ServerConfig, Conf
                     "must be at least 1",
                 ))
             }
-            v => v.unwrap_or(crate::access_log::DEFAULT_QUEUE),
+            v => v.unwrap_or(crate::DEFAULT_QUEUE),
         },
         log_format: match log_format {
-            None | Some(LogFormatName::Text) => crate::access_log::LogFormat::Text,
-            Some(LogFormatName::Json) => crate::access_log::LogFormat::Json,
+            None | Some(LogFormatName::Text) => crate::LogFormat::Text,
+            Some(LogFormatName::Json) => crate::LogFormat::Json,
         },
         log_level: log_level.unwrap_or_else(|| "info".into()),
         max_connections: positive("server.max_connections", max_connections)?,
@@ -778,16 +778,7 @@ fn server_config(raw: RawServer, ctx: &mut Ctx<'_>) -> Result<ServerConfig, Conf
             format!("{admin} is also server.listen; the admin plane needs its own port, e.g. 127.0.0.1:9901"),
         ));
     }
-    if !super::admin::is_loopback(admin) && server.admin_token.is_none() {
-        return Err(ConfigError::new(
-            "server.admin_listen",
-            format!(
-                "{admin} is reachable from other hosts, and the admin plane shows the config and \
-                 the traffic: set server.admin_token (e.g. admin_token = \"${{SLUICE_ADMIN_TOKEN}}\") \
-                 or listen on loopback (127.0.0.1:9901)"
-            ),
-        ));
-    }
+    server.check_admin_exposure()?;
     Ok(server)
 }
 

@@ -1,12 +1,13 @@
-//! `GET /admin/config`: the configuration in force, every default filled in, secrets
-//! redacted, and its hash (to tell which config a gateway runs, e.g. after a reload).
+//! The configuration as it may be shown (`GET /admin/config`): every default filled in,
+//! secrets redacted; and its fingerprint (to tell which config a gateway runs, e.g. after a
+//! reload, and what a reload changed).
 //!
 //! The gateway's own config types are taken apart by exhaustive destructuring, so a new
 //! field (possibly a secret) cannot reach this output without someone deciding how it shows.
 
 use serde_json::{json, Value};
 
-use crate::config::{
+use crate::{
     Config, KeyConfig, Limits, OnClientDisconnect, RateLimit, RouteConfig, ServerConfig,
     StateSettings, TargetConfig, TelemetryConfig, Timeouts, UpstreamAuth, UpstreamConfig,
     UpstreamProtocol,
@@ -15,19 +16,50 @@ use crate::config::{
 /// What replaces a secret.
 const REDACTED: &str = "<redacted>";
 
-/// `{ "hash": "sha256:…", "config": { … } }`.
-pub(crate) fn view(config: &Config) -> Value {
-    let body = config_json(config);
-    json!({ "hash": hash(&body), "config": body })
+impl Config {
+    /// The config with every default filled in and every secret redacted, as JSON.
+    pub fn redacted(&self) -> Value {
+        config_json(self)
+    }
+
+    /// `sha256:<hex>` of [`Config::redacted`]'s JSON text: equal configs give equal
+    /// fingerprints; secret values are not part of it.
+    pub fn fingerprint(&self) -> String {
+        fingerprint_of(&self.redacted())
+    }
+
+    /// `{ "hash": <fingerprint>, "config": <redacted> }`: what `GET /admin/config` answers.
+    pub fn view(&self) -> Value {
+        let body = self.redacted();
+        json!({ "hash": fingerprint_of(&body), "config": body })
+    }
 }
 
-/// `sha256:<hex>` of the redacted view's JSON text: equal configs give equal hashes; secret
-/// values are not part of it.
-pub(crate) fn hash(redacted: &Value) -> String {
+impl UpstreamConfig {
+    /// This upstream's part of [`Config::redacted`]: two upstreams with equal views have
+    /// the same settings.
+    pub fn redacted(&self) -> Value {
+        upstream_json(self)
+    }
+}
+
+impl RouteConfig {
+    /// This route's part of [`Config::redacted`] (`upstreams` names its targets).
+    pub fn redacted(&self, upstreams: &[UpstreamConfig]) -> Value {
+        route_json(self, upstreams)
+    }
+}
+
+impl StateSettings {
+    /// `[state]`'s part of [`Config::redacted`] (the Redis URL without its password).
+    pub fn redacted(&self) -> Value {
+        state_json(self)
+    }
+}
+
+fn fingerprint_of(redacted: &Value) -> String {
     let d = ring::digest::digest(&ring::digest::SHA256, redacted.to_string().as_bytes());
-    let mut s = String::from("sha256:");
-    crate::trace::push_hex(&mut s, d.as_ref());
-    s
+    format!("sha256:{}", hex::encode(d.as_ref()))
 }
 
 fn dur(d: std::time::Duration) -> String {
@@ -105,7 +137,7 @@ fn key_json(k: &KeyConfig, routes: &[RouteConfig]) -> Value {
     })
 }
 
-pub(crate) fn state_json(s: &StateSettings) -> Value {
+fn state_json(s: &StateSettings) -> Value {
     let store = &s.store;
     let backend = match &store.backend {
         sluice_state::BackendConfig::Memory => json!({ "kind": "memory" }),
@@ -174,14 +206,14 @@ fn server_json(s: &ServerConfig) -> Value {
         "max_event_bytes": max_event_bytes,
         "server_timing": server_timing,
         "access_log": match access_log {
-            crate::access_log::AccessLogSink::Stdout => "stdout".to_string(),
-            crate::access_log::AccessLogSink::Off => "off".to_string(),
-            crate::access_log::AccessLogSink::File(p) => p.display().to_string(),
+            crate::AccessLogSink::Stdout => "stdout".to_string(),
+            crate::AccessLogSink::Off => "off".to_string(),
+            crate::AccessLogSink::File(p) => p.display().to_string(),
         },
         "access_log_queue": access_log_queue,
         "log_format": match log_format {
-            crate::access_log::LogFormat::Text => "text",
-            crate::access_log::LogFormat::Json => "json",
+            crate::LogFormat::Text => "text",
+            crate::LogFormat::Json => "json",
         },
         "log_level": log_level,
         "admin_listen": s.admin_addr().to_string(),
@@ -210,7 +242,7 @@ fn server_json(s: &ServerConfig) -> Value {
     })
 }
 
-pub(crate) fn upstream_json(u: &UpstreamConfig) -> Value {
+fn upstream_json(u: &UpstreamConfig) -> Value {
     let UpstreamConfig {
         name,
         base_url,
@@ -318,7 +350,7 @@ fn target_json(t: &TargetConfig, ups: &[UpstreamConfig]) -> Value {
     })
 }
 
-pub(crate) fn route_json(r: &RouteConfig, ups: &[UpstreamConfig]) -> Value {
+fn route_json(r: &RouteConfig, ups: &[UpstreamConfig]) -> Value {
     let RouteConfig {
         name,
         models,

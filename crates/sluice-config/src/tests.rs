@@ -392,7 +392,7 @@ fn routing_takes_the_first_match() {
 
 #[test]
 fn the_example_config_loads() {
-    let text = include_str!("../../../../sluice.example.toml");
+    let text = include_str!("../../../sluice.example.toml");
     let c = Config::from_toml(text, &|_| None).unwrap();
     assert_eq!(c.upstreams[0].name, "local");
     // `${SLUICE_UPSTREAM:-127.0.0.1:9090}` with the variable unset.

@@ -1,4 +1,4 @@
-//! Configuration: TOML in, a validated [`Config`] out.
+//! Sluice's configuration: TOML in, a validated [`Config`] out.
 //!
 //! Loading happens in steps, as TensorZero does it: the document is parsed, `${VAR}` references
 //! in its string values are expanded (`interpolate`), `raw` mirrors the file with
@@ -6,12 +6,30 @@
 //! ignored field), and `validate` turns it into the types below. The first problem found is
 //! reported with its field path, its line and what would be right (`diagnostics`). Nothing
 //! downstream sees a raw value.
+//!
+//! Modules, in the order a config file meets them:
+//! - `interpolate`: `${VAR}` expansion in string values (or their warnings with `--skip-env`);
+//! - `raw`: the file's shape, field for field; `units`: durations and sizes as written;
+//! - `validate` (with `limits` for keys, prices and `[state]`, `telemetry` for
+//!   `[telemetry]`, `tls` for certificate files, `admin` for the admin plane's token and
+//!   exposure): raw into checked types, `diagnostics` locating the first problem;
+//! - this module: the validated types ([`Config`], [`ServerConfig`], [`UpstreamConfig`],
+//!   [`RouteConfig`], ...), route selection by model ([`Config::route_index`]) and the glob
+//!   matcher; `retry` and `log` hold the retry and access-log settings the gateway's stages run;
+//! - `redacted`: the config as it may be shown, and its fingerprint.
+//!
+//! Pure apart from reading the files a config names (key files, TLS files): tested with plain
+//! data and fuzzed (`fuzz/fuzz_targets/config.rs`).
+#![forbid(unsafe_code)]
 
 mod admin;
 mod diagnostics;
 mod interpolate;
 mod limits;
+mod log;
 mod raw;
+mod redacted;
+mod retry;
 mod telemetry;
 pub mod tls;
 mod units;
@@ -31,6 +49,8 @@ pub use admin::{AdminToken, DEFAULT_ADMIN_LISTEN};
 pub use limits::{
     BudgetLimit, KeyConfig, KeyMode, Limits, ModelLimits, PriceConfig, RateLimit, StateSettings,
 };
+pub use log::{AccessLogSink, LogFormat, DEFAULT_QUEUE};
+pub use retry::{BudgetConfig, RetryConfig};
 pub use telemetry::{TelemetryConfig, TraceHeader};
 pub use units::{parse_duration, parse_size};
 
@@ -80,13 +100,13 @@ pub struct ServerConfig {
     /// Where the access log (one line per request) goes: `stdout`, a file path (appended to),
     /// or `off`. Written by its own thread; a sink that cannot keep up loses lines (counted),
     /// never slows requests. Default `stdout`.
-    pub access_log: crate::access_log::AccessLogSink,
+    pub access_log: AccessLogSink,
     /// Access log lines waiting for the writer, at most; past it lines are dropped (and
     /// counted). Default 16384.
     pub access_log_queue: usize,
     /// `text` (`key=value`) or `json`, for the access log and the operational log alike.
     /// Default `text`.
-    pub log_format: crate::access_log::LogFormat,
+    pub log_format: LogFormat,
     /// The operational log's filter (`info`, `warn`, `sluice=debug,h2=info`, ...); `RUST_LOG`
     /// overrides it. Default `info`.
     pub log_level: String,
@@ -106,9 +126,9 @@ pub struct ServerConfig {
     /// from `trusted_proxies` are never capped by it.
     pub max_connections_per_ip: Option<usize>,
     /// Threads that serve client connections, each a single-threaded runtime that keeps a
-    /// connection from accept to close (see [`crate::workers::Workers`]). 0 (the default):
+    /// connection from accept to close (see `sluice_gateway::workers::Workers`). 0 (the default):
     /// none, every connection on tokio's multi-threaded runtime, whose threads share the
-    /// work. Honoured by `sluice serve`; [`crate::Gateway::start`] serves on the caller's
+    /// work. Honoured by `sluice serve`; `sluice_gateway::Gateway::start` serves on the caller's
     /// runtime.
     pub workers: usize,
     /// Largest request head: HTTP/1.1 request line and header fields, or an HTTP/2 header
@@ -190,13 +210,11 @@ impl Default for ClientResets {
     }
 }
 
-/// An address range in CIDR notation (`10.0.0.0/8`, `fd00::/8`); a bare address is the range
-/// of that one address.
+/// A range of `server.trusted_proxies`: `ADDR/PREFIX`, or one address. An IPv4-mapped IPv6
+/// peer (`::ffff:10.0.0.1`, as a dual-stack listener reports IPv4 clients) counts as its IPv4
+/// address.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct IpNet {
-    addr: std::net::IpAddr,
-    prefix: u8,
-}
+pub struct IpNet(ipnet::IpNet);
 
 impl IpNet {
     /// Parses `ADDR/PREFIX` or `ADDR`.
@@ -212,16 +230,14 @@ impl IpNet {
             format!("`{s}` is not an IP address or CIDR range, e.g. \"10.0.0.0/8\"")
         })?;
         let max = if addr.is_ipv4() { 32 } else { 128 };
+        let bad_prefix = || format!("`{s}`: the prefix length must be 0 to {max}");
         let prefix = match prefix {
             None => max,
-            Some(p) => p
-                .trim()
-                .parse::<u8>()
-                .ok()
-                .filter(|p| *p <= max)
-                .ok_or_else(|| format!("`{s}`: the prefix length must be 0 to {max}"))?,
+            Some(p) => p.trim().parse::<u8>().map_err(|_| bad_prefix())?,
         };
-        Ok(IpNet { addr, prefix })
+        ipnet::IpNet::new(addr, prefix)
+            .map(IpNet)
+            .map_err(|_| bad_prefix())
     }
 
     /// Whether `ip` is in the range (an IPv4-mapped IPv6 address counts as its IPv4 one).
@@ -231,27 +247,13 @@ impl IpNet {
             IpAddr::V6(v6) => v6.to_ipv4_mapped().map_or(ip, IpAddr::V4),
             v4 => v4,
         };
-        match (self.addr, ip) {
-            (IpAddr::V4(net), IpAddr::V4(ip)) => {
-                let mask = u32::MAX
-                    .checked_shl(32 - u32::from(self.prefix))
-                    .unwrap_or(0);
-                u32::from(net) & mask == u32::from(ip) & mask
-            }
-            (IpAddr::V6(net), IpAddr::V6(ip)) => {
-                let mask = u128::MAX
-                    .checked_shl(128 - u32::from(self.prefix))
-                    .unwrap_or(0);
-                u128::from(net) & mask == u128::from(ip) & mask
-            }
-            _ => false,
-        }
+        self.0.contains(&ip)
     }
 }
 
 impl fmt::Display for IpNet {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}/{}", self.addr, self.prefix)
+        self.0.fmt(f)
     }
 }
 
@@ -383,7 +385,7 @@ pub struct UpstreamConfig {
     pub long_max_tokens: u64,
     /// How many retries requests to this upstream may add (ratio of recent requests plus a
     /// floor per second): past it, requests fail fast instead of feeding a retry storm.
-    pub retry_budget: crate::policy::BudgetConfig,
+    pub retry_budget: BudgetConfig,
     /// The wire format the upstream speaks. `None`: whatever API the client calls (requests
     /// and responses pass through untranslated). Default `None`.
     pub provider: Option<sluice_providers::ProviderKind>,
@@ -464,7 +466,7 @@ pub struct RouteConfig {
     /// `short`.
     pub lane: Option<sluice_upstream::Lane>,
     /// Retries, backoff and the retry budget.
-    pub retry: crate::policy::RetryConfig,
+    pub retry: RetryConfig,
     /// Requests on this route may be sent again after a maybe-processed failure (a timeout
     /// or reset after the request was written) even without an `Idempotency-Key`. Default
     /// false.
@@ -528,7 +530,9 @@ pub struct ConfigError {
 }
 
 impl ConfigError {
-    pub(crate) fn new(path: impl Into<String>, reason: impl Into<String>) -> Self {
+    /// An error at `path` (a field path such as `server.listen`, or a file name) for
+    /// `reason`; the line is found later, where the text is known.
+    pub fn new(path: impl Into<String>, reason: impl Into<String>) -> Self {
         ConfigError {
             path: path.into(),
             line: None,

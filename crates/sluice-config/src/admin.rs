@@ -48,8 +48,27 @@ impl std::fmt::Debug for AdminToken {
 }
 
 /// Whether an admin address is reachable only from this host.
-pub(super) fn is_loopback(addr: SocketAddr) -> bool {
-    addr.ip().is_loopback()
+impl crate::ServerConfig {
+    /// The admin plane shows the config and the traffic: reachable from other hosts, it must
+    /// ask for a token. Checked by validation, and again by startup and every reload after
+    /// the command line's overrides (the file alone cannot see `--admin-listen`).
+    ///
+    /// # Errors
+    /// The admin address is not loopback and `server.admin_token` is not set.
+    pub fn check_admin_exposure(&self) -> Result<(), crate::ConfigError> {
+        let admin = self.admin_addr();
+        if admin.ip().is_loopback() || self.admin_token.is_some() {
+            return Ok(());
+        }
+        Err(crate::ConfigError::new(
+            "server.admin_listen",
+            format!(
+                "{admin} is reachable from other hosts, and the admin plane shows the config and \
+                 the traffic: set server.admin_token (e.g. admin_token = \"${{SLUICE_ADMIN_TOKEN}}\") \
+                 or listen on loopback (127.0.0.1:9901)"
+            ),
+        ))
+    }
 }
 
 #[cfg(test)]
