@@ -16,8 +16,8 @@ use std::hint::black_box;
 use criterion::{criterion_group, criterion_main, BatchSize, BenchmarkId, Criterion, SamplingMode};
 use futures_util::FutureExt;
 use http::{HeaderMap, HeaderValue};
+use sluice_gateway::admit::{reservation, Keys, Outcome};
 use sluice_gateway::config::Config;
-use sluice_gateway::keys::{reservation, Keys, Outcome};
 
 #[path = "../../sluice-state/benches/support/thread_cpu.rs"]
 mod thread_cpu;

@@ -115,7 +115,7 @@ impl TrustedProxies {
 /// The peer's address (canonical: an IPv4-mapped IPv6 address as IPv4) as a header value.
 pub(crate) fn peer_header(peer: SocketAddr) -> Option<HeaderValue> {
     let mut text = String::with_capacity(40);
-    push_ip(&mut text, canonical(peer.ip()));
+    sluice_telemetry::access_log::push_ip(&mut text, canonical(peer.ip()));
     // An address is always a valid header value.
     HeaderValue::from_str(&text).ok()
 }
@@ -191,24 +191,6 @@ fn parse_addr(s: &str) -> Option<IpAddr> {
         .and_then(|r| r.strip_suffix(']'))
         .and_then(|r| r.parse::<IpAddr>().ok())
         .map(canonical)
-}
-
-/// Appends `ip` as text; IPv4 without going through `fmt` (once or twice per request).
-pub(crate) fn push_ip(out: &mut String, ip: IpAddr) {
-    match ip {
-        IpAddr::V4(v4) => {
-            for (i, octet) in v4.octets().into_iter().enumerate() {
-                if i > 0 {
-                    out.push('.');
-                }
-                crate::access_log::push_u64(out, u64::from(octet));
-            }
-        }
-        IpAddr::V6(_) => {
-            use std::fmt::Write as _;
-            let _ = write!(out, "{ip}");
-        }
-    }
 }
 
 #[cfg(test)]

@@ -1,6 +1,7 @@
 //! Every way a request can fail, mapped to a status and the client API's error format, here and
 //! nowhere else.
 
+use sluice_telemetry::EndReason;
 use std::time::Duration;
 
 use bytes::Bytes;
@@ -192,10 +193,44 @@ pub enum GatewayError {
     /// Refused by the admit stage: a key, a limit, a budget or an idempotency record (401,
     /// 403, 429, 409, 422, 400), or the state store failed (503).
     #[error("{0}")]
-    Keys(Box<crate::keys::KeyError>),
+    Keys(Box<crate::admit::KeyError>),
 }
 
 impl GatewayError {
+    /// The end reason of a request that failed with this before its response started.
+    pub fn end_reason(&self) -> EndReason {
+        use GatewayError as E;
+        match self {
+            E::NotFound(_)
+            | E::MethodNotAllowed { .. }
+            | E::BodyRead(_)
+            | E::BadJson(_)
+            | E::BadField { .. }
+            | E::MissingModel
+            | E::UnknownModel(_)
+            | E::Translate(_) => EndReason::BadRequest,
+            E::BodyTooLarge { .. } => EndReason::BodyTooLarge,
+            E::FirstByteTimeout { .. } => EndReason::FirstByteTimeout,
+            E::FirstTokenTimeout { .. } => EndReason::FirstTokenTimeout,
+            E::TotalTimeout { .. } => EndReason::TotalTimeout,
+            E::IdleTimeout { .. } => EndReason::IdleTimeout,
+            E::ResponseTooLarge { .. } => EndReason::ResponseTooLarge,
+            E::UpstreamBody { .. } => EndReason::UpstreamReset,
+            E::ShuttingDown => EndReason::Shutdown,
+            E::Keys(k) => k.end_reason(),
+            E::Upstream { .. }
+            | E::StreamFailed { .. }
+            | E::RetryBudgetExhausted { .. }
+            | E::ResponseMalformed { .. } => EndReason::UpstreamError,
+            E::ClientBodyTimeout { .. } => EndReason::ClientTimeout,
+            E::OverBudget { .. } => EndReason::OverBudget,
+            E::TooManyCancels { .. }
+            | E::RequestRate { .. }
+            | E::BadHost(_)
+            | E::MalformedRequest { .. } => EndReason::BadRequest,
+        }
+    }
+
     /// The status the client gets.
     pub fn status(&self) -> StatusCode {
         use GatewayError::*;
@@ -282,10 +317,10 @@ impl GatewayError {
     /// The message of the error body: what the client may read. Upstreams are named by their
     /// configured name only: addresses, OS errors and TLS details stay in the log (the
     /// error's `Display`). Client input is quoted as a short escaped prefix (see
-    /// [`crate::untrusted::echo`]), never whole. A saturated upstream pool names the upstream,
+    /// [`sluice_telemetry::untrusted::echo`]), never whole. A saturated upstream pool names the upstream,
     /// the lane, the limit it hit and the setting to raise.
     pub fn message(&self) -> String {
-        use crate::untrusted::{echo, echo_at_most};
+        use sluice_telemetry::untrusted::{echo, echo_at_most};
         use GatewayError::*;
         match self {
             Upstream { upstream, source } if source.is_pool_saturated() => {

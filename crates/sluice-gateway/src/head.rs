@@ -46,7 +46,7 @@ pub fn route_request(
     let probe = crate::probe::routing_fields(body)?;
     let model = probe.model.as_deref().ok_or(GatewayError::MissingModel)?;
     let route = config.route_index(model).ok_or_else(|| {
-        GatewayError::UnknownModel(crate::untrusted::prefix(model, 1024).to_string())
+        GatewayError::UnknownModel(sluice_telemetry::untrusted::prefix(model, 1024).to_string())
     })?;
     Ok(Routed::Model {
         endpoint,

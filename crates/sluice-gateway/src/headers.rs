@@ -367,6 +367,36 @@ pub fn session_header_to_body(
     Ok(true)
 }
 
+// The gateway's own header names, as constants: a `&str` name is parsed and validated on every
+// use.
+/// The client's own deadline for the request (`30s`).
+pub(crate) const X_SLUICE_TIMEOUT: HeaderName = HeaderName::from_static("x-sluice-timeout");
+/// The OpenAI and Anthropic SDKs' timeout, in seconds.
+pub(crate) const X_STAINLESS_TIMEOUT: HeaderName = HeaderName::from_static("x-stainless-timeout");
+/// The upstream phases, when asked for (`server.server_timing`, `x-sluice-timing: 1`).
+pub(crate) const SERVER_TIMING: HeaderName = HeaderName::from_static("server-timing");
+/// Tells a buffering proxy in front (nginx) to pass a stream on as it comes.
+pub(crate) const X_ACCEL_BUFFERING: HeaderName = HeaderName::from_static("x-accel-buffering");
+/// The request parameters a translation dropped.
+pub(crate) const X_SLUICE_DROPPED_PARAMS: HeaderName =
+    HeaderName::from_static("x-sluice-dropped-params");
+/// A client's ask for `Server-Timing` on its response.
+pub(crate) const X_SLUICE_TIMING: HeaderName = HeaderName::from_static("x-sluice-timing");
+/// Which upstream answered.
+pub(crate) const X_SLUICE_UPSTREAM: HeaderName = HeaderName::from_static("x-sluice-upstream");
+/// How many attempts the answer took.
+pub(crate) const X_SLUICE_ATTEMPTS: HeaderName = HeaderName::from_static("x-sluice-attempts");
+
+/// Whether a response is an SSE stream.
+pub(crate) fn is_event_stream(h: &HeaderMap) -> bool {
+    find(h, &header::CONTENT_TYPE).is_some_and(|v| {
+        // The prefix on the bytes first: checking a whole JSON type is text cost more.
+        let b = v.as_bytes();
+        let start = b.iter().position(|c| !matches!(c, b' ' | b'\t'));
+        start.is_some_and(|i| b[i..].starts_with(b"text/event-stream")) && v.to_str().is_ok()
+    })
+}
+
 #[cfg(test)]
 mod tests {
 
@@ -380,6 +410,48 @@ mod tests {
     }
 
     use super::*;
+
+    #[test]
+    fn a_stream_is_told_by_its_type_as_the_text_reading_told_it() {
+        let was = |h: &HeaderMap| {
+            h.get(header::CONTENT_TYPE)
+                .and_then(|v| v.to_str().ok())
+                .is_some_and(|v| v.trim_start().starts_with("text/event-stream"))
+        };
+        let types: [&[u8]; 12] = [
+            b"text/event-stream",
+            b"text/event-stream; charset=utf-8",
+            b"  \t text/event-stream",
+            b"application/json",
+            b"",
+            b" ",
+            b"text/event-strea",
+            b"TEXT/EVENT-STREAM",
+            b"text/event-stream\x80",
+            b"\x80text/event-stream",
+            b"text/event-streamy",
+            b"x text/event-stream",
+        ];
+        for t in types {
+            for other in [None, Some("x-a"), Some("content-length")] {
+                let mut h = HeaderMap::new();
+                if let Some(n) = other {
+                    h.insert(HeaderName::from_static(n), HeaderValue::from_static("1"));
+                }
+                h.insert(header::CONTENT_TYPE, HeaderValue::from_bytes(t).unwrap());
+                // A second value is not read, by either.
+                h.append(
+                    header::CONTENT_TYPE,
+                    HeaderValue::from_static("text/event-stream"),
+                );
+                assert_eq!(is_event_stream(&h), was(&h), "{t:?}");
+                h.remove(header::CONTENT_TYPE);
+                h.insert(header::CONTENT_TYPE, HeaderValue::from_bytes(t).unwrap());
+                assert_eq!(is_event_stream(&h), was(&h), "{t:?} alone");
+            }
+        }
+        assert!(!is_event_stream(&HeaderMap::new()));
+    }
 
     fn map(pairs: &[(&str, &str)]) -> HeaderMap {
         pairs

@@ -41,7 +41,7 @@ use crate::body_budget::BodyBudget;
 use crate::client_ip::TrustedProxies;
 use crate::config::{ClientTimeouts, Config, ServerConfig, TlsFiles};
 use crate::reload::{ConfigSource, ReloadError, ReloadMetrics, ReloadOutcome, Reloader, StateCell};
-use crate::telemetry::Telemetry;
+use sluice_telemetry::Telemetry;
 
 /// What every connection of the ingress shares: the request path's state, and the edge's
 /// limits and their accounting.
@@ -204,10 +204,10 @@ impl Gateway {
             })?;
         telemetry.start_tracer(&config.telemetry);
         // Registered once, filled by each generation.
-        let pools = crate::pools::PoolCollector::new(Vec::new());
+        let pools = sluice_telemetry::pools::PoolCollector::new(Vec::new());
         telemetry.register_pools(pools.clone());
         let reload_metrics = ReloadMetrics::register(telemetry.registry_mut());
-        let keys = crate::keys::Keys::start(&config).await?;
+        let keys = crate::admit::Keys::start(&config).await?;
         keys.register_metrics(telemetry.registry_mut());
         let server = &config.server;
         let fds = sluice_upstream::fd_limit();

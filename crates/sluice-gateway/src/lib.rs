@@ -12,31 +12,28 @@
 
 /// The configuration (`sluice-config`), under the name the gateway's API has always used.
 pub use sluice_config as config;
+/// The access log (`sluice-telemetry`), under the name the gateway's API has always used.
+pub use sluice_telemetry::access_log;
 
-pub mod access_log;
 mod admin;
+pub mod admit;
 mod body_budget;
 mod client_ip;
+mod clock;
 pub mod error;
+mod generation;
 pub mod head;
 mod headers;
 mod ingress;
-pub mod keys;
-mod live;
-mod metric_handles;
-mod models;
 mod outbound;
+mod outcome;
 mod policy;
-mod pools;
 mod probe;
-mod proxy;
 mod relay;
 pub mod reload;
+mod request;
 pub mod route;
 mod targets;
-pub mod telemetry;
-pub mod trace;
-mod untrusted;
 pub mod workers;
 
 pub use ingress::{Gateway, ReloadHandle, StartError};

@@ -14,9 +14,9 @@ use sluice_providers::request::{translate_request_known, KnownFields, RequestOpt
 use sluice_providers::{Family, Operation, ProviderKind};
 
 use crate::error::GatewayError;
+use crate::generation::State;
 use crate::headers;
 use crate::policy::RequestCtx;
-use crate::proxy::State;
 
 /// How to build one attempt's request.
 #[derive(Clone, Copy, Debug)]

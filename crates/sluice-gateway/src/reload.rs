@@ -32,10 +32,10 @@ use serde_json::{json, Value};
 use sluice_upstream::Upstream;
 
 use crate::config::{Config, ConfigError, EnvMode, ServerConfig};
+use crate::generation::{State, StateParts};
 use crate::ingress::StartError;
-use crate::pools::PoolCollector;
-use crate::proxy::{State, StateParts};
-use crate::telemetry::Telemetry;
+use sluice_telemetry::pools::PoolCollector;
+use sluice_telemetry::Telemetry;
 
 pub(crate) use watch::watch_file;
 
@@ -76,7 +76,7 @@ pub struct Overrides {
     /// Instead of `server.admin_listen`.
     pub admin_listen: Option<SocketAddr>,
     /// Instead of `server.log_format`.
-    pub log_format: Option<crate::access_log::LogFormat>,
+    pub log_format: Option<sluice_telemetry::access_log::LogFormat>,
 }
 
 impl Overrides {
@@ -424,7 +424,7 @@ pub(crate) fn build(
     config: Config,
     prev: Option<&State>,
     telemetry: Arc<Telemetry>,
-    keys: crate::keys::Keys,
+    keys: crate::admit::Keys,
     version: u64,
 ) -> Result<(State, Report), StartError> {
     let mut report = Report::default();

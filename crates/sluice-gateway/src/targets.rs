@@ -149,7 +149,7 @@ fn balance_target(
 
 /// `GET /admin/targets`: every route's balancer — per target its health, ejection, rest,
 /// latency per lane, in-flight and outcome counts — and the balancer's counters.
-pub(crate) fn snapshot_json(state: &crate::proxy::State) -> serde_json::Value {
+pub(crate) fn snapshot_json(state: &crate::generation::State) -> serde_json::Value {
     use serde_json::json;
     let ms = |d: std::time::Duration| d.as_secs_f64() * 1000.0;
     let routes: Vec<serde_json::Value> = state

@@ -25,10 +25,10 @@ use tokio::sync::{watch, OwnedSemaphorePermit, Semaphore};
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
-use crate::live::{quantile_ms, LATENCY_BUCKETS};
-use crate::proxy::State;
+use crate::generation::State;
 use crate::reload::Reloader;
-use crate::telemetry::EndReason;
+use sluice_telemetry::live::{quantile_ms, LATENCY_BUCKETS};
+use sluice_telemetry::EndReason;
 
 /// How often the feed samples.
 pub(crate) const TICK: Duration = Duration::from_secs(1);
@@ -223,7 +223,7 @@ impl Feed {
             .map(|u| u.name.clone())
             .zip(state.upstreams.iter().cloned())
             .collect();
-        let pools = crate::pools::snapshot_json(&pairs);
+        let pools = sluice_telemetry::pools::snapshot_json(&pairs);
         let end_reasons: serde_json::Map<String, Value> = EndReason::ALL
             .iter()
             .zip(live.end_reasons.iter())

@@ -2,7 +2,7 @@
 
 use serde_json::{json, Value};
 
-use crate::proxy::State;
+use crate::generation::State;
 
 /// The verdict and, when not ready, why.
 #[derive(Clone, Debug, PartialEq, Eq)]

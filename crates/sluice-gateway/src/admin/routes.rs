@@ -157,7 +157,7 @@ impl Admin {
             ),
             "/admin/pools" => json(
                 StatusCode::OK,
-                &crate::pools::snapshot_json(&state.pool_list()),
+                &sluice_telemetry::pools::snapshot_json(&state.pool_list()),
             ),
             "/admin/targets" => json(StatusCode::OK, &crate::targets::snapshot_json(state)),
             "/admin/config" => {
@@ -184,7 +184,7 @@ impl Admin {
             },
             p if p == "/admin/keys" || p.starts_with("/admin/keys/") => {
                 // Reads the state store (Redis when shared), so across every instance.
-                let reply = crate::keys::admin_keys(&state.keys, &p["/admin/keys".len()..]).await;
+                let reply = crate::admit::admin_keys(&state.keys, &p["/admin/keys".len()..]).await;
                 full(reply.status, "application/json", reply.body)
             }
             "/admin/feed" => match self.feed.subscribe() {

@@ -25,7 +25,7 @@ use super::Ingress;
 use crate::body_budget::BodyLease;
 use crate::error::GatewayError;
 use crate::headers::{self, REQUEST_ID};
-use crate::proxy::{self, GatewayBody};
+use crate::request::{self, GatewayBody};
 
 /// A non-streaming response goes to the connection in pieces of this size, so that a client
 /// that stops taking it is seen within `client_timeouts.send` (hyper asks for the next piece
@@ -34,7 +34,7 @@ const SEND_PIECE: usize = 64 * 1024;
 
 /// A request past the edge's checks, ready for the request path.
 pub(crate) struct Accepted {
-    state: Arc<crate::proxy::State>,
+    state: Arc<crate::generation::State>,
     req: Request<IngressBody<Incoming>>,
     guard: RequestGuard,
     lease: Arc<BodyLease>,
@@ -114,14 +114,14 @@ impl Accepted {
             conn,
         } = self;
         async move {
-            let edge = proxy::EdgeFacts {
+            let edge = request::EdgeFacts {
                 client_ip: guard.client_ip,
                 started: guard.started,
                 lease: lease.clone(),
             };
-            let resp = match proxy::admission(state, req, edge).await {
-                proxy::Admission::Answer(r) => r,
-                proxy::Admission::Run(run) => run.serve().await,
+            let resp = match request::admission(state, req, edge).await {
+                request::Admission::Answer(r) => r,
+                request::Admission::Run(run) => run.serve().await,
             };
             ClientBody::wrap(resp, guard, Some(lease), &conn)
         }
@@ -140,20 +140,20 @@ impl Accepted {
         } = self;
         // Made here, not in the `async` block: captured there, the request would keep its
         // room in the stream's future.
-        let edge = proxy::EdgeFacts {
+        let edge = request::EdgeFacts {
             client_ip: guard.client_ip,
             started: guard.started,
             lease: lease.clone(),
         };
-        let admission = Box::pin(proxy::admission(state, req, edge));
+        let admission = Box::pin(request::admission(state, req, edge));
         async move {
             // Taken out of the admission's answer before the attempts' wait: held in it, the
             // answer's place would be held beside them.
             let run = match admission.await {
-                proxy::Admission::Answer(r) => {
+                request::Admission::Answer(r) => {
                     return ClientBody::wrap(r, guard, Some(lease), &conn)
                 }
-                proxy::Admission::Run(run) => run,
+                request::Admission::Run(run) => run,
             };
             let mut resp = run.serve().await;
             // The upstream's headers, on their way into this connection's HPACK table.

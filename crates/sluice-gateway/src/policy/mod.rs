@@ -31,13 +31,16 @@ use http_body_util::BodyExt;
 use sluice_upstream::{Lane, ResponseBody};
 use tokio::time::{sleep, timeout_at, Instant};
 
+mod reply;
+
 pub(crate) use budget::RetryBudget;
 pub use class::FailureClass;
 pub(crate) use class::{Answer, AttemptFailure, Cause};
+pub(crate) use reply::{give_up_reply, Reply};
 
 use crate::config::{RouteConfig, TargetConfig};
 use crate::error::GatewayError;
-use crate::proxy::State;
+use crate::generation::State;
 use crate::route::Operation;
 
 /// Below this much time left, no attempt is started: it could not finish.
@@ -330,10 +333,10 @@ impl Policy {
     }
 
     /// The attempts so far, for the log line.
-    pub(crate) fn records(&self) -> Vec<crate::telemetry::AttemptLog> {
+    pub(crate) fn records(&self) -> Vec<sluice_telemetry::AttemptLog> {
         self.attempts
             .iter()
-            .map(|a| crate::telemetry::AttemptLog {
+            .map(|a| sluice_telemetry::AttemptLog {
                 upstream: self.upstream_name(a.upstream).to_string(),
                 outcome: a.class.map_or("ok", FailureClass::metric_label),
                 cause: a.cause,
@@ -592,7 +595,7 @@ impl Policy {
             parts.status,
             &parts.headers,
             &body,
-            crate::proxy::now_unix(),
+            crate::clock::now_unix(),
         );
         let retry_after = error.retry_after;
         Err(AttemptFailure::answered(

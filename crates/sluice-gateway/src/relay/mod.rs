@@ -42,7 +42,9 @@ use self::clock::{Due, StreamClock};
 use self::outbox::Outbox;
 use crate::config::OnClientDisconnect;
 use crate::policy::{Attempt, AttemptFailure, GiveUp, Policy, TargetRef};
-use crate::telemetry::{EndReason, RequestLog, Telemetry};
+use sluice_telemetry::{EndReason, Telemetry};
+
+use crate::outcome::Finish;
 
 /// A wait longer than this between handing the client an event and being asked for the next
 /// one means the client (or its connection) is not keeping up.
@@ -115,7 +117,7 @@ pub(crate) struct SseRelay {
     scratch: Vec<Emitted>,
     /// Boxed as it came: the relay then fits jemalloc's 1,024-byte class (inline, the log's
     /// 448 bytes took it to 1,536).
-    log: Box<RequestLog>,
+    log: Box<Finish>,
     telemetry: Arc<Telemetry>,
     /// The total deadline, the idle one (the attempt's first-token deadline, then last event
     /// + idle) and the heartbeat, on one timer.
@@ -170,7 +172,7 @@ impl SseRelay {
         setup: RelaySetup,
         policy: Box<Policy>,
         attempt: Attempt,
-        log: Box<RequestLog>,
+        log: Box<Finish>,
     ) -> Self {
         let RelaySetup {
             family,
@@ -509,7 +511,7 @@ impl SseRelay {
 
     /// A new attempt answered: relay its stream instead.
     fn install(&mut self, policy: Box<Policy>, attempt: Attempt) {
-        let is_sse = crate::proxy::is_event_stream(attempt.resp.headers());
+        let is_sse = crate::headers::is_event_stream(attempt.resp.headers());
         self.translator = new_translator(&policy, &attempt, self.token_cap.is_some());
         self.upstream_family = attempt.built.provider.family();
         let compressed = compressed_stream(attempt.resp.headers());
@@ -580,12 +582,12 @@ impl SseRelay {
 
     /// The continuation answered: relay its stream, spliced after what the client has.
     fn install_continuation(&mut self, policy: Box<Policy>, attempt: Attempt) {
-        let is_sse = crate::proxy::is_event_stream(attempt.resp.headers());
+        let is_sse = crate::headers::is_event_stream(attempt.resp.headers());
         if let Some(cut) = &self.pending_cut {
             let built = &attempt.built;
             let mut opts = StreamOptions::new(policy.ctx.op, &built.provider, &built.model);
             opts.client_wants_usage = built.client_wants_usage;
-            opts.created = crate::proxy::now_unix();
+            opts.created = crate::clock::now_unix();
             opts.continuation = true;
             opts.track_text = self.token_cap.is_some();
             opts.splice = Some(&cut.splice);
@@ -624,7 +626,7 @@ impl SseRelay {
         g: GiveUp,
     ) -> Poll<Option<Result<Frame<Bytes>, Never>>> {
         self.log.attempts = policy.records();
-        let mut reply = crate::proxy::give_up_reply(&policy, g);
+        let mut reply = crate::policy::give_up_reply(&policy, g);
         self.log.error = reply.detail.take();
         self.fail(reply.reason, reply.status, &reply.code, &reply.message)
     }
@@ -638,7 +640,7 @@ fn new_translator(policy: &Policy, attempt: &Attempt, capped: bool) -> Box<dyn S
     opts.client_wants_usage = built.client_wants_usage;
     // A token cap counts the text sent (its bytes stay in memory, bounded by the cap).
     opts.track_text = policy.route().continuation || capped;
-    opts.created = crate::proxy::now_unix();
+    opts.created = crate::clock::now_unix();
     sluice_providers::stream::translator(&opts)
 }
 
@@ -650,7 +652,7 @@ fn compressed_stream(h: &http::HeaderMap) -> Option<AttemptFailure> {
         AttemptFailure::before_content(format!(
             "the upstream sent its event stream with Content-Encoding `{}`, although the \
              gateway asked for identity; it cannot be relayed",
-            crate::untrusted::echo(c)
+            sluice_telemetry::untrusted::echo(c)
         ))
     })
 }

@@ -273,7 +273,7 @@ async fn a_token_limit_under_concurrent_load_is_overshot_by_at_most_one_reservat
     let keys = key("t", "sk-alpha", "tokens = { limit = 3000, per = \"1h\" }");
     let gw = gateway(&mock, &route(""), &keys).await;
     let body = r#"{"model":"gpt-4o","max_tokens":100,"messages":[{"role":"user","content":"count to a hundred"}]}"#;
-    let reservation = sluice_gateway::keys::reservation(100, body.len());
+    let reservation = sluice_gateway::admit::reservation(100, body.len());
     // Eight clients at once, each until its first refusal.
     let clients: Vec<_> = (0..8)
         .map(|_| {

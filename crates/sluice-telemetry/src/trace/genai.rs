@@ -7,7 +7,7 @@ use serde_json::Value;
 use sluice_providers::{Family, Operation};
 
 /// `gen_ai.operation.name` of a client operation.
-pub(crate) fn operation_name(op: Operation) -> &'static str {
+pub fn operation_name(op: Operation) -> &'static str {
     match op {
         Operation::ChatCompletions | Operation::Messages | Operation::Responses => "chat",
         Operation::Completions => "text_completion",
@@ -18,7 +18,7 @@ pub(crate) fn operation_name(op: Operation) -> &'static str {
 }
 
 /// `gen_ai.provider.name` of an API family (the well-known values of the convention).
-pub(crate) fn provider_name(family: Family) -> &'static str {
+pub fn provider_name(family: Family) -> &'static str {
     match family {
         Family::OpenAi => "openai",
         Family::Anthropic => "anthropic",
@@ -28,15 +28,15 @@ pub(crate) fn provider_name(family: Family) -> &'static str {
 
 /// Tokens and model a response reported; later reports win (streams send running totals).
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub(crate) struct Usage {
-    pub(crate) input_tokens: Option<u64>,
-    pub(crate) output_tokens: Option<u64>,
-    pub(crate) response_model: Option<String>,
+pub struct Usage {
+    pub input_tokens: Option<u64>,
+    pub output_tokens: Option<u64>,
+    pub response_model: Option<String>,
 }
 
 impl Usage {
     /// A whole JSON response body.
-    pub(crate) fn observe_body(&mut self, body: &[u8]) {
+    pub fn observe_body(&mut self, body: &[u8]) {
         if let Ok(v) = serde_json::from_slice::<Value>(body) {
             self.observe(&v);
         }
@@ -44,7 +44,7 @@ impl Usage {
 
     /// Relayed SSE bytes: the `data:` lines of whole events. Only events that can carry
     /// usage, or the model while it is unknown, are parsed.
-    pub(crate) fn observe_sse(&mut self, bytes: &[u8]) {
+    pub fn observe_sse(&mut self, bytes: &[u8]) {
         for line in bytes.split(|&b| b == b'\n') {
             let Some(data) = line.strip_prefix(b"data:") else {
                 continue;

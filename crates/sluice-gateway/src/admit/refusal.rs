@@ -9,7 +9,7 @@ use http::StatusCode;
 use sluice_state::{CheckKind, Quota, Refusal, RefusalReason, StateError};
 
 use super::quota_headers;
-use crate::telemetry::EndReason;
+use sluice_telemetry::EndReason;
 
 /// Which limit a check belongs to, for the message.
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -14,28 +14,29 @@
 
 use std::fmt::Write as _;
 use std::io::Write as _;
+use std::net::IpAddr;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::mpsc::{Receiver, SyncSender, TrySendError};
 use std::sync::Arc;
 
-pub use crate::config::{AccessLogSink, LogFormat, DEFAULT_QUEUE};
+pub use sluice_config::{AccessLogSink, LogFormat, DEFAULT_QUEUE};
 
 /// A client-supplied value logged at most this long (then marked as cut).
-pub(crate) const MAX_VALUE: usize = crate::untrusted::LOG_CAP;
+pub const MAX_VALUE: usize = crate::untrusted::LOG_CAP;
 
 /// Counters of the access log, for metrics.
 #[derive(Debug, Default)]
-pub(crate) struct AccessLogStats {
-    pub(crate) written: AtomicU64,
-    pub(crate) dropped: AtomicU64,
+pub struct AccessLogStats {
+    pub written: AtomicU64,
+    pub dropped: AtomicU64,
 }
 
 /// The sending side, shared by every request.
 #[derive(Debug)]
-pub(crate) struct AccessLog {
+pub struct AccessLog {
     tx: Option<SyncSender<String>>,
     format: LogFormat,
-    pub(crate) stats: Arc<AccessLogStats>,
+    pub stats: Arc<AccessLogStats>,
     writer: Option<std::thread::JoinHandle<()>>,
 }
 
@@ -44,7 +45,7 @@ impl AccessLog {
     ///
     /// # Errors
     /// The file cannot be opened for appending.
-    pub(crate) fn start(
+    pub fn start(
         sink: &AccessLogSink,
         format: LogFormat,
         queue: usize,
@@ -81,17 +82,17 @@ impl AccessLog {
     }
 
     /// Whether lines are written at all (`off` formats nothing).
-    pub(crate) fn enabled(&self) -> bool {
+    pub fn enabled(&self) -> bool {
         self.tx.is_some()
     }
 
     /// A line builder in this log's format.
-    pub(crate) fn line(&self) -> Line {
+    pub fn line(&self) -> Line {
         Line::new(self.format)
     }
 
     /// Hands a finished line to the writer; never waits.
-    pub(crate) fn send(&self, line: Line) {
+    pub fn send(&self, line: Line) {
         let Some(tx) = &self.tx else { return };
         match tx.try_send(line.finish()) {
             Ok(()) => {}
@@ -177,7 +178,7 @@ fn write_lines(rx: Receiver<String>, out: Box<dyn std::io::Write + Send>, stats:
 }
 
 /// One line being formatted.
-pub(crate) struct Line {
+pub struct Line {
     buf: String,
     format: LogFormat,
     first: bool,
@@ -225,7 +226,7 @@ impl Line {
     /// [`crate::untrusted::Untrusted`] (`"xxxx…[cut N bytes]"`), so it forges no field and
     /// no line, and a 10 MB value makes no 10 MB line.
     #[inline(always)]
-    pub(crate) fn str(&mut self, k: &str, v: &str) -> &mut Line {
+    pub fn str(&mut self, k: &str, v: &str) -> &mut Line {
         self.key(k);
         match self.format {
             LogFormat::Text => {
@@ -248,7 +249,7 @@ impl Line {
     /// A string field of the gateway's own (a route or upstream name, an end reason): written
     /// as it is in text, quoted in JSON.
     #[inline(always)]
-    pub(crate) fn word(&mut self, k: &str, v: &str) -> &mut Line {
+    pub fn word(&mut self, k: &str, v: &str) -> &mut Line {
         self.key(k);
         match self.format {
             LogFormat::Text => self.buf.push_str(if v.is_empty() { "-" } else { v }),
@@ -263,7 +264,7 @@ impl Line {
 
     /// A message of the gateway's that may quote client input (an error): escaped, at most
     /// 1 KiB.
-    pub(crate) fn message(&mut self, k: &str, v: &str) -> &mut Line {
+    pub fn message(&mut self, k: &str, v: &str) -> &mut Line {
         self.key(k);
         let shown = crate::untrusted::Untrusted::message(v).to_string();
         match self.format {
@@ -283,7 +284,7 @@ impl Line {
 
     /// A whole number.
     #[inline(always)]
-    pub(crate) fn u64(&mut self, k: &str, v: u64) -> &mut Line {
+    pub fn u64(&mut self, k: &str, v: u64) -> &mut Line {
         self.key(k);
         push_u64(&mut self.buf, v);
         self
@@ -292,7 +293,7 @@ impl Line {
     /// A number of milliseconds, rounded to 3 significant decimals (`1.14`, not
     /// `1.1432280000000001`).
     #[inline(always)]
-    pub(crate) fn ms(&mut self, k: &str, d: std::time::Duration) -> &mut Line {
+    pub fn ms(&mut self, k: &str, d: std::time::Duration) -> &mut Line {
         self.key(k);
         push_ms(&mut self.buf, d);
         self
@@ -300,7 +301,7 @@ impl Line {
 
     /// A boolean.
     #[inline(always)]
-    pub(crate) fn bool(&mut self, k: &str, v: bool) -> &mut Line {
+    pub fn bool(&mut self, k: &str, v: bool) -> &mut Line {
         self.key(k);
         self.buf.push_str(if v { "true" } else { "false" });
         self
@@ -308,7 +309,7 @@ impl Line {
 
     /// The time now, RFC 3339 in UTC with milliseconds.
     #[inline(always)]
-    pub(crate) fn now(&mut self, k: &str) -> &mut Line {
+    pub fn now(&mut self, k: &str) -> &mut Line {
         self.key(k);
         let json = self.format == LogFormat::Json;
         if json {
@@ -323,13 +324,13 @@ impl Line {
 
     /// An IP address (the client's).
     #[inline(always)]
-    pub(crate) fn ip(&mut self, k: &str, ip: std::net::IpAddr) -> &mut Line {
+    pub fn ip(&mut self, k: &str, ip: std::net::IpAddr) -> &mut Line {
         self.key(k);
         let json = self.format == LogFormat::Json;
         if json {
             self.buf.push('"');
         }
-        crate::client_ip::push_ip(&mut self.buf, ip);
+        push_ip(&mut self.buf, ip);
         if json {
             self.buf.push('"');
         }
@@ -339,7 +340,7 @@ impl Line {
     /// A field of the gateway's own written by `write` (no spaces, quotes or control
     /// characters in it): as it is in text, quoted in JSON.
     #[inline(always)]
-    pub(crate) fn own(&mut self, k: &str, write: impl FnOnce(&mut String)) -> &mut Line {
+    pub fn own(&mut self, k: &str, write: impl FnOnce(&mut String)) -> &mut Line {
         self.key(k);
         let json = self.format == LogFormat::Json;
         if json {
@@ -362,13 +363,13 @@ impl Line {
 }
 
 /// Appends `v` in decimal, without going through `fmt` (a log line holds a dozen numbers).
-pub(crate) fn push_u64(buf: &mut String, v: u64) {
+pub fn push_u64(buf: &mut String, v: u64) {
     buf.push_str(itoa::Buffer::new().format(v));
 }
 
 /// Appends a duration in milliseconds with 3 significant digits at most: `1.14`, `23.5`,
 /// `1234` (rounded half up, from the nanoseconds).
-pub(crate) fn push_ms(buf: &mut String, d: std::time::Duration) {
+pub fn push_ms(buf: &mut String, d: std::time::Duration) {
     let nanos = u64::try_from(d.as_nanos()).unwrap_or(u64::MAX);
     if nanos >= 100_000_000 {
         push_u64(buf, nanos.saturating_add(500_000) / 1_000_000);
@@ -385,7 +386,7 @@ pub(crate) fn push_ms(buf: &mut String, d: std::time::Duration) {
 /// `scaled`'s digits are formatted once and the point put between them: a log line holds half
 /// a dozen such numbers, and formatting the two parts apart (two `itoa` calls and a division)
 /// cost a third more.
-pub(crate) fn push_fixed(buf: &mut String, scaled: u64, decimals: u32) {
+pub fn push_fixed(buf: &mut String, scaled: u64, decimals: u32) {
     let decimals = decimals as usize;
     let mut b = itoa::Buffer::new();
     let digits = b.format(scaled);
@@ -437,6 +438,24 @@ fn push_now(buf: &mut String) {
     }
     push_u64(buf, u64::from(ms));
     buf.push('Z');
+}
+
+/// Appends `ip` as text; IPv4 without going through `fmt` (once or twice per request).
+pub fn push_ip(out: &mut String, ip: IpAddr) {
+    match ip {
+        IpAddr::V4(v4) => {
+            for (i, octet) in v4.octets().into_iter().enumerate() {
+                if i > 0 {
+                    out.push('.');
+                }
+                push_u64(out, u64::from(octet));
+            }
+        }
+        IpAddr::V6(_) => {
+            use std::fmt::Write as _;
+            let _ = write!(out, "{ip}");
+        }
+    }
 }
 
 #[cfg(test)]
@@ -583,7 +602,7 @@ mod tests {
 
 /// `sluice_access_log_lines_total{outcome}`: lines written and dropped, read at scrape time.
 #[derive(Debug)]
-pub(crate) struct AccessLogCollector(pub(crate) Arc<AccessLogStats>);
+pub struct AccessLogCollector(pub Arc<AccessLogStats>);
 
 impl prometheus_client::collector::Collector for AccessLogCollector {
     fn encode(

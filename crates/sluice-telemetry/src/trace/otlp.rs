@@ -91,7 +91,7 @@ fn key_value(w: &mut Writer, field: u32, key: &str, value: &AttrValue) {
 
 /// The body of `POST /v1/traces`: one resource (`service.name`, the SDK attributes), one
 /// instrumentation scope (`sluice`), and `spans`.
-pub(crate) fn export_request(service_name: &str, spans: &[SpanData]) -> Vec<u8> {
+pub fn export_request(service_name: &str, spans: &[SpanData]) -> Vec<u8> {
     let mut w = Writer::default();
     // ExportTraceServiceRequest.resource_spans = 1
     w.message(1, |rs| {

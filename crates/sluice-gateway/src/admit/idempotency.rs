@@ -12,7 +12,7 @@ use tokio::time::Instant;
 
 use super::{KeyError, Keys, VirtualKey};
 use crate::headers::REQUEST_ID;
-use crate::proxy::GatewayBody;
+use crate::request::GatewayBody;
 
 /// The request header (a constant: a `&str` name is parsed and hashed on every use).
 pub(crate) const IDEMPOTENCY_KEY: HeaderName = HeaderName::from_static("idempotency-key");

@@ -17,19 +17,19 @@ use sluice_upstream::{PoolSnapshot, ShardState, Upstream};
 /// generation's upstreams (a draining pool leaves the metrics: its successor may have the same
 /// name, and one series per name is all Prometheus takes).
 #[derive(Clone, Debug)]
-pub(crate) struct PoolCollector {
+pub struct PoolCollector {
     upstreams: Arc<RwLock<Vec<(String, Upstream)>>>,
 }
 
 impl PoolCollector {
-    pub(crate) fn new(upstreams: Vec<(String, Upstream)>) -> Self {
+    pub fn new(upstreams: Vec<(String, Upstream)>) -> Self {
         PoolCollector {
             upstreams: Arc::new(RwLock::new(upstreams)),
         }
     }
 
     /// Replaces the upstreams read at scrape time.
-    pub(crate) fn set(&self, upstreams: Vec<(String, Upstream)>) {
+    pub fn set(&self, upstreams: Vec<(String, Upstream)>) {
         *self.upstreams.write() = upstreams;
     }
 }
@@ -256,7 +256,7 @@ impl Collector for PoolCollector {
 }
 
 /// `GET /admin/pools`: every upstream, lane and connection.
-pub(crate) fn snapshot_json(upstreams: &[(String, Upstream)]) -> Value {
+pub fn snapshot_json(upstreams: &[(String, Upstream)]) -> Value {
     let ups: Vec<Value> = upstreams
         .iter()
         .map(|(name, u)| {

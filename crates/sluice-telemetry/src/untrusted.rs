@@ -5,10 +5,10 @@
 use std::fmt::{self, Write as _};
 
 /// Most bytes of one client value written to a log line.
-pub(crate) const LOG_CAP: usize = 256;
+pub const LOG_CAP: usize = 256;
 
 /// Most bytes of client input echoed in an error body.
-pub(crate) const ECHO_CAP: usize = 64;
+pub const ECHO_CAP: usize = 64;
 
 /// A client-supplied value as a log field.
 ///
@@ -19,19 +19,19 @@ pub(crate) const ECHO_CAP: usize = 64;
 ///
 /// NOTE: the quoting applies in the JSON log format too (where the JSON encoder would have
 /// sufficed), so that one rule holds for both formats; only unusual values are quoted.
-pub(crate) struct Untrusted<'a> {
+pub struct Untrusted<'a> {
     text: &'a str,
     cap: usize,
 }
 
 impl<'a> Untrusted<'a> {
     /// A client value: at most [`LOG_CAP`] bytes.
-    pub(crate) fn new(text: &'a str) -> Self {
+    pub fn new(text: &'a str) -> Self {
         Untrusted { text, cap: LOG_CAP }
     }
 
     /// A message of ours that may quote client input: at most 1 KiB.
-    pub(crate) fn message(text: &'a str) -> Self {
+    pub fn message(text: &'a str) -> Self {
         Untrusted { text, cap: 1024 }
     }
 }
@@ -53,12 +53,12 @@ impl fmt::Display for Untrusted<'_> {
 
 /// Client input as an error message may quote it: escaped as in [`Untrusted`] (without the
 /// quotes: the JSON body quotes it) and at most [`ECHO_CAP`] bytes, with the cut said.
-pub(crate) fn echo(s: &str) -> String {
+pub fn echo(s: &str) -> String {
     echo_at_most(s, ECHO_CAP)
 }
 
 /// [`echo`] with another cap, for messages that quote client input inside text of their own.
-pub(crate) fn echo_at_most(s: &str, cap: usize) -> String {
+pub fn echo_at_most(s: &str, cap: usize) -> String {
     let (head, cut) = split_at_most(s, cap);
     let mut out = String::with_capacity(head.len() + 24);
     // Writing into a String cannot fail.
@@ -70,12 +70,12 @@ pub(crate) fn echo_at_most(s: &str, cap: usize) -> String {
 }
 
 /// At most `max` bytes of `s`, cut at a character boundary.
-pub(crate) fn prefix(s: &str, max: usize) -> &str {
+pub fn prefix(s: &str, max: usize) -> &str {
     split_at_most(s, max).0
 }
 
 /// At most `max` bytes of `s`, cut at a character boundary, and how many bytes were left out.
-pub(crate) fn split_at_most(s: &str, max: usize) -> (&str, usize) {
+pub fn split_at_most(s: &str, max: usize) -> (&str, usize) {
     if s.len() <= max {
         return (s, 0);
     }
@@ -88,7 +88,7 @@ pub(crate) fn split_at_most(s: &str, max: usize) -> (&str, usize) {
 
 /// Appends `text` as [`Untrusted`] would print it when it needs neither quotes nor a cut, and
 /// says whether it did (the common case, without going through `fmt`).
-pub(crate) fn push_plain(out: &mut String, text: &str) -> bool {
+pub fn push_plain(out: &mut String, text: &str) -> bool {
     let ok = !text.is_empty() && text.len() <= LOG_CAP && text.bytes().all(plain);
     if ok {
         out.push_str(text);

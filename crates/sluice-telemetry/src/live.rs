@@ -11,15 +11,15 @@ use std::time::Duration;
 use parking_lot::Mutex;
 use tokio::time::Instant;
 
-use crate::telemetry::EndReason;
+use crate::EndReason;
 
 /// Buckets of [`LatencyHistogram`]: upper bounds 0.25 ms × 2^(i/2), up to about 4.6 min.
-pub(crate) const LATENCY_BUCKETS: usize = 42;
+pub const LATENCY_BUCKETS: usize = 42;
 
 /// A latency histogram with fixed log-spaced buckets, cumulative since start; the feed
 /// subtracts two reads to get a window.
 #[derive(Debug)]
-pub(crate) struct LatencyHistogram {
+pub struct LatencyHistogram {
     buckets: [AtomicU64; LATENCY_BUCKETS],
 }
 
@@ -32,12 +32,12 @@ impl Default for LatencyHistogram {
 }
 
 /// The upper bound of bucket `i`, in milliseconds.
-pub(crate) fn bucket_bound_ms(i: usize) -> f64 {
+pub fn bucket_bound_ms(i: usize) -> f64 {
     0.25 * 2f64.powf(i as f64 / 2.0)
 }
 
 impl LatencyHistogram {
-    pub(crate) fn observe(&self, d: Duration) {
+    pub fn observe(&self, d: Duration) {
         let ms = d.as_secs_f64() * 1000.0;
         // ms ≤ 0.25 × 2^(i/2)  ⇔  i ≥ 2·log2(ms / 0.25)
         let i = if ms <= 0.25 {
@@ -48,14 +48,14 @@ impl LatencyHistogram {
         self.buckets[i].fetch_add(1, Ordering::Relaxed);
     }
 
-    pub(crate) fn read(&self) -> [u64; LATENCY_BUCKETS] {
+    pub fn read(&self) -> [u64; LATENCY_BUCKETS] {
         std::array::from_fn(|i| self.buckets[i].load(Ordering::Relaxed))
     }
 }
 
 /// The `q` quantile (0..1) of a bucket histogram, as its bucket's upper bound in ms; `None`
 /// when empty.
-pub(crate) fn quantile_ms(counts: &[u64; LATENCY_BUCKETS], q: f64) -> Option<f64> {
+pub fn quantile_ms(counts: &[u64; LATENCY_BUCKETS], q: f64) -> Option<f64> {
     let total: u64 = counts.iter().sum();
     if total == 0 {
         return None;
@@ -73,12 +73,12 @@ pub(crate) fn quantile_ms(counts: &[u64; LATENCY_BUCKETS], q: f64) -> Option<f64
 
 /// Tokens and spend of one API key (filled in by the key stage when it lands).
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub(crate) struct KeyUsage {
-    pub(crate) requests: u64,
-    pub(crate) input_tokens: u64,
-    pub(crate) output_tokens: u64,
+pub struct KeyUsage {
+    pub requests: u64,
+    pub input_tokens: u64,
+    pub output_tokens: u64,
     /// Spend in millionths of the currency unit.
-    pub(crate) spend_micros: u64,
+    pub spend_micros: u64,
 }
 
 /// Keys tracked for the dashboard at most; later ones are summed under `other`.
@@ -86,15 +86,15 @@ const MAX_KEYS: usize = 1000;
 
 /// Counters and distributions the dashboard shows.
 #[derive(Debug, Default)]
-pub(crate) struct Live {
-    pub(crate) requests: AtomicU64,
-    pub(crate) end_reasons: [AtomicU64; EndReason::ALL.len()],
-    pub(crate) retries: AtomicU64,
-    pub(crate) fallbacks: AtomicU64,
+pub struct Live {
+    pub requests: AtomicU64,
+    pub end_reasons: [AtomicU64; EndReason::ALL.len()],
+    pub retries: AtomicU64,
+    pub fallbacks: AtomicU64,
     /// Request start → upstream response head.
-    pub(crate) first_byte: LatencyHistogram,
+    pub first_byte: LatencyHistogram,
     /// Streams: request start → first event sent to the client.
-    pub(crate) first_event: LatencyHistogram,
+    pub first_event: LatencyHistogram,
     streams: Arc<StreamSet>,
     keys: Mutex<BTreeMap<String, KeyUsage>>,
 }
@@ -108,7 +108,7 @@ struct StreamSet {
 
 /// A stream in [`Live`]'s set while this lives.
 #[derive(Debug)]
-pub(crate) struct StreamTicket {
+pub struct StreamTicket {
     set: Arc<StreamSet>,
     key: (Instant, u64),
 }
@@ -121,20 +121,20 @@ impl Drop for StreamTicket {
 
 /// The streams running now, as the dashboard shows them.
 #[derive(Clone, Debug, Default, PartialEq)]
-pub(crate) struct StreamAges {
-    pub(crate) count: usize,
-    pub(crate) oldest: Duration,
-    pub(crate) mean: Duration,
+pub struct StreamAges {
+    pub count: usize,
+    pub oldest: Duration,
+    pub mean: Duration,
 }
 
 impl Live {
-    pub(crate) fn end(&self, reason: EndReason) {
+    pub fn end(&self, reason: EndReason) {
         self.requests.fetch_add(1, Ordering::Relaxed);
         self.end_reasons[reason as usize].fetch_add(1, Ordering::Relaxed);
     }
 
     /// Registers a stream that started at `started`; it leaves the set when the ticket drops.
-    pub(crate) fn stream(&self, started: Instant) -> StreamTicket {
+    pub fn stream(&self, started: Instant) -> StreamTicket {
         let key = (started, self.streams.next.fetch_add(1, Ordering::Relaxed));
         self.streams.started.lock().insert(key, ());
         StreamTicket {
@@ -143,7 +143,7 @@ impl Live {
         }
     }
 
-    pub(crate) fn stream_ages(&self, now: Instant) -> StreamAges {
+    pub fn stream_ages(&self, now: Instant) -> StreamAges {
         let set = self.streams.started.lock();
         let count = set.len();
         let Some(((oldest, _), _)) = set.first_key_value() else {
@@ -162,7 +162,7 @@ impl Live {
 
     /// Hook for the key stage: a request of `key` used these tokens and cost this much.
     #[allow(dead_code)] // called once API keys land (issue: keys and budgets)
-    pub(crate) fn key_usage(&self, key: &str, input: u64, output: u64, spend_micros: u64) {
+    pub fn key_usage(&self, key: &str, input: u64, output: u64, spend_micros: u64) {
         let mut keys = self.keys.lock();
         let name = if keys.len() >= MAX_KEYS && !keys.contains_key(key) {
             "other"
@@ -177,7 +177,7 @@ impl Live {
     }
 
     /// Per-key usage, highest spend first, at most `n`.
-    pub(crate) fn top_keys(&self, n: usize) -> Vec<(String, KeyUsage)> {
+    pub fn top_keys(&self, n: usize) -> Vec<(String, KeyUsage)> {
         let keys = self.keys.lock();
         let mut v: Vec<_> = keys.iter().map(|(k, u)| (k.clone(), u.clone())).collect();
         v.sort_by(|a, b| {

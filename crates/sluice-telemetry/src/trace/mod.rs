@@ -8,10 +8,10 @@
 //! into a bounded queue without waiting (full: dropped and counted), so a slow or dead
 //! collector never slows a request; the exporter task sends them in batches.
 //!
-//! The small API the request path calls (through `RequestLog`): `Tracer::start_request` when
+//! The small API the request path calls (through `RequestRecord`): `Tracer::start_request` when
 //! the request begins (it rewrites `traceparent` so the upstream continues the trace under the
 //! request span), `RequestSpan::observe_body` / `observe_sse` for usage, and `Tracer::finish`
-//! once, from `RequestLog::finish`, with the attempts and phases.
+//! once, from `RequestRecord::finish`, with the attempts and phases.
 
 mod context;
 mod export;
@@ -28,30 +28,30 @@ use sluice_providers::Operation;
 use tokio::time::Instant;
 
 pub use context::TraceContext;
-pub(crate) use span::{AttemptSpan, RequestSpan};
+pub use span::{AttemptSpan, RequestSpan};
 
-use crate::config::TelemetryConfig;
 use export::{Exporter, SpanQueue};
+use sluice_config::TelemetryConfig;
 use span::{AttrValue, Clock, SpanData, SpanKind, StatusCode};
 
 /// What the request span records when the request ends.
 #[derive(Debug)]
-pub(crate) struct RequestEnd<'a> {
-    pub(crate) request_id: &'a str,
-    pub(crate) route: &'a str,
-    pub(crate) model: &'a str,
-    pub(crate) upstream: &'a str,
-    pub(crate) status: u16,
-    pub(crate) end_reason: &'static str,
+pub struct RequestEnd<'a> {
+    pub request_id: &'a str,
+    pub route: &'a str,
+    pub model: &'a str,
+    pub upstream: &'a str,
+    pub status: u16,
+    pub end_reason: &'static str,
     /// The request failed (the span's status is an error).
-    pub(crate) error: bool,
-    pub(crate) started: Instant,
-    pub(crate) attempts: Vec<AttemptSpan>,
+    pub error: bool,
+    pub started: Instant,
+    pub attempts: Vec<AttemptSpan>,
 }
 
 /// The trace side of the gateway: sampling, span ids and the export queue.
 #[derive(Debug)]
-pub(crate) struct Tracer {
+pub struct Tracer {
     ratio: f64,
     rng: Mutex<fastrand::Rng>,
     queue: Arc<SpanQueue>,
@@ -60,7 +60,7 @@ pub(crate) struct Tracer {
 impl Tracer {
     /// Starts the exporter task (on the current runtime) when `cfg` names an endpoint, and
     /// registers its counters. `None` when traces are off.
-    pub(crate) fn start(cfg: &TelemetryConfig, registry: &mut Registry) -> Option<Tracer> {
+    pub fn start(cfg: &TelemetryConfig, registry: &mut Registry) -> Option<Tracer> {
         let endpoint = cfg.endpoint.clone()?;
         let queue = Arc::new(SpanQueue::new(cfg.queue_size, cfg.batch_size));
         queue.register(registry);
@@ -86,7 +86,7 @@ impl Tracer {
     /// decides (its sampled flag), else `sampling_ratio` on a new trace id. A sampled
     /// request's `traceparent` is replaced by the request span's, so the upstream continues
     /// the trace under it; an unsampled one's headers are left as they came.
-    pub(crate) fn start_request(
+    pub fn start_request(
         &self,
         headers: &mut HeaderMap,
         op: Operation,
@@ -128,7 +128,7 @@ impl Tracer {
 
     /// Ends a request's span: it, its attempts and their phases go to the export queue, or
     /// are dropped and counted when it is full. Never waits.
-    pub(crate) fn finish(&self, span: Box<RequestSpan>, end: RequestEnd<'_>) {
+    pub fn finish(&self, span: Box<RequestSpan>, end: RequestEnd<'_>) {
         let spans = request_spans(&span, end, Instant::now(), &mut self.rng.lock());
         self.queue.push(spans);
     }

@@ -82,7 +82,7 @@ fn hex_u8(two: &[u8]) -> Option<u8> {
 }
 
 /// Lower-case hex, as `traceparent` and OTLP/JSON spell ids.
-pub(crate) fn push_hex(s: &mut String, bytes: &[u8]) {
+pub fn push_hex(s: &mut String, bytes: &[u8]) {
     const HEX: &[u8; 16] = b"0123456789abcdef";
     for b in bytes {
         s.push(HEX[(b >> 4) as usize] as char);
@@ -91,7 +91,7 @@ pub(crate) fn push_hex(s: &mut String, bytes: &[u8]) {
 }
 
 /// A random, non-zero trace id.
-pub(crate) fn new_trace_id(rng: &mut fastrand::Rng) -> [u8; 16] {
+pub fn new_trace_id(rng: &mut fastrand::Rng) -> [u8; 16] {
     loop {
         let id = rng.u128(..).to_be_bytes();
         if id != [0; 16] {
@@ -101,7 +101,7 @@ pub(crate) fn new_trace_id(rng: &mut fastrand::Rng) -> [u8; 16] {
 }
 
 /// A random, non-zero span id.
-pub(crate) fn new_span_id(rng: &mut fastrand::Rng) -> [u8; 8] {
+pub fn new_span_id(rng: &mut fastrand::Rng) -> [u8; 8] {
     loop {
         let id = rng.u64(..).to_be_bytes();
         if id != [0; 8] {
@@ -112,7 +112,7 @@ pub(crate) fn new_span_id(rng: &mut fastrand::Rng) -> [u8; 8] {
 
 /// OpenTelemetry's `TraceIdRatioBased`: the low 8 bytes of the id against ratio × 2^63, so
 /// every service with the same ratio keeps the same traces.
-pub(crate) fn ratio_sampled(trace_id: &[u8; 16], ratio: f64) -> bool {
+pub fn ratio_sampled(trace_id: &[u8; 16], ratio: f64) -> bool {
     if ratio >= 1.0 {
         return true;
     }

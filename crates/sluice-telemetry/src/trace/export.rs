@@ -17,7 +17,7 @@ use tokio::time::Instant;
 
 use super::otlp;
 use super::span::SpanData;
-use crate::config::{TelemetryConfig, TraceHeader};
+use sluice_config::{TelemetryConfig, TraceHeader};
 
 /// The most of a collector's answer that is read (to keep its connection reusable).
 const MAX_ANSWER: usize = 64 * 1024;

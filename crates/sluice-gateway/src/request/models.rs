@@ -14,7 +14,7 @@ use sluice_upstream::Lane;
 use tokio::time::Instant;
 
 use crate::config::glob_match;
-use crate::proxy::State;
+use crate::generation::State;
 
 /// How long an upstream's model list is reused.
 const CACHE_FOR: Duration = Duration::from_secs(60);

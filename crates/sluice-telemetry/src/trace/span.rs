@@ -7,7 +7,7 @@ use tokio::time::Instant;
 
 /// OTLP `Span.SpanKind`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum SpanKind {
+pub enum SpanKind {
     Internal = 1,
     Server = 2,
     Client = 3,
@@ -15,14 +15,14 @@ pub(crate) enum SpanKind {
 
 /// OTLP `Status.StatusCode`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum StatusCode {
+pub enum StatusCode {
     Unset = 0,
     Error = 2,
 }
 
 /// An attribute value (OTLP `AnyValue`, the kinds spans use here).
 #[derive(Clone, Debug, PartialEq)]
-pub(crate) enum AttrValue {
+pub enum AttrValue {
     Str(String),
     Int(i64),
 }
@@ -47,38 +47,38 @@ impl From<u64> for AttrValue {
 
 /// One finished span.
 #[derive(Clone, Debug)]
-pub(crate) struct SpanData {
-    pub(crate) trace_id: [u8; 16],
-    pub(crate) span_id: [u8; 8],
-    pub(crate) parent_span_id: Option<[u8; 8]>,
+pub struct SpanData {
+    pub trace_id: [u8; 16],
+    pub span_id: [u8; 8],
+    pub parent_span_id: Option<[u8; 8]>,
     /// The parent is another process's span (the client's `traceparent`).
-    pub(crate) parent_is_remote: bool,
-    pub(crate) name: String,
-    pub(crate) kind: SpanKind,
-    pub(crate) start_unix_nanos: u64,
-    pub(crate) end_unix_nanos: u64,
-    pub(crate) attributes: Vec<(&'static str, AttrValue)>,
-    pub(crate) status: StatusCode,
-    pub(crate) status_message: String,
+    pub parent_is_remote: bool,
+    pub name: String,
+    pub kind: SpanKind,
+    pub start_unix_nanos: u64,
+    pub end_unix_nanos: u64,
+    pub attributes: Vec<(&'static str, AttrValue)>,
+    pub status: StatusCode,
+    pub status_message: String,
 }
 
 /// Maps the request's monotonic instants to wall-clock time (spans carry Unix nanoseconds),
 /// from one reading of both clocks taken together.
 #[derive(Clone, Copy, Debug)]
-pub(crate) struct Clock {
+pub struct Clock {
     wall: SystemTime,
     mono: Instant,
 }
 
 impl Clock {
-    pub(crate) fn now() -> Clock {
+    pub fn now() -> Clock {
         Clock {
             wall: SystemTime::now(),
             mono: Instant::now(),
         }
     }
 
-    pub(crate) fn unix_nanos(&self, t: Instant) -> u64 {
+    pub fn unix_nanos(&self, t: Instant) -> u64 {
         let wall = if t >= self.mono {
             self.wall + (t - self.mono)
         } else {
@@ -91,43 +91,43 @@ impl Clock {
 
 /// One attempt as the request span records it.
 #[derive(Clone, Debug)]
-pub(crate) struct AttemptSpan {
+pub struct AttemptSpan {
     /// The upstream's name.
-    pub(crate) upstream: String,
-    pub(crate) started: Instant,
-    pub(crate) duration: Duration,
+    pub upstream: String,
+    pub started: Instant,
+    pub duration: Duration,
     /// `ok` or the failure class.
-    pub(crate) outcome: &'static str,
-    pub(crate) cause: &'static str,
-    pub(crate) status: Option<u16>,
+    pub outcome: &'static str,
+    pub cause: &'static str,
+    pub status: Option<u16>,
     /// The upstream phases, when known (the attempt that answered).
-    pub(crate) timings: Option<PhaseTimings>,
+    pub timings: Option<PhaseTimings>,
 }
 
 /// The request's span while it runs: its ids and what the request path records into it.
 /// Finished (turned into [`SpanData`]) by the [`super::Tracer`] when the request ends.
 #[derive(Debug)]
-pub(crate) struct RequestSpan {
-    pub(crate) trace_id: [u8; 16],
-    pub(crate) span_id: [u8; 8],
-    pub(crate) parent_span_id: Option<[u8; 8]>,
-    pub(crate) clock: Clock,
+pub struct RequestSpan {
+    pub trace_id: [u8; 16],
+    pub span_id: [u8; 8],
+    pub parent_span_id: Option<[u8; 8]>,
+    pub clock: Clock,
     /// `gen_ai.operation.name`.
-    pub(crate) operation: &'static str,
+    pub operation: &'static str,
     /// `gen_ai.provider.name`.
-    pub(crate) provider: &'static str,
+    pub provider: &'static str,
     /// The usage and model the response reported.
-    pub(crate) usage: super::genai::Usage,
+    pub usage: super::genai::Usage,
 }
 
 impl RequestSpan {
     /// Reads usage and the response model from a non-streaming response body.
-    pub(crate) fn observe_body(&mut self, body: &[u8]) {
+    pub fn observe_body(&mut self, body: &[u8]) {
         self.usage.observe_body(body);
     }
 
     /// Reads usage and the response model from relayed SSE bytes (whole events).
-    pub(crate) fn observe_sse(&mut self, bytes: &[u8]) {
+    pub fn observe_sse(&mut self, bytes: &[u8]) {
         self.usage.observe_sse(bytes);
     }
 }

@@ -1,0 +1,379 @@
+//! The request path up to its first attempt: endpoint, bounded body, model, route, the key's
+//! verdict, idempotency, limits.
+
+use super::*;
+use std::future::Future;
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::Bytes;
+use http::header::{self, HeaderMap, HeaderValue};
+use http::{Request, Response, StatusCode};
+use http_body::Body;
+use http_body_util::{BodyExt, Limited};
+use sluice_providers::Family;
+use tokio::time::Instant;
+
+use crate::body_budget::BodyLease;
+use crate::error::GatewayError;
+use crate::headers::{self, REQUEST_ID};
+use crate::policy::{Policy, RequestCtx};
+use crate::route::{self, Endpoint, Operation};
+use sluice_telemetry::{EndReason, RequestRecord};
+
+use crate::outcome::Finish;
+
+/// What the admit stage decided for a request that may go on.
+pub(crate) enum Admitted {
+    /// Forward it: its policy, ready to run attempts.
+    Run(Box<Policy>),
+    /// Answer it with a stored response (an `Idempotency-Key` replay).
+    Replay(Response<GatewayBody>),
+}
+
+/// What the request path decided before its first attempt.
+pub(crate) enum Admission {
+    /// The answer is known already: an error, a local endpoint, a replay.
+    Answer(Response<GatewayBody>),
+    /// Go on to the attempts: [`Run::serve`].
+    Run(Run),
+}
+
+/// An admitted request, ready for its attempts.
+pub(crate) struct Run {
+    state: Arc<State>,
+    policy: Box<Policy>,
+    log: Box<Finish>,
+}
+
+impl Run {
+    /// Runs the attempts and answers. Never fails: every error becomes a response in the
+    /// client's format.
+    ///
+    /// Apart from [`admission`]: this future is what a request holds while it waits for its
+    /// upstream (a stream, until its response head), so none of the admission stage's room
+    /// (the client's request, its body being read) is in it.
+    pub(crate) fn serve(self) -> impl Future<Output = Response<GatewayBody>> + Send + 'static {
+        serve(self.state, self.policy, self.log)
+    }
+}
+
+/// What the edge decided about a request, handed to the request path as arguments (an entry
+/// each in the request's extensions was a map and two boxes per request, held by a stream
+/// until its commit).
+pub(crate) struct EdgeFacts {
+    /// The client's address (see `client_ip`).
+    pub(crate) client_ip: std::net::IpAddr,
+    /// When the request arrived: its log, trace and deadline count from here.
+    pub(crate) started: Instant,
+    /// The request's memory charge: its body, then a non-streaming answer read whole.
+    pub(crate) lease: Arc<BodyLease>,
+}
+
+/// The request path up to its first attempt: endpoint, bounded body, model, route, the key's
+/// verdict, idempotency, limits. Never fails: every error becomes an answer in the client's
+/// format.
+pub(crate) async fn admission<B>(state: Arc<State>, req: Request<B>, edge: EdgeFacts) -> Admission
+where
+    B: Body<Data = Bytes> + Send + 'static,
+    B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
+{
+    let started = edge.started;
+    let (mut parts, body) = req.into_parts();
+    let request_id = state.request_id(&parts);
+    // Boxed: it travels by value through three async layers (the serve stages and the
+    // relay), and each would otherwise keep room for its 448 bytes in its own state.
+    let mut log = Box::new(Finish::new(RequestRecord::new(
+        state.telemetry.clone(),
+        request_id.to_str().unwrap_or("-").to_string(),
+        started,
+    )));
+    log.client_ip = Some(edge.client_ip);
+    let family = route::family_of(parts.uri.path());
+    let op = match route::endpoint(&parts.method, parts.uri.path()) {
+        Err(e) => {
+            let f = Failure::bad_request(e);
+            return Admission::Answer(fail(family, &mut log, f, &request_id));
+        }
+        Ok(Endpoint::Model(op)) => op,
+        Ok(ep @ (Endpoint::Models | Endpoint::ModelInfo)) => {
+            // Boxed: a rare wait (it may ask the upstreams), which would otherwise take room
+            // in every request's future.
+            let r = Box::pin(models_endpoint(&state, ep, parts.uri.path(), &request_id)).await;
+            log.status = r.status().as_u16();
+            log.finish(EndReason::Completed);
+            return Admission::Answer(r);
+        }
+        Ok(local) => {
+            let r = local_endpoint(local, &request_id);
+            log.status = r.status().as_u16();
+            // Probes of a load balancer are not requests worth a log line each.
+            log.quiet = local == Endpoint::Health;
+            log.finish(EndReason::Completed);
+            return Admission::Answer(r);
+        }
+    };
+    let family = op.family();
+    log.start_trace(&mut parts.headers, op);
+    if state.draining.is_cancelled() {
+        let f = Failure::new(GatewayError::ShuttingDown, EndReason::Shutdown);
+        return Admission::Answer(fail(family, &mut log, f, &request_id));
+    }
+    // Before the body is read: a key no route would take gets its 401 now.
+    let identity = state.keys.identify(&parts.headers);
+    if let Err(e) = state.keys.screen(&identity) {
+        return Admission::Answer(fail(family, &mut log, Failure::keys(e), &request_id));
+    }
+    let req = ClientRequest {
+        parts,
+        body,
+        lease: edge.lease,
+    };
+    let admitted = admit(&state, req, op, request_id.clone(), identity, &mut log).await;
+    match admitted {
+        Ok(Admitted::Run(policy)) => Admission::Run(Run { state, policy, log }),
+        Ok(Admitted::Replay(r)) => {
+            log.status = r.status().as_u16();
+            log.finish(EndReason::Completed);
+            Admission::Answer(r)
+        }
+        Err(f) => Admission::Answer(fail(family, &mut log, f, &request_id)),
+    }
+}
+
+/// The endpoints the gateway answers itself.
+pub(crate) fn local_endpoint(ep: Endpoint, request_id: &HeaderValue) -> Response<GatewayBody> {
+    match ep {
+        Endpoint::Health => full(
+            StatusCode::OK,
+            "application/json",
+            Bytes::from_static(b"{\"status\":\"ok\"}"),
+        ),
+        // Model calls are proxied, and model lists answered by `models_endpoint`.
+        Endpoint::Models | Endpoint::ModelInfo | Endpoint::Model(_) => error_response(
+            Family::OpenAi,
+            &GatewayError::NotFound("/".into()),
+            request_id,
+        ),
+    }
+}
+
+/// `GET /v1/models` and `GET /v1/models/{id}`, in OpenAI's shape.
+pub(crate) async fn models_endpoint(
+    state: &State,
+    ep: Endpoint,
+    path: &str,
+    request_id: &HeaderValue,
+) -> Response<GatewayBody> {
+    let body = match ep {
+        Endpoint::ModelInfo => {
+            let id = route::model_id(path).unwrap_or_default();
+            match crate::request::models::one(state, id).await {
+                Some(b) => b,
+                None => {
+                    let e = GatewayError::UnknownModel(id.to_string());
+                    return error_response(Family::OpenAi, &e, request_id);
+                }
+            }
+        }
+        _ => crate::request::models::list(state).await,
+    };
+    let mut r = full(StatusCode::OK, "application/json", body);
+    r.headers_mut().insert(REQUEST_ID, request_id.clone());
+    r
+}
+
+/// Reads the whole body (bounded, so every request can be replayed and routed by model).
+pub(crate) async fn read_request_body<B>(
+    parts: &http::request::Parts,
+    body: B,
+    limit: u64,
+) -> Result<Bytes, Failure>
+where
+    B: Body<Data = Bytes> + Send + 'static,
+    B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
+{
+    let too_large = || {
+        Failure::new(
+            GatewayError::BodyTooLarge { limit },
+            EndReason::BodyTooLarge,
+        )
+    };
+    let declared = parts
+        .headers
+        .get(header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse::<u64>().ok());
+    if declared.is_some_and(|n| n > limit) {
+        return Err(too_large());
+    }
+    match collect(Limited::new(body, limit as usize)).await {
+        Ok(b) => Ok(b),
+        Err(e) if e.is::<http_body_util::LengthLimitError>() => Err(too_large()),
+        Err(e) => match crate::ingress::client_body_error(&*e) {
+            // A timeout or the memory budget, decided by the ingress.
+            Some(g) => {
+                let reason = g.end_reason();
+                Err(Failure::new(g, reason))
+            }
+            None => Err(Failure::bad_request(GatewayError::BodyRead(e.to_string()))),
+        },
+    }
+}
+
+/// A body's data in one buffer: the piece itself when it came in one (a small call's body
+/// comes with its head), without `Collected`'s list and trailer map; trailers are dropped.
+pub(crate) async fn collect<B>(body: B) -> Result<Bytes, B::Error>
+where
+    B: Body<Data = Bytes>,
+{
+    let mut body = std::pin::pin!(body);
+    let mut first: Option<Bytes> = None;
+    let mut more: Option<bytes::BytesMut> = None;
+    while let Some(frame) = body.frame().await {
+        let Ok(data) = frame?.into_data() else {
+            continue;
+        };
+        if let Some(m) = more.as_mut() {
+            m.extend_from_slice(&data);
+        } else if let Some(f) = first.take() {
+            let mut m = bytes::BytesMut::with_capacity(f.len() + data.len());
+            m.extend_from_slice(&f);
+            m.extend_from_slice(&data);
+            more = Some(m);
+        } else {
+            first = Some(data);
+        }
+    }
+    Ok(match more {
+        Some(m) => m.freeze(),
+        None => first.unwrap_or_default(),
+    })
+}
+
+/// The request's deadline: the route's (or its first upstream's) total timeout, shortened by
+/// the client's own timeout header if it sent one (`x-sluice-timeout: 30s`, or the seconds
+/// the OpenAI and Anthropic SDKs send in `x-stainless-timeout`).
+pub(crate) fn deadline(state: &State, route: usize, h: &HeaderMap, started: Instant) -> Instant {
+    let r = &state.config.routes[route];
+    let total = r
+        .timeout
+        .unwrap_or(state.config.upstreams[r.primary_upstream()].timeouts.total);
+    let client = headers::get(h, &X_SLUICE_TIMEOUT)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| crate::config::parse_duration(v).ok())
+        .or_else(|| {
+            headers::get(h, &X_STAINLESS_TIMEOUT)
+                .and_then(|v| v.to_str().ok())
+                .and_then(|v| v.trim().parse::<f64>().ok())
+                .filter(|s| s.is_finite() && *s > 0.0)
+                .map(|s| Duration::from_secs_f64(s.min(86_400.0)))
+        })
+        .filter(|d| !d.is_zero());
+    started + client.map_or(total, |c| c.min(total))
+}
+
+/// The client's request as admission takes it: its head, its body, and the memory charge the
+/// body is read under.
+pub(crate) struct ClientRequest<B> {
+    parts: http::request::Parts,
+    body: B,
+    lease: Arc<BodyLease>,
+}
+
+/// Left to right: body, model, route, the key's verdict, idempotency, limits; builds the
+/// request's policy.
+pub(crate) async fn admit<B>(
+    state: &Arc<State>,
+    req: ClientRequest<B>,
+    op: Operation,
+    request_id: HeaderValue,
+    identity: crate::admit::Identity,
+    log: &mut Finish,
+) -> Result<Admitted, Failure>
+where
+    B: Body<Data = Bytes> + Send + 'static,
+    B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
+{
+    let ClientRequest {
+        mut parts,
+        body,
+        lease,
+    } = req;
+    let bytes = read_request_body(&parts, body, state.config.server.max_request_body).await?;
+    let probe = crate::probe::routing_fields(&bytes).map_err(Failure::bad_request)?;
+    let model = probe
+        .model
+        .as_deref()
+        .ok_or_else(|| Failure::bad_request(GatewayError::MissingModel))?;
+    // Capped: a client's 10 MB `model` is not kept whole for the log line.
+    log.model = sluice_telemetry::untrusted::prefix(model, 1024).to_string();
+    let route_idx = state.config.route_index(model).ok_or_else(|| {
+        let shown = sluice_telemetry::untrusted::prefix(model, 1024).to_string();
+        Failure::bad_request(GatewayError::UnknownModel(shown))
+    })?;
+    let route = &state.config.routes[route_idx];
+    log.route.clone_from(&route.name);
+    let idempotent = route.idempotent
+        || crate::headers::get(&parts.headers, &crate::admit::IDEMPOTENCY_KEY).is_some();
+    let max_tokens = probe.max_tokens_any();
+    let stream = probe.stream == Some(true);
+    let deadline = deadline(state, route_idx, &parts.headers, log.started());
+    let keys = &state.keys;
+    let key = keys
+        .authorize(route_idx, model, identity, &mut parts.headers)
+        .map_err(Failure::keys)?;
+    let idempotency = keys
+        .idempotency(
+            key.as_deref(),
+            &parts.headers,
+            parts.uri.path(),
+            &bytes,
+            stream,
+            deadline,
+        )
+        .await
+        .map_err(Failure::keys)?;
+    let guard = match idempotency {
+        crate::admit::IdempotencyStart::None => None,
+        crate::admit::IdempotencyStart::Run(g) => Some(g),
+        crate::admit::IdempotencyStart::Replay(stored) => {
+            return Ok(Admitted::Replay(crate::admit::replay(stored, &request_id)));
+        }
+    };
+    let reserve = crate::admit::reservation(max_tokens, bytes.len());
+    let ticket = keys
+        .admit(route_idx, key.as_ref(), model, reserve)
+        .await
+        .map_err(Failure::keys)?;
+    if let Some(mut t) = ticket {
+        t.set_idempotency(guard);
+        log.set_ticket(t);
+    } else if let Some(g) = guard {
+        // Held by a ticket of its own: released or completed as any other.
+        log.set_ticket(keys.bare_ticket(route_idx, g));
+    }
+    let known = crate::policy::Known {
+        model: model.to_string(),
+        include_usage: probe.stream_options.as_ref().and_then(|o| o.include_usage),
+    };
+    drop(probe);
+    let ctx = RequestCtx {
+        parts,
+        body: bytes,
+        request_id,
+        op,
+        stream,
+        max_tokens,
+        idempotent,
+        known,
+        started: log.started(),
+        lease,
+    };
+    Ok(Admitted::Run(Box::new(Policy::new(
+        state.clone(),
+        route_idx,
+        ctx,
+        deadline,
+    ))))
+}
