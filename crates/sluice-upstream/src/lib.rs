@@ -40,6 +40,7 @@
 
 mod balance;
 mod body;
+mod config;
 mod connect;
 mod dns;
 mod error;
@@ -52,10 +53,8 @@ mod target;
 mod timing;
 
 use std::future::Future;
-use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
-use std::time::Duration;
 
 use bytes::Bytes;
 use http::uri::Scheme;
@@ -68,12 +67,13 @@ pub use balance::{
     TargetSnapshot,
 };
 pub use body::ResponseBody;
+pub use config::{
+    Lane, LaneConfig, PoolConfig, Protocol, UpstreamConfig, DEFAULT_H2_MAX_CONNECTIONS,
+    DEFAULT_HTTP1_MAX_CONNECTIONS,
+};
 pub use error::{BodyError, LaneLimit, UpstreamConfigError, UpstreamError};
 pub use fd_limit::{fd_limit, FdLimit};
-pub use pool::{
-    ConnectionSnapshot, Lane, LaneConfig, LaneSnapshot, PoolConfig, PoolCounters, PoolSnapshot,
-    ShardState, DEFAULT_H2_MAX_CONNECTIONS, DEFAULT_HTTP1_MAX_CONNECTIONS,
-};
+pub use pool::{ConnectionSnapshot, LaneSnapshot, PoolCounters, PoolSnapshot, ShardState};
 pub use timing::PhaseTimings;
 
 use connect::{Alpn, Connector};
@@ -81,64 +81,6 @@ use h2::{AlpnPolicy, H2Settings, Sent};
 use pool::{DrainReason, Pool};
 use target::Target;
 use timing::Recorder;
-
-/// Which HTTP version to speak to the upstream, and how to agree on it.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
-pub enum Protocol {
-    /// HTTP/1.1 over `http://` or `https://` (ALPN offers only `http/1.1`).
-    Http1,
-    /// HTTP/2 over TLS; the server must select `h2` by ALPN, else requests fail with
-    /// [`UpstreamError::Protocol`]. Requires `https://`.
-    H2,
-    /// HTTP/2 with prior knowledge over plain TCP. Requires `http://`.
-    H2c,
-    /// Over `https://`: offer `h2` and `http/1.1` by ALPN and use what the server picks (the
-    /// first answer sticks for the life of the `Upstream`). Over `http://` there is nothing to
-    /// negotiate with, so this is HTTP/1.1. The default.
-    #[default]
-    Auto,
-}
-
-/// How to reach one upstream. Checked by [`Upstream::new`].
-#[derive(Clone, Debug)]
-pub struct UpstreamConfig {
-    /// Name used in errors and logs.
-    pub name: String,
-    /// Scheme (`http` or `https`), authority, and the path that request paths are appended
-    /// to, e.g. `http://127.0.0.1:9090/v1`. Default `http://127.0.0.1:9090/v1`.
-    pub base_url: http::Uri,
-    /// Wire protocol. Default [`Protocol::Auto`].
-    pub protocol: Protocol,
-    /// Extra PEM trust root(s), in addition to the webpki (Mozilla) roots. Default none.
-    pub ca_file: Option<PathBuf>,
-    /// Bound on DNS + TCP connect + TLS handshake. Default 5 s.
-    pub connect_timeout: Duration,
-    /// HTTP/2 receive window per stream: how far one unread stream can run ahead of its
-    /// consumer. Default 256 KiB.
-    pub h2_stream_window: u32,
-    /// HTTP/2 receive window for the whole connection. Must be at least
-    /// `max_streams_per_connection × h2_stream_window` for every lane, so stalled streams can
-    /// never pin the window their neighbours need. Default 25 MiB (100 × 256 KiB).
-    pub h2_connection_window: u32,
-    /// Lanes, connection and stream caps, health checks, recycling. Default
-    /// [`PoolConfig::default`].
-    pub pool: PoolConfig,
-}
-
-impl Default for UpstreamConfig {
-    fn default() -> Self {
-        UpstreamConfig {
-            name: "default".into(),
-            base_url: http::Uri::from_static("http://127.0.0.1:9090/v1"),
-            protocol: Protocol::Auto,
-            ca_file: None,
-            connect_timeout: Duration::from_secs(5),
-            h2_stream_window: 256 * 1024,
-            h2_connection_window: 100 * 256 * 1024,
-            pool: PoolConfig::default(),
-        }
-    }
-}
 
 /// The largest flow-control window HTTP/2 allows (RFC 9113 §6.9.1).
 const MAX_WINDOW: u32 = (1 << 31) - 1;
@@ -604,6 +546,8 @@ impl Drop for InFlight {
 
 #[cfg(test)]
 mod tests {
+    use std::time::Duration;
+
     use super::*;
     use sluice_mock::{MockConfig, MockServer};
 

@@ -14,7 +14,8 @@ use tokio::time::{sleep_until, Instant};
 
 use super::select::{self, Candidate};
 use super::shard_h2::{Shard, StreamLease};
-use super::{lock, CapWarning, ConnectionSnapshot, LaneSnapshot, PoolCtx, ShardState, Wire};
+use super::{lock, CapWarning, ConnectionSnapshot, LaneSnapshot, PoolCtx, ShardState};
+use crate::config::Wire;
 use crate::connect::Connected;
 use crate::error::UpstreamError;
 use crate::h2::AlpnPolicy;

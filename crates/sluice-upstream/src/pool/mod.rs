@@ -15,7 +15,6 @@
 //! 10 s (cap_warning.rs), and its waiting requests fail naming the limit ([`LaneLimit`]).
 
 mod cap_warning;
-mod config;
 mod health;
 mod lane;
 mod select;
@@ -31,12 +30,9 @@ use http::Request;
 use tokio::time::Instant;
 
 pub(crate) use cap_warning::CapWarning;
-pub(crate) use config::Wire;
-pub use config::{
-    LaneConfig, PoolConfig, DEFAULT_H2_MAX_CONNECTIONS, DEFAULT_HTTP1_MAX_CONNECTIONS,
-};
 pub(crate) use shard_h2::StreamLease;
 
+use crate::config::{Lane, PoolConfig, Wire};
 use crate::connect::Connector;
 use crate::error::{LaneLimit, UpstreamError};
 use crate::h1::H1Pool;
@@ -50,51 +46,6 @@ use shard_h2::HealthSettings;
 /// Retries of a request that the server provably did not process (REFUSED_STREAM, a stream
 /// above a GOAWAY's last-stream-id, a connection found dead before the request was written).
 const MAX_TRANSPARENT_RETRIES: usize = 2;
-
-/// A class of traffic with its own connections, so that a short call never shares a TCP
-/// connection (its loss, its windows, its head-of-line blocking) with long streams.
-///
-/// The caller chooses the lane by putting it in the request's extensions before
-/// [`crate::Upstream::send`]; a request without one goes to [`Lane::Short`]:
-///
-/// ```
-/// let mut req = http::Request::post("/chat/completions").body(bytes::Bytes::new()).unwrap();
-/// req.extensions_mut().insert(sluice_upstream::Lane::Stream);
-/// ```
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
-pub enum Lane {
-    /// Long responses (SSE streams that run for seconds to minutes).
-    Stream,
-    /// Quick calls: non-streaming requests, probes, model lists. The default.
-    #[default]
-    Short,
-}
-
-impl Lane {
-    /// Both lanes.
-    pub const ALL: [Lane; 2] = [Lane::Stream, Lane::Short];
-
-    /// `"stream"` or `"short"`, for metrics and config paths.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Lane::Stream => "stream",
-            Lane::Short => "short",
-        }
-    }
-
-    fn index(self) -> usize {
-        match self {
-            Lane::Stream => 0,
-            Lane::Short => 1,
-        }
-    }
-}
-
-impl std::fmt::Display for Lane {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
 
 /// The state of one pooled connection. HTTP/2 connections are `Ready`, `Degraded`,
 /// `Draining` or `Closed`; HTTP/1.1 connections are `Idle`, `InUse` or `Draining`.
