@@ -25,10 +25,10 @@ use tokio::time::Instant;
 
 use super::codec::{self, CodecError, Head, ResponseHead};
 use super::{lock, Registry};
+use crate::config::{Lane, Protocol};
 use crate::connect::Io;
 use crate::error::{BodyError, UpstreamError};
-use crate::pool::{ConnectionSnapshot, DrainReason, ShardState};
-use crate::{Counters, Lane, OpenConnection, Protocol};
+use crate::shard::{ConnectionSnapshot, Counters, DrainReason, OpenConnection, ShardState};
 
 /// The record of one HTTP/1.1 connection, shared by the pool (idle list, registry) and the
 /// connection itself.

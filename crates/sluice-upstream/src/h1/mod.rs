@@ -42,12 +42,11 @@ use tokio::sync::{Notify, OwnedSemaphorePermit, Semaphore};
 use tokio::task::JoinHandle;
 use tokio::time::{sleep_until, timeout_at, Instant};
 
-use crate::config::Wire;
+use crate::config::{Lane, Wire};
 use crate::connect::{Connected, Io};
 use crate::error::{LaneLimit, UpstreamError};
-use crate::pool::{CapWarning, DrainReason, LaneSnapshot, PoolCtx, ShardState};
+use crate::shard::{CapWarning, DrainReason, LaneSnapshot, PoolCtx, ShardState};
 use crate::timing::Recorder;
-use crate::Lane;
 pub(crate) use body::H1Body;
 use conn::{Conn, ConnInfo};
 
