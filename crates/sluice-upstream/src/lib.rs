@@ -10,6 +10,28 @@
 //! ([`fd_limit`], which also raises the soft limit to the hard limit, once); a server logs
 //! [`FdLimit`] at startup.
 //!
+//! Modules, in the order a request meets them:
+//!
+//! ```text
+//! balance/     above Upstream: picks the target (one Upstream each) of a route
+//! lib.rs       Upstream::send: the request's lane, then HTTP/2 or HTTP/1.1
+//! target.rs    the request's URI and headers for this upstream
+//! pool/        per lane, the HTTP/2 shard for the stream (lane.rs, select.rs), or the lane's
+//!              HTTP/1.1 pool; resends what the server provably did not process
+//! h2/          one HTTP/2 connection (conn.rs, health.rs, tap.rs) and an exchange on it
+//! h1/          a lane's HTTP/1.1 keep-alive pool, its connections (conn.rs) and codec
+//! connect.rs   DNS (dns.rs), TCP, TLS with ALPN; fd_limit.rs caps the connections
+//! body.rs      the response body, read from the h1 or h2 connection as it is polled
+//! shard/       what pool/ shares with h1/ and h2/: connection states, snapshots,
+//!              counters, the cap warning, the pool context
+//! error.rs, timing.rs, home.rs, config.rs: vocabulary every stage uses
+//! ```
+//!
+//! Imports point one way: pool/ and body.rs use h1/ and h2/, which use shard/ and never the
+//! pool; shard/ uses connect.rs, which uses error.rs, which uses config.rs. An HTTP/2
+//! connection reaches its lane only through `h2::LaneEvents`. `tests/layers/check_cycles.py`
+//! (at the workspace root) finds any circle.
+//!
 //! The gateway calls only [`Upstream::send`] (and reads [`Upstream::stats`] and
 //! [`Upstream::pool_snapshot`]). It gives a request whose body is already
 //! buffered and a deadline, and gets back response headers and a [`ResponseBody`] that
@@ -54,10 +76,12 @@ mod target;
 mod timing;
 
 use std::future::Future;
+use std::path::Path;
 use std::sync::Arc;
+use std::time::Duration;
 
 use bytes::Bytes;
-use http::uri::Scheme;
+use http::uri::{Authority, Scheme};
 use tokio::time::Instant;
 
 pub use balance::{
@@ -126,6 +150,8 @@ enum Mode {
     Auto,
 }
 
+// === impl Upstream ===
+
 impl std::fmt::Debug for Upstream {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Upstream")
@@ -153,6 +179,9 @@ impl Upstream {
     }
 
     /// `new`, with `resolver` (if any) instead of DNS: tests give a host several addresses.
+    ///
+    /// The checks run in the order of [`Upstream::new`]'s errors, so a config with several
+    /// faults always reports the same one first.
     fn build(
         cfg: UpstreamConfig,
         resolver: Option<dns::Resolver>,
@@ -168,134 +197,36 @@ impl Upstream {
             h2_connection_window,
             pool,
         } = cfg;
-        let url_err = |reason| UpstreamConfigError::BaseUrl {
-            upstream: name.clone(),
-            url: base_url.to_string(),
-            reason,
+        let err = ConfigErr {
+            upstream: &name,
+            url: &base_url,
         };
-        let field_err = |field, reason: String| UpstreamConfigError::Field {
-            upstream: name.clone(),
-            field,
-            reason,
-        };
-        let tls = match base_url.scheme_str() {
-            Some("https") => true,
-            Some("http") => false,
-            _ => return Err(url_err("the scheme must be http or https")),
-        };
-        let authority = base_url
-            .authority()
-            .cloned()
-            .ok_or_else(|| url_err("it has no host"))?;
-        if authority.as_str().contains('@') {
-            return Err(url_err("credentials in the URL are not supported"));
-        }
-        let host = authority
-            .host()
-            .trim_start_matches('[')
-            .trim_end_matches(']');
-        let port = authority.port_u16().unwrap_or(if tls { 443 } else { 80 });
-        if base_url.query().is_some() {
-            return Err(url_err("it must not have a query"));
-        }
-        let mode = match (protocol, tls) {
-            (Protocol::H2, false) => return Err(url_err("protocol H2 needs https (use H2c)")),
-            (Protocol::H2c, true) => return Err(url_err("protocol H2c needs http (use H2)")),
-            (Protocol::Http1, _) => Mode::Http1,
-            (Protocol::H2, true) => Mode::H2,
-            (Protocol::H2c, false) => Mode::H2c,
-            (Protocol::Auto, true) => Mode::Auto,
-            (Protocol::Auto, false) => Mode::Http1,
-        };
-        if connect_timeout.is_zero() {
-            return Err(field_err("connect_timeout", "must be more than 0".into()));
-        }
-        pool.validate()
-            .map_err(|(field, reason)| UpstreamConfigError::Pool {
-                upstream: name.clone(),
-                field,
-                reason,
-            })?;
-        let h2_max_streams = Lane::ALL
-            .iter()
-            .map(|l| pool.lane(*l).max_streams_per_connection)
-            .max()
-            .unwrap_or(1);
-        for (field, w) in [
-            ("h2_stream_window", h2_stream_window),
-            ("h2_connection_window", h2_connection_window),
-        ] {
-            if w == 0 || w > MAX_WINDOW {
-                return Err(field_err(field, format!("{w} is not in 1..=2^31-1")));
-            }
-        }
-        let needed = u64::from(h2_max_streams) * u64::from(h2_stream_window);
-        if u64::from(h2_connection_window) < needed {
-            return Err(field_err(
-                "h2_connection_window",
-                format!(
-                    "{h2_connection_window} is below max_streams_per_connection × \
-                     h2_stream_window = {h2_max_streams} × {h2_stream_window} = {needed}; a \
-                     few stalled streams could then stall every stream on the connection"
-                ),
-            ));
-        }
-        let roots = match &ca_file {
-            None => Vec::new(),
-            Some(path) => {
-                connect::read_ca_file(path).map_err(|reason| UpstreamConfigError::CaFile {
-                    upstream: name.clone(),
-                    path: path.display().to_string(),
-                    reason,
-                })?
-            }
-        };
-        let alpn = match mode {
-            Mode::Http1 => Alpn::Http1,
-            Mode::H2 => Alpn::H2,
-            Mode::H2c => Alpn::H2, // unused: no TLS
-            Mode::Auto => Alpn::H2OrHttp1,
-        };
-        let connector = Connector::new(
-            &name,
-            host,
-            port,
-            pool.dns_refresh,
+        let (tls, authority) = check_base_url(&base_url, &err)?;
+        let mode = Mode::of(protocol, tls).map_err(|reason| err.url(reason))?;
+        check_limits(
+            &err,
             connect_timeout,
-            tls.then_some((alpn, roots.as_slice())),
-        )
-        .map_err(|reason| match ca_file.as_ref() {
-            Some(path) if reason.contains("ca_file") => UpstreamConfigError::CaFile {
-                upstream: name.clone(),
-                path: path.display().to_string(),
-                reason,
-            },
-            _ => UpstreamConfigError::Field {
-                upstream: name.clone(),
-                field: "base_url",
-                reason,
-            },
-        })?;
+            &pool,
+            h2_stream_window,
+            h2_connection_window,
+        )?;
+        let connector = connector(
+            &err,
+            &authority,
+            tls.then_some(mode.alpn()),
+            ca_file.as_deref(),
+            &pool,
+            connect_timeout,
+        )?;
         let connector = Arc::new(match resolver {
             Some(r) => connector.with_resolver(r),
             None => connector,
         });
         let scheme = if tls { Scheme::HTTPS } else { Scheme::HTTP };
         let target = Target::new(scheme, authority, base_url.path())
-            .ok_or_else(|| url_err("its host is not a valid Host header"))?;
+            .ok_or_else(|| err.url("its host is not a valid Host header"))?;
         let counters = Arc::new(Counters::default());
-        let h2 = match mode {
-            Mode::Http1 => None,
-            Mode::H2 | Mode::H2c | Mode::Auto => Some(H2Settings {
-                stream_window: h2_stream_window,
-                connection_window: h2_connection_window,
-                alpn: match mode {
-                    Mode::H2c => AlpnPolicy::None,
-                    Mode::Auto => AlpnPolicy::FallBack,
-                    _ => AlpnPolicy::Required,
-                },
-            }),
-        };
+        let h2 = mode.h2_settings(h2_stream_window, h2_connection_window);
         let ceiling = fd_limit().lane_ceiling();
         let pool = Pool::new(connector, h2, pool, counters.clone(), ceiling);
         Ok(Upstream {
@@ -462,10 +393,189 @@ impl Upstream {
     }
 }
 
+// === Upstream::build's steps ===
+
+/// Names the upstream and its `base_url` in the errors of its config.
+struct ConfigErr<'a> {
+    upstream: &'a str,
+    url: &'a http::Uri,
+}
+
+impl ConfigErr<'_> {
+    fn url(&self, reason: &'static str) -> UpstreamConfigError {
+        UpstreamConfigError::BaseUrl {
+            upstream: self.upstream.to_owned(),
+            url: self.url.to_string(),
+            reason,
+        }
+    }
+
+    fn field(&self, field: &'static str, reason: String) -> UpstreamConfigError {
+        UpstreamConfigError::Field {
+            upstream: self.upstream.to_owned(),
+            field,
+            reason,
+        }
+    }
+
+    fn ca_file(&self, path: &Path, reason: String) -> UpstreamConfigError {
+        UpstreamConfigError::CaFile {
+            upstream: self.upstream.to_owned(),
+            path: path.display().to_string(),
+            reason,
+        }
+    }
+}
+
+/// Whether `base_url` is TLS, and its authority: the scheme must be http or https, with a
+/// host, without credentials or a query.
+fn check_base_url(
+    base_url: &http::Uri,
+    err: &ConfigErr<'_>,
+) -> Result<(bool, Authority), UpstreamConfigError> {
+    let tls = match base_url.scheme_str() {
+        Some("https") => true,
+        Some("http") => false,
+        _ => return Err(err.url("the scheme must be http or https")),
+    };
+    let authority = base_url
+        .authority()
+        .cloned()
+        .ok_or_else(|| err.url("it has no host"))?;
+    if authority.as_str().contains('@') {
+        return Err(err.url("credentials in the URL are not supported"));
+    }
+    if base_url.query().is_some() {
+        return Err(err.url("it must not have a query"));
+    }
+    Ok((tls, authority))
+}
+
+/// The numbers: `connect_timeout`, the pool's settings, and the HTTP/2 windows, each in range
+/// and the connection window wide enough for every stream a connection may carry.
+fn check_limits(
+    err: &ConfigErr<'_>,
+    connect_timeout: Duration,
+    pool: &PoolConfig,
+    h2_stream_window: u32,
+    h2_connection_window: u32,
+) -> Result<(), UpstreamConfigError> {
+    if connect_timeout.is_zero() {
+        return Err(err.field("connect_timeout", "must be more than 0".into()));
+    }
+    pool.validate()
+        .map_err(|(field, reason)| UpstreamConfigError::Pool {
+            upstream: err.upstream.to_owned(),
+            field,
+            reason,
+        })?;
+    let h2_max_streams = Lane::ALL
+        .iter()
+        .map(|l| pool.lane(*l).max_streams_per_connection)
+        .max()
+        .unwrap_or(1);
+    for (field, w) in [
+        ("h2_stream_window", h2_stream_window),
+        ("h2_connection_window", h2_connection_window),
+    ] {
+        if w == 0 || w > MAX_WINDOW {
+            return Err(err.field(field, format!("{w} is not in 1..=2^31-1")));
+        }
+    }
+    let needed = u64::from(h2_max_streams) * u64::from(h2_stream_window);
+    if u64::from(h2_connection_window) < needed {
+        return Err(err.field(
+            "h2_connection_window",
+            format!(
+                "{h2_connection_window} is below max_streams_per_connection × \
+                 h2_stream_window = {h2_max_streams} × {h2_stream_window} = {needed}; a \
+                 few stalled streams could then stall every stream on the connection"
+            ),
+        ));
+    }
+    Ok(())
+}
+
+/// The connector to `authority`: TCP, then TLS offering `tls`'s ALPN when set (trusting `ca_file`
+/// besides the webpki roots).
+fn connector(
+    err: &ConfigErr<'_>,
+    authority: &Authority,
+    tls: Option<Alpn>,
+    ca_file: Option<&Path>,
+    pool: &PoolConfig,
+    connect_timeout: Duration,
+) -> Result<Connector, UpstreamConfigError> {
+    // Read even over http://, so that a wrong path is reported whatever the scheme.
+    let roots = match ca_file {
+        None => Vec::new(),
+        Some(path) => connect::read_ca_file(path).map_err(|reason| err.ca_file(path, reason))?,
+    };
+    let host = authority
+        .host()
+        .trim_start_matches('[')
+        .trim_end_matches(']');
+    let port = authority
+        .port_u16()
+        .unwrap_or(if tls.is_some() { 443 } else { 80 });
+    Connector::new(
+        err.upstream,
+        host,
+        port,
+        pool.dns_refresh,
+        connect_timeout,
+        tls.map(|alpn| (alpn, roots.as_slice())),
+    )
+    .map_err(|reason| match ca_file {
+        Some(path) if reason.contains("ca_file") => err.ca_file(path, reason),
+        _ => err.field("base_url", reason),
+    })
+}
+
+// === impl Mode ===
+
+impl Mode {
+    /// The mode `protocol` takes over `base_url`'s scheme, or why the two do not go together.
+    fn of(protocol: Protocol, tls: bool) -> Result<Mode, &'static str> {
+        match (protocol, tls) {
+            (Protocol::H2, false) => Err("protocol H2 needs https (use H2c)"),
+            (Protocol::H2c, true) => Err("protocol H2c needs http (use H2)"),
+            (Protocol::Http1, _) => Ok(Mode::Http1),
+            (Protocol::H2, true) => Ok(Mode::H2),
+            (Protocol::H2c, false) => Ok(Mode::H2c),
+            (Protocol::Auto, true) => Ok(Mode::Auto),
+            (Protocol::Auto, false) => Ok(Mode::Http1),
+        }
+    }
+
+    /// What TLS offers by ALPN in this mode.
+    fn alpn(self) -> Alpn {
+        match self {
+            Mode::Http1 => Alpn::Http1,
+            Mode::H2 => Alpn::H2,
+            Mode::H2c => Alpn::H2, // unused: no TLS
+            Mode::Auto => Alpn::H2OrHttp1,
+        }
+    }
+
+    /// The HTTP/2 settings, or `None` when this mode never speaks HTTP/2.
+    fn h2_settings(self, stream_window: u32, connection_window: u32) -> Option<H2Settings> {
+        let alpn = match self {
+            Mode::Http1 => return None,
+            Mode::H2c => AlpnPolicy::None,
+            Mode::Auto => AlpnPolicy::FallBack,
+            Mode::H2 => AlpnPolicy::Required,
+        };
+        Some(H2Settings {
+            stream_window,
+            connection_window,
+            alpn,
+        })
+    }
+}
+
 #[cfg(test)]
 mod tests {
-    use std::time::Duration;
-
     use super::*;
     use sluice_mock::{MockConfig, MockServer};
 

@@ -78,7 +78,7 @@ impl Counters {
     }
 }
 
-/// One open connection, for [`UpstreamStats::open_connections`].
+/// One open connection, for [`UpstreamStats::open_connections`](crate::UpstreamStats::open_connections).
 pub(crate) struct OpenConnection(Arc<Counters>);
 
 impl Drop for OpenConnection {
@@ -87,7 +87,7 @@ impl Drop for OpenConnection {
     }
 }
 
-/// One request in flight, for [`UpstreamStats::in_flight`]; travels into the body.
+/// One request in flight, for [`UpstreamStats::in_flight`](crate::UpstreamStats::in_flight); travels into the body.
 pub(crate) struct InFlight(Arc<Counters>);
 
 impl InFlight {
