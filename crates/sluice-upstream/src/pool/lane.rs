@@ -5,14 +5,13 @@
 use std::collections::VecDeque;
 use std::pin::pin;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
 use tokio::sync::Notify;
 use tokio::task::JoinHandle;
 use tokio::time::{sleep_until, Instant};
 
-use super::lock;
 use super::select::{self, Candidate};
 use crate::config::{Lane, Protocol, Wire};
 use crate::connect::Connected;
@@ -23,6 +22,12 @@ use crate::shard::{AlpnPolicy, CapWarning, ConnectionSnapshot, LaneSnapshot, Poo
 /// How often a waiting request re-reads the servers' SETTINGS_MAX_CONCURRENT_STREAMS, which
 /// h2 raises without notifying anyone.
 const SLOT_RECHECK: Duration = Duration::from_millis(50);
+
+// A poisoned lock only means a panic elsewhere; the data behind these locks stays consistent
+// (every update is a single assignment or push).
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
 
 /// What a waiting request got.
 pub(crate) enum Acquired {

@@ -22,7 +22,7 @@ mod lane;
 mod select;
 
 use std::sync::atomic::Ordering;
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::Arc;
 
 use bytes::Bytes;
 use http::Request;
@@ -161,10 +161,4 @@ impl Pool {
             counters: self.ctx.counters.pool_counters(),
         }
     }
-}
-
-// A poisoned lock only means a panic elsewhere; the data behind these locks stays consistent
-// (every update is a single assignment or push).
-pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|e| e.into_inner())
 }
