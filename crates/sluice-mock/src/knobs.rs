@@ -8,6 +8,8 @@ use std::time::Duration;
 
 use sluice_sse::LineEnding;
 
+// === impl Behavior ===
+
 /// Everything a request can ask the mock to do. Defaults give a short, quick, well-formed
 /// response; the server's CLI flags replace the defaults, the `x-mock` header overrides both.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -132,7 +134,7 @@ impl Default for Behavior {
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
 pub enum KnobError {
     /// The key is not one the mock knows.
-    #[error("unknown x-mock key `{0}` (known: {KNOWN_KEYS})")]
+    #[error("unknown x-mock key `{0}` (known: {known})", known = known_keys())]
     UnknownKey(String),
     /// The key is known but its value does not parse.
     #[error("bad value for x-mock key `{key}`: `{value}` ({expected})")]
@@ -149,14 +151,10 @@ pub enum KnobError {
     NotUtf8,
 }
 
-const KNOWN_KEYS: &str = "ttft_ms, tokens, interval_ms, token_bytes, body_bytes, status, error, \
-retry_after, retry_after_date, require_header, line_ending, heartbeat_ms, big_event, split, \
-malformed, tools, reasoning_tokens, abort_after, stall_after, stream_error_after, refuse, \
-reset_before_headers, silent, fail_first, fail_key, fail_with, fail_for_ms, flap, prefill, \
-goaway_after, degrade, slow_read";
-
 /// How long `silent` keeps a request open before giving up on the client.
 pub const SILENT_LIMIT: Duration = Duration::from_secs(600);
+
+// === impl ErrorKind ===
 
 /// A typed provider error, sent in the real shape and status of the API the request spoke
 /// (the `error` and `stream_error_after` knobs, and `fail_with`).
@@ -193,6 +191,20 @@ pub enum ErrorKind {
 }
 
 impl ErrorKind {
+    #[cfg(test)]
+    pub(crate) const ALL: [ErrorKind; 10] = [
+        ErrorKind::RateLimit,
+        ErrorKind::Quota,
+        ErrorKind::Overloaded,
+        ErrorKind::Server,
+        ErrorKind::ContextLength,
+        ErrorKind::ContentFilter,
+        ErrorKind::ContentFilterAzure,
+        ErrorKind::Auth,
+        ErrorKind::Invalid,
+        ErrorKind::NotFound,
+    ];
+
     /// The knob spelling.
     pub fn name(self) -> &'static str {
         match self {
@@ -254,6 +266,8 @@ pub enum PrefillMode {
     Reject,
 }
 
+// === parsing a spec: with_spec, apply ===
+
 /// Upper bounds that keep a single request from exhausting the mock (bounded everything).
 const MAX_TOKENS: u32 = 10_000_000;
 const MAX_BODY_BYTES: u64 = 1 << 30;
@@ -280,188 +294,271 @@ impl Behavior {
     }
 
     fn apply(&mut self, key: &str, value: Option<&str>) -> Result<(), KnobError> {
-        let v = value.unwrap_or("");
-        let bad = |expected: &'static str| KnobError::BadValue {
-            key: key.to_string(),
-            value: v.to_string(),
-            expected,
-        };
-        let ms = |expected| {
-            v.parse::<u64>()
-                .map(Duration::from_millis)
-                .map_err(|_| bad(expected))
-        };
-        match key {
-            "ttft_ms" => self.ttft = ms("milliseconds")?,
-            "interval_ms" => self.interval = ms("milliseconds")?,
-            "heartbeat_ms" => {
-                let d = ms("milliseconds, at least 1")?;
-                if d.is_zero() {
-                    return Err(bad("milliseconds, at least 1"));
-                }
-                self.heartbeat = Some(d);
-            }
-            "tokens" => {
-                self.tokens = parse_bounded(v, MAX_TOKENS as u64)
-                    .map(|n| n as u32)
-                    .ok_or_else(|| bad("a count up to 10000000"))?
-            }
-            "token_bytes" => {
-                self.token_bytes = parse_bounded(v, 1 << 20)
-                    .map(|n| n as u32)
-                    .ok_or_else(|| bad("bytes, up to 1 MiB"))?
-            }
-            "body_bytes" => {
-                self.body_bytes =
-                    parse_bounded(v, MAX_BODY_BYTES).ok_or_else(|| bad("bytes, up to 1 GiB"))?
-            }
-            "big_event" => {
-                self.big_event =
-                    Some(parse_bounded(v, 256 << 20).ok_or_else(|| bad("bytes, up to 256 MiB"))?)
-            }
-            "status" => {
-                let s = v
-                    .parse::<u16>()
-                    .ok()
-                    .filter(|s| (200..=599).contains(s))
-                    .ok_or_else(|| bad("an HTTP status from 200 to 599"))?;
-                self.status = Some(s);
-            }
-            "retry_after" => {
-                self.retry_after = Some(v.parse().map_err(|_| bad("seconds"))?);
-            }
-            "retry_after_date" => {
-                self.retry_after_date = Some(v.parse().map_err(|_| bad("seconds from now"))?);
-            }
-            "error" => {
-                self.error = Some(ErrorKind::parse(v).ok_or_else(|| bad(ERROR_KINDS))?);
-            }
-            "stream_error_after" => {
-                let (n, kind) = match v.split_once(':') {
-                    Some((n, k)) => (n, ErrorKind::parse(k)),
-                    None => (v, Some(ErrorKind::Overloaded)),
-                };
-                let n = n.parse().map_err(|_| bad("EVENTS[:KIND]"))?;
-                let kind = kind.ok_or_else(|| bad("EVENTS[:KIND], KIND one of the error kinds"))?;
-                self.stream_error_after = Some((n, kind));
-            }
-            "fail_first" => self.fail_first = Some(v.parse().map_err(|_| bad("a count"))?),
-            "fail_key" => {
-                if v.is_empty() {
-                    return Err(bad("a non-empty name"));
-                }
-                self.fail_key = Some(v.to_string());
-            }
-            "fail_with" => {
-                self.fail_with = match v {
-                    "reset" => FailWith::Reset,
-                    "silent" => FailWith::Silent,
-                    "close" => FailWith::Close,
-                    _ => match (v.parse::<u16>(), ErrorKind::parse(v)) {
-                        (Ok(s), _) if (400..=599).contains(&s) => FailWith::Status(s),
-                        (_, Some(kind)) => FailWith::Error(kind),
-                        _ => {
-                            return Err(bad(
-                                "an HTTP status from 400 to 599, an error kind, reset, silent \
-                                 or close",
-                            ))
-                        }
-                    },
-                }
-            }
-            "fail_for_ms" => self.fail_for = Some(ms("milliseconds")?),
-            "flap" => {
-                let parse = |s: &str| s.parse::<u64>().ok().filter(|&n| n > 0);
-                let (up, down) = v
-                    .split_once(':')
-                    .and_then(|(u, d)| Some((parse(u)?, parse(d)?)))
-                    .ok_or_else(|| bad("UP_MS:DOWN_MS, each at least 1"))?;
-                self.flap = Some((Duration::from_millis(up), Duration::from_millis(down)));
-            }
-            "reset_before_headers" => {
-                self.reset_before_headers =
-                    parse_flag(value).ok_or_else(|| bad("1, 0, true or false"))?
-            }
-            "silent" => {
-                self.silent = parse_flag(value).ok_or_else(|| bad("1, 0, true or false"))?
-            }
-            "prefill" => {
-                self.prefill = match v {
-                    "continue" => PrefillMode::Continue,
-                    "reject" => PrefillMode::Reject,
-                    _ => return Err(bad("continue or reject")),
-                }
-            }
-            "reasoning_tokens" => {
-                self.reasoning_tokens = parse_bounded(v, MAX_TOKENS as u64)
-                    .map(|n| n as u32)
-                    .ok_or_else(|| bad("a count up to 10000000"))?
-            }
-            "require_header" => {
-                if v.is_empty() || http::HeaderName::from_bytes(v.as_bytes()).is_err() {
-                    return Err(bad("a header name"));
-                }
-                self.require_header = Some(v.to_ascii_lowercase());
-            }
-            "line_ending" => {
-                self.line_ending = match v {
-                    "lf" => LineEnding::Lf,
-                    "crlf" => LineEnding::CrLf,
-                    "cr" => LineEnding::Cr,
-                    _ => return Err(bad("lf, crlf or cr")),
-                }
-            }
-            "split" => {
-                self.split = Some(
-                    parse_bounded(v, 1 << 20)
-                        .filter(|&n| n > 0)
-                        .ok_or_else(|| bad("bytes per write, at least 1"))?
-                        as usize,
-                )
-            }
-            "malformed" => self.malformed = Some(v.parse().map_err(|_| bad("an event index"))?),
-            "tools" => self.tools = parse_flag(value).ok_or_else(|| bad("1, 0, true or false"))?,
-            "refuse" => {
-                self.refuse = parse_flag(value).ok_or_else(|| bad("1, 0, true or false"))?
-            }
-            "abort_after" => self.abort_after = Some(v.parse().map_err(|_| bad("an event count"))?),
-            "goaway_after" => {
-                let n: u32 = v
-                    .parse()
-                    .ok()
-                    .filter(|&n| n > 0)
-                    .ok_or_else(|| bad("a stream count, at least 1"))?;
-                self.goaway_after = Some(n);
-            }
-            "stall_after" => {
-                let (n, d) = v.split_once(':').ok_or_else(|| bad("EVENTS:MS"))?;
-                let n = n.parse().map_err(|_| bad("EVENTS:MS"))?;
-                let d = d.parse().map_err(|_| bad("EVENTS:MS"))?;
-                self.stall_after = Some((n, Duration::from_millis(d)));
-            }
-            "degrade" => {
-                self.degrade = Some(
-                    v.parse()
-                        .ok()
-                        .filter(|&n: &u64| n > 0)
-                        .ok_or_else(|| bad("bytes per second, at least 1"))?,
-                )
-            }
-            "slow_read" => {
-                // A bare `slow_read` reads at 1 KiB/s, slow enough to notice in any test.
-                self.slow_read = Some(match value {
-                    None => 1024,
-                    Some(_) => v
-                        .parse()
-                        .ok()
-                        .filter(|&n: &u64| n > 0)
-                        .ok_or_else(|| bad("bytes per second, at least 1"))?,
-                })
-            }
-            _ => return Err(KnobError::UnknownKey(key.to_string())),
-        }
-        Ok(())
+        let (_, set) = KNOBS
+            .iter()
+            .find(|(k, _)| *k == key)
+            .ok_or_else(|| KnobError::UnknownKey(key.to_string()))?;
+        set(self, &Arg { key, value })
     }
+}
+
+// === impl Arg, and the knob table ===
+
+/// One `key=value` item being applied, with the readings the knobs share; each names the key,
+/// the value and what was expected when the value does not parse.
+struct Arg<'a> {
+    key: &'a str,
+    /// `None` for a bare `key` (a flag).
+    value: Option<&'a str>,
+}
+
+impl Arg<'_> {
+    /// The value; a bare key reads as `""`.
+    fn v(&self) -> &str {
+        self.value.unwrap_or("")
+    }
+
+    fn bad(&self, expected: &'static str) -> KnobError {
+        KnobError::BadValue {
+            key: self.key.to_string(),
+            value: self.v().to_string(),
+            expected,
+        }
+    }
+
+    fn parse<T: std::str::FromStr>(&self, expected: &'static str) -> Result<T, KnobError> {
+        self.v().parse().map_err(|_| self.bad(expected))
+    }
+
+    fn ms(&self, expected: &'static str) -> Result<Duration, KnobError> {
+        self.parse::<u64>(expected).map(Duration::from_millis)
+    }
+
+    /// At most `max`.
+    fn bounded(&self, max: u64, expected: &'static str) -> Result<u64, KnobError> {
+        parse_bounded(self.v(), max).ok_or_else(|| self.bad(expected))
+    }
+
+    /// Bare, `1`, `true`, `0` or `false`.
+    fn flag(&self) -> Result<bool, KnobError> {
+        parse_flag(self.value).ok_or_else(|| self.bad("1, 0, true or false"))
+    }
+
+    /// More than 0.
+    fn positive<T: std::str::FromStr + PartialOrd + Default>(
+        &self,
+        expected: &'static str,
+    ) -> Result<T, KnobError> {
+        self.v()
+            .parse::<T>()
+            .ok()
+            .filter(|n| *n > T::default())
+            .ok_or_else(|| self.bad(expected))
+    }
+}
+
+/// How one knob sets its field of a [`Behavior`].
+type Set = fn(&mut Behavior, &Arg<'_>) -> Result<(), KnobError>;
+
+/// Every `x-mock` key and how it sets its field, in the order [`KnobError::UnknownKey`] lists
+/// them. A table rather than a `match` so that the list of keys in that error is this table,
+/// and a new knob is one row.
+const KNOBS: &[(&str, Set)] = &[
+    ("ttft_ms", |b, a| {
+        b.ttft = a.ms("milliseconds")?;
+        Ok(())
+    }),
+    ("tokens", |b, a| {
+        b.tokens = a.bounded(MAX_TOKENS as u64, "a count up to 10000000")? as u32;
+        Ok(())
+    }),
+    ("interval_ms", |b, a| {
+        b.interval = a.ms("milliseconds")?;
+        Ok(())
+    }),
+    ("token_bytes", |b, a| {
+        b.token_bytes = a.bounded(1 << 20, "bytes, up to 1 MiB")? as u32;
+        Ok(())
+    }),
+    ("body_bytes", |b, a| {
+        b.body_bytes = a.bounded(MAX_BODY_BYTES, "bytes, up to 1 GiB")?;
+        Ok(())
+    }),
+    ("status", |b, a| {
+        let s = a
+            .v()
+            .parse::<u16>()
+            .ok()
+            .filter(|s| (200..=599).contains(s))
+            .ok_or_else(|| a.bad("an HTTP status from 200 to 599"))?;
+        b.status = Some(s);
+        Ok(())
+    }),
+    ("error", |b, a| {
+        b.error = Some(ErrorKind::parse(a.v()).ok_or_else(|| a.bad(ERROR_KINDS))?);
+        Ok(())
+    }),
+    ("retry_after", |b, a| {
+        b.retry_after = Some(a.parse("seconds")?);
+        Ok(())
+    }),
+    ("retry_after_date", |b, a| {
+        b.retry_after_date = Some(a.parse("seconds from now")?);
+        Ok(())
+    }),
+    ("require_header", |b, a| {
+        let v = a.v();
+        if v.is_empty() || http::HeaderName::from_bytes(v.as_bytes()).is_err() {
+            return Err(a.bad("a header name"));
+        }
+        b.require_header = Some(v.to_ascii_lowercase());
+        Ok(())
+    }),
+    ("line_ending", |b, a| {
+        b.line_ending = match a.v() {
+            "lf" => LineEnding::Lf,
+            "crlf" => LineEnding::CrLf,
+            "cr" => LineEnding::Cr,
+            _ => return Err(a.bad("lf, crlf or cr")),
+        };
+        Ok(())
+    }),
+    ("heartbeat_ms", |b, a| {
+        let d = a.ms("milliseconds, at least 1")?;
+        if d.is_zero() {
+            return Err(a.bad("milliseconds, at least 1"));
+        }
+        b.heartbeat = Some(d);
+        Ok(())
+    }),
+    ("big_event", |b, a| {
+        b.big_event = Some(a.bounded(256 << 20, "bytes, up to 256 MiB")?);
+        Ok(())
+    }),
+    ("split", |b, a| {
+        let n = parse_bounded(a.v(), 1 << 20)
+            .filter(|&n| n > 0)
+            .ok_or_else(|| a.bad("bytes per write, at least 1"))?;
+        b.split = Some(n as usize);
+        Ok(())
+    }),
+    ("malformed", |b, a| {
+        b.malformed = Some(a.parse("an event index")?);
+        Ok(())
+    }),
+    ("tools", |b, a| {
+        b.tools = a.flag()?;
+        Ok(())
+    }),
+    ("reasoning_tokens", |b, a| {
+        b.reasoning_tokens = a.bounded(MAX_TOKENS as u64, "a count up to 10000000")? as u32;
+        Ok(())
+    }),
+    ("abort_after", |b, a| {
+        b.abort_after = Some(a.parse("an event count")?);
+        Ok(())
+    }),
+    ("stall_after", |b, a| {
+        let (n, d) = a.v().split_once(':').ok_or_else(|| a.bad("EVENTS:MS"))?;
+        let n = n.parse().map_err(|_| a.bad("EVENTS:MS"))?;
+        let d = d.parse().map_err(|_| a.bad("EVENTS:MS"))?;
+        b.stall_after = Some((n, Duration::from_millis(d)));
+        Ok(())
+    }),
+    ("stream_error_after", |b, a| {
+        let (n, kind) = match a.v().split_once(':') {
+            Some((n, k)) => (n, ErrorKind::parse(k)),
+            None => (a.v(), Some(ErrorKind::Overloaded)),
+        };
+        let n = n.parse().map_err(|_| a.bad("EVENTS[:KIND]"))?;
+        let kind = kind.ok_or_else(|| a.bad("EVENTS[:KIND], KIND one of the error kinds"))?;
+        b.stream_error_after = Some((n, kind));
+        Ok(())
+    }),
+    ("refuse", |b, a| {
+        b.refuse = a.flag()?;
+        Ok(())
+    }),
+    ("reset_before_headers", |b, a| {
+        b.reset_before_headers = a.flag()?;
+        Ok(())
+    }),
+    ("silent", |b, a| {
+        b.silent = a.flag()?;
+        Ok(())
+    }),
+    ("fail_first", |b, a| {
+        b.fail_first = Some(a.parse("a count")?);
+        Ok(())
+    }),
+    ("fail_key", |b, a| {
+        if a.v().is_empty() {
+            return Err(a.bad("a non-empty name"));
+        }
+        b.fail_key = Some(a.v().to_string());
+        Ok(())
+    }),
+    ("fail_with", |b, a| {
+        let v = a.v();
+        b.fail_with = match v {
+            "reset" => FailWith::Reset,
+            "silent" => FailWith::Silent,
+            "close" => FailWith::Close,
+            _ => match (v.parse::<u16>(), ErrorKind::parse(v)) {
+                (Ok(s), _) if (400..=599).contains(&s) => FailWith::Status(s),
+                (_, Some(kind)) => FailWith::Error(kind),
+                _ => {
+                    return Err(a.bad(
+                        "an HTTP status from 400 to 599, an error kind, reset, silent or close",
+                    ))
+                }
+            },
+        };
+        Ok(())
+    }),
+    ("fail_for_ms", |b, a| {
+        b.fail_for = Some(a.ms("milliseconds")?);
+        Ok(())
+    }),
+    ("flap", |b, a| {
+        let parse = |s: &str| s.parse::<u64>().ok().filter(|&n| n > 0);
+        let (up, down) = a
+            .v()
+            .split_once(':')
+            .and_then(|(u, d)| Some((parse(u)?, parse(d)?)))
+            .ok_or_else(|| a.bad("UP_MS:DOWN_MS, each at least 1"))?;
+        b.flap = Some((Duration::from_millis(up), Duration::from_millis(down)));
+        Ok(())
+    }),
+    ("prefill", |b, a| {
+        b.prefill = match a.v() {
+            "continue" => PrefillMode::Continue,
+            "reject" => PrefillMode::Reject,
+            _ => return Err(a.bad("continue or reject")),
+        };
+        Ok(())
+    }),
+    ("goaway_after", |b, a| {
+        b.goaway_after = Some(a.positive::<u32>("a stream count, at least 1")?);
+        Ok(())
+    }),
+    ("degrade", |b, a| {
+        b.degrade = Some(a.positive::<u64>("bytes per second, at least 1")?);
+        Ok(())
+    }),
+    ("slow_read", |b, a| {
+        // A bare `slow_read` reads at 1 KiB/s, slow enough to notice in any test.
+        b.slow_read = Some(match a.value {
+            None => 1024,
+            Some(_) => a.positive::<u64>("bytes per second, at least 1")?,
+        });
+        Ok(())
+    }),
+];
+
+/// The keys of [`KNOBS`], for [`KnobError::UnknownKey`].
+fn known_keys() -> String {
+    KNOBS.iter().map(|(k, _)| *k).collect::<Vec<_>>().join(", ")
 }
 
 fn parse_bounded(v: &str, max: u64) -> Option<u64> {
@@ -565,5 +662,23 @@ mod tests {
     fn bare_slow_read_has_a_rate() {
         let b = Behavior::default().with_spec("slow_read").unwrap();
         assert_eq!(b.slow_read, Some(1024));
+    }
+
+    #[test]
+    fn every_key_is_one_row_and_listed_in_the_unknown_key_error() {
+        let keys: Vec<&str> = KNOBS.iter().map(|(k, _)| *k).collect();
+        let message = KnobError::UnknownKey("x".into()).to_string();
+        for (i, key) in keys.iter().enumerate() {
+            assert!(!keys[..i].contains(key), "{key} twice");
+            assert!(message.contains(key), "{key}");
+        }
+    }
+
+    #[test]
+    fn every_error_kind_parses_and_is_listed() {
+        for kind in ErrorKind::ALL {
+            assert_eq!(ErrorKind::parse(kind.name()), Some(kind));
+            assert!(ERROR_KINDS.contains(kind.name()), "{kind:?}");
+        }
     }
 }

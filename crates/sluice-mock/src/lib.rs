@@ -9,6 +9,22 @@
 //! processed, continuation of an assistant prefill, and HTTP/1.1 keep-alive closes. Everything
 //! it does is recorded in [`Stats`] as evidence for tests.
 //!
+//! Modules, in the order a request meets them:
+//!
+//! ```text
+//! lib.rs       the listener; tls.rs (--tls), sniff.rs (HTTP/1.1 or h2c on one port),
+//!              throttle.rs (the `degrade` knob's slow link)
+//! serve_h1.rs  HTTP/1.1 on hyper, serve_h2.rs HTTP/2 on h2; conn.rs is what both share
+//! knobs.rs     the `x-mock` header over the server's defaults: a Behavior
+//! route.rs     the reply: a completion, a typed error or a fault (faults.rs keeps the
+//!              server-wide fault state)
+//! shapes/      each provider's bodies, streams and errors (errors.rs is their table)
+//! emit.rs      the body written with the timing and faults asked for
+//! stats.rs     the evidence of all of it, for tests
+//! ```
+//!
+//! Imports point one way: serve_* → route, emit → stats → shapes → knobs.
+//!
 //! ```no_run
 //! # async fn demo() -> Result<(), sluice_mock::MockError> {
 //! let mock = sluice_mock::MockServer::start(sluice_mock::MockConfig::default()).await?;

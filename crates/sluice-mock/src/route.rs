@@ -12,7 +12,7 @@ use crate::shapes::{
     anthropic, error_body, gemini, gemini_error, model_of, openai, responses, Api, Completion,
     CutWith, EventSeq,
 };
-use crate::stats::{PrefillRecord, Stats};
+use crate::stats::{PrefillRecord, Routing, Stats};
 
 /// The header that carries per-request behaviour.
 pub const MOCK_HEADER: &str = "x-mock";
@@ -29,6 +29,8 @@ pub(crate) enum NoReply {
     /// Nothing at all until the client leaves.
     Silent,
 }
+
+// === impl Reply ===
 
 /// The mock's answer to a request.
 pub(crate) enum Reply {
@@ -75,12 +77,7 @@ impl Reply {
 /// What routing decided and learned, for the protocol servers and the stats.
 pub(crate) struct Routed {
     pub(crate) reply: Reply,
-    pub(crate) api: Api,
-    pub(crate) model: Option<String>,
-    pub(crate) stream: bool,
-    pub(crate) prefill: Option<PrefillRecord>,
-    /// The injected fault that decided the reply, if one did.
-    pub(crate) fault: Option<String>,
+    pub(crate) routing: Routing,
 }
 
 /// Whether a path belongs to the mock's own control surface (not recorded as a request).
@@ -111,6 +108,8 @@ pub(crate) fn admin(method: &Method, uri: &Uri, stats: &Stats, faults: &FaultSta
         ),
     }
 }
+
+// === impl Endpoint ===
 
 /// How a Gemini stream is delivered.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -268,6 +267,8 @@ fn status_error(api: Api, status: StatusCode, b: &Behavior) -> Reply {
     }
 }
 
+// === route ===
+
 /// Everything route needs to know about the request.
 pub(crate) struct Request<'a> {
     pub(crate) method: &'a Method,
@@ -287,11 +288,13 @@ pub(crate) fn route(r: &Request<'_>, b: &Behavior, faults: &FaultState) -> Route
             body: Bytes::from_static(b"{}"),
             headers: Vec::new(),
         },
-        api,
-        model: None,
-        stream: false,
-        prefill: None,
-        fault: None,
+        routing: Routing {
+            api,
+            model: None,
+            stream: false,
+            prefill: None,
+            fault: None,
+        },
     };
     let Some(endpoint) = Endpoint::parse(path, r.uri.query()) else {
         routed.reply = Reply::error(
@@ -325,11 +328,11 @@ pub(crate) fn route(r: &Request<'_>, b: &Behavior, faults: &FaultState) -> Route
     }
     let parsed = serde_json::from_slice::<Value>(r.body);
     let req = parsed.as_ref().ok().filter(|v| v.is_object());
-    routed.model = endpoint
+    routed.routing.model = endpoint
         .path_model()
         .or_else(|| req.and_then(model_of))
         .map(str::to_string);
-    routed.stream = match &endpoint {
+    routed.routing.stream = match &endpoint {
         Endpoint::GeminiGenerate(_, d) => *d != GeminiDelivery::Whole,
         _ => req
             .and_then(|v| v.get("stream"))
@@ -337,7 +340,7 @@ pub(crate) fn route(r: &Request<'_>, b: &Behavior, faults: &FaultState) -> Route
             .unwrap_or(false),
     };
     let err_ctx = || ErrorCtx {
-        model: routed.model.clone(),
+        model: routed.routing.model.clone(),
         prompt_tokens: req.map_or((r.body.len() / 4).max(1) as u32, |v| {
             request::prompt_tokens(api, v, r.body.len())
         }),
@@ -350,7 +353,7 @@ pub(crate) fn route(r: &Request<'_>, b: &Behavior, faults: &FaultState) -> Route
         .unwrap_or("");
     // Faults first: whatever else the request asks, a failing upstream fails it.
     if let Some(trigger) = faults.trigger(b, header) {
-        routed.fault = Some(trigger.to_string());
+        routed.routing.fault = Some(trigger.to_string());
         routed.reply = match b.fail_with {
             FailWith::Status(s) => status_error(
                 api,
@@ -370,18 +373,18 @@ pub(crate) fn route(r: &Request<'_>, b: &Behavior, faults: &FaultState) -> Route
         } else {
             ("silent", NoReply::Silent)
         };
-        routed.fault = Some(fault.to_string());
+        routed.routing.fault = Some(fault.to_string());
         routed.reply = Reply::Nothing(how);
         return routed;
     }
     if let Some(kind) = b.error {
-        routed.fault = Some(format!("error:{}", kind.name()));
+        routed.routing.fault = Some(format!("error:{}", kind.name()));
         routed.reply = typed_error(api, kind, &endpoint, &err_ctx());
         return routed;
     }
     if let Some(status) = b.status.and_then(|s| StatusCode::from_u16(s).ok()) {
         if !status.is_success() {
-            routed.fault = Some("status".to_string());
+            routed.routing.fault = Some("status".to_string());
             routed.reply = status_error(api, status, b);
             return routed;
         }
@@ -422,7 +425,7 @@ pub(crate) fn route(r: &Request<'_>, b: &Behavior, faults: &FaultState) -> Route
             return routed;
         }
     };
-    let Some(model) = routed.model.clone() else {
+    let Some(model) = routed.routing.model.clone() else {
         routed.reply = Reply::error(
             api,
             StatusCode::BAD_REQUEST,
@@ -472,7 +475,7 @@ fn answer(
     b: &Behavior,
     routed: &mut Routed,
 ) -> Reply {
-    let stream = routed.stream;
+    let stream = routed.routing.stream;
     let bad = |msg: &str| Reply::error(api, StatusCode::BAD_REQUEST, msg, None);
     let kind = match endpoint {
         Endpoint::Embeddings => {
@@ -522,8 +525,8 @@ fn answer(
     let (ask, prefill) = request::ask(kind, api, req, model, body_len);
     if let Some(p) = &prefill {
         if b.prefill == PrefillMode::Reject {
-            routed.fault = Some("prefill_rejected".to_string());
-            routed.prefill = Some(PrefillRecord {
+            routed.routing.fault = Some("prefill_rejected".to_string());
+            routed.routing.prefill = Some(PrefillRecord {
                 bytes: p.text.len(),
                 continued: false,
             });
@@ -536,14 +539,14 @@ fn answer(
     }
     let (mut c, continued) = Completion::build(ask, b);
     if let (Some(p), Some(continued)) = (&prefill, continued) {
-        routed.prefill = Some(PrefillRecord {
+        routed.routing.prefill = Some(PrefillRecord {
             bytes: p.text.len(),
             continued,
         });
     }
     let mut cut = None;
     if let (true, Some((n, kind))) = (stream, b.stream_error_after) {
-        routed.fault = Some(format!("stream_error:{}", kind.name()));
+        routed.routing.fault = Some(format!("stream_error:{}", kind.name()));
         match kind {
             // A filter mid-stream is the provider's content-filter finish, not an error event.
             ErrorKind::ContentFilter | ErrorKind::ContentFilterAzure => c.filter_after(n),

@@ -294,7 +294,7 @@ async fn handle(
                 body: &bytes,
             };
             let routed = route::route(&r, &b, &ctx.cfg.faults);
-            req.set_routed(&routed);
+            req.set_routed(&routed.routing);
             (routed.reply, b)
         }
     };

@@ -59,6 +59,18 @@ pub struct PrefillRecord {
     pub continued: bool,
 }
 
+/// What routing learned about a request, for its record. Defined here and carried by
+/// `route.rs` beside its reply, so that the stats never depend on how a request is routed.
+#[derive(Debug)]
+pub(crate) struct Routing {
+    pub(crate) api: Api,
+    pub(crate) model: Option<String>,
+    pub(crate) stream: bool,
+    pub(crate) prefill: Option<PrefillRecord>,
+    /// The injected fault that decided the reply, if one did.
+    pub(crate) fault: Option<String>,
+}
+
 /// Why the server closed a connection on its own.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
@@ -488,7 +500,7 @@ pub(crate) struct ReqStats {
 
 impl ReqStats {
     /// Records what routing learned about the request.
-    pub(crate) fn set_routed(&self, routed: &crate::route::Routed) {
+    pub(crate) fn set_routed(&self, routed: &Routing) {
         let mut r = lock(&self.rec);
         r.api = Some(routed.api);
         r.model.clone_from(&routed.model);

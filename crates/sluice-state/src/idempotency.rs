@@ -1,25 +1,25 @@
 //! Idempotency records: the first request with an `Idempotency-Key` runs, duplicates wait for
 //! it or are refused, and its response is replayed for a while.
 //!
-//! [`crate::Store::idempotency_begin`] answers [`Begin`]; the winner holds an
-//! [`IdempotencyGuard`] and ends it with [`IdempotencyGuard::complete`] (store the response
-//! for replay) or [`IdempotencyGuard::release`] / drop (forget the record, so a retry runs
-//! again).
-
-use std::sync::Weak;
-use std::time::Duration;
+//! [`crate::Store::idempotency_begin`] answers [`crate::Begin`]; the winner holds an
+//! [`crate::IdempotencyGuard`] and ends it with `complete` (store the response for replay) or
+//! `release` / drop (forget the record, so a retry runs again).
+//!
+//! This module is what both backends and the store share about a record (its name, the
+//! stored response, what a backend found); the guard and [`crate::Begin`] hold the store, so
+//! they live in `store.rs`, which keeps this module below `memory.rs`, `redis_backend.rs` and
+//! the store.
 
 use bytes::Bytes;
 use http::{HeaderName, HeaderValue, StatusCode};
 
-use crate::store::{Inner, Origin};
 use crate::StateError;
 
 /// Longest scope or idempotency key accepted, in bytes.
 pub const MAX_IDEMPOTENCY_KEY_LEN: usize = 255;
 
 /// A digest of the request body (e.g. SHA-256, computed by the gateway): a duplicate with a
-/// different digest is a [`Begin::Mismatch`].
+/// different digest is a [`Begin::Mismatch`](crate::Begin::Mismatch).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct BodyHash(pub [u8; 32]);
 
@@ -97,33 +97,7 @@ impl StoredResponse {
     }
 }
 
-/// What [`crate::Store::idempotency_begin`] found.
-#[derive(Debug)]
-pub enum Begin {
-    /// No record: this request runs. Complete or release the guard when it ends.
-    Fresh(IdempotencyGuard),
-    /// The same key and body are in flight elsewhere: a non-streaming duplicate may wait
-    /// ([`crate::Store::idempotency_wait`]); a streaming one is refused with 409.
-    InFlight,
-    /// The same key and body completed: replay this response.
-    Done(StoredResponse),
-    /// The same key was used with a different body: 422.
-    Mismatch,
-}
-
-impl Begin {
-    /// A low-cardinality label for metrics: `fresh`, `in_flight`, `replayed`, `mismatch`.
-    pub fn metric_label(&self) -> &'static str {
-        match self {
-            Begin::Fresh(_) => "fresh",
-            Begin::InFlight => "in_flight",
-            Begin::Done(_) => "replayed",
-            Begin::Mismatch => "mismatch",
-        }
-    }
-}
-
-/// What [`IdempotencyGuard::complete`] did.
+/// What [`IdempotencyGuard::complete`](crate::IdempotencyGuard::complete) did.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Completion {
     /// Stored: duplicates get it until the TTL passes.
@@ -151,61 +125,6 @@ pub(crate) enum BeginRaw {
     InFlight,
     Done(StoredResponse),
     Mismatch,
-}
-
-/// Ownership of an in-flight idempotency record. Dropping it without
-/// [`IdempotencyGuard::complete`] releases the record (in the background with Redis).
-#[derive(Debug)]
-pub struct IdempotencyGuard {
-    pub(crate) store: Weak<Inner>,
-    pub(crate) record: RecordId,
-    pub(crate) origin: Origin,
-    pub(crate) ttl: Duration,
-    pub(crate) finished: bool,
-}
-
-impl IdempotencyGuard {
-    /// Stores the response for replay for the TTL given at begin, if it fits
-    /// [`crate::IdempotencyConfig::max_response_bytes`] (else releases the record). One round
-    /// trip with Redis.
-    ///
-    /// # Errors
-    /// The store failed; the record then stays in flight until its in-flight TTL passes.
-    ///
-    /// # Cancel safety
-    /// If dropped before it finishes, the record may or may not be stored.
-    pub async fn complete(mut self, response: StoredResponse) -> Result<Completion, StateError> {
-        self.finished = true;
-        let Some(inner) = self.store.upgrade() else {
-            return Ok(Completion::Lost);
-        };
-        inner
-            .idempotency_complete(&self.record, self.origin, response, self.ttl)
-            .await
-    }
-
-    /// Forgets the record now, so a retry runs again. One round trip with Redis.
-    ///
-    /// # Errors
-    /// The store failed; the record then stays in flight until its in-flight TTL passes.
-    pub async fn release(mut self) -> Result<(), StateError> {
-        self.finished = true;
-        let Some(inner) = self.store.upgrade() else {
-            return Ok(());
-        };
-        inner.idempotency_release(&self.record, self.origin).await
-    }
-}
-
-impl Drop for IdempotencyGuard {
-    fn drop(&mut self) {
-        if self.finished {
-            return;
-        }
-        if let Some(inner) = self.store.upgrade() {
-            inner.idempotency_release_detached(&self.record, self.origin);
-        }
-    }
 }
 
 /// The record's name: scope and key, length-prefixed so no two pairs collide.

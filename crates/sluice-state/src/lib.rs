@@ -12,6 +12,21 @@
 //!    [`Store::idempotency_wait`] for a non-streaming duplicate) before forwarding, and
 //!    [`IdempotencyGuard::complete`] with the response.
 //!
+//! Modules, in the order a request meets them:
+//!
+//! ```text
+//! store.rs          the Store, and the handles it gives a request: Admission, IdempotencyGuard
+//! check.rs          what a request asks (Check) and is told (Quota, Refusal, Usage)
+//! redis_backend.rs  the shared backend: one Lua script per call, each with a deadline
+//! memory.rs         this process's backend, and the Redis backend's fail-open fallback
+//! gcra.rs           the rate and token arithmetic of both backends
+//! idempotency.rs    a record's name, the stored response, what a backend found
+//! stats.rs, config.rs, error.rs
+//! ```
+//!
+//! Imports point down that list and never back: store → redis_backend → memory → gcra,
+//! idempotency, check → error.
+//!
 //! Shared state never hangs a request: every Redis call has a deadline
 //! ([`RedisConfig::call_timeout`]); when Redis is slow or down the store answers from local
 //! memory ([`FailureMode::FailOpen`]) or fails fast ([`FailureMode::FailClosed`]), counts it in
@@ -36,11 +51,9 @@ pub use config::{
     StateConfig,
 };
 pub use error::StateError;
-pub use idempotency::{
-    Begin, BodyHash, Completion, IdempotencyGuard, StoredResponse, MAX_IDEMPOTENCY_KEY_LEN,
-};
+pub use idempotency::{BodyHash, Completion, StoredResponse, MAX_IDEMPOTENCY_KEY_LEN};
 pub use stats::{StatsSnapshot, StoreMode};
-pub use store::{Admission, Decision, Store};
+pub use store::{Admission, Begin, Decision, IdempotencyGuard, Store};
 
 /// The README's examples, compiled and run as doc tests.
 #[cfg(doctest)]

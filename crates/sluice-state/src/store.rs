@@ -11,9 +11,7 @@ use tokio::sync::mpsc;
 use tokio::time::Instant;
 
 use crate::check::{Check, Quota, Refusal, Usage};
-use crate::idempotency::{
-    record_name, Begin, BeginRaw, BodyHash, Completion, IdempotencyGuard, RecordId, StoredResponse,
-};
+use crate::idempotency::{record_name, BeginRaw, BodyHash, Completion, RecordId, StoredResponse};
 use crate::memory::{MemoryLimits, MemoryRecords};
 use crate::redis_backend::{background, Job, RedisBackend};
 use crate::stats::{Stats, StatsSnapshot, StoreMode};
@@ -109,6 +107,8 @@ pub(crate) struct Inner {
     /// Numbers leases and idempotency tokens.
     next_id: AtomicU64,
 }
+
+// === impl Store ===
 
 impl Store {
     /// A store in this process's memory. Needs no runtime.
@@ -370,6 +370,8 @@ impl Store {
     }
 }
 
+// === impl Inner ===
+
 impl Inner {
     fn local(&self) -> &Local {
         match &self.backend {
@@ -516,6 +518,8 @@ impl Inner {
     }
 }
 
+// === impl Admission ===
+
 /// An admitted request's hold on its limits. End it with [`Admission::settle`] (awaited, one
 /// round trip) or [`Admission::settle_detached`] (from synchronous code such as a body's
 /// `Drop`). Dropping it unsettled settles with [`Usage::default`]: leases are released, the
@@ -588,5 +592,88 @@ impl Admission {
 impl Drop for Admission {
     fn drop(&mut self) {
         self.detach(Usage::default());
+    }
+}
+
+// === impl IdempotencyGuard ===
+
+/// What [`Store::idempotency_begin`] found.
+#[derive(Debug)]
+pub enum Begin {
+    /// No record: this request runs. Complete or release the guard when it ends.
+    Fresh(IdempotencyGuard),
+    /// The same key and body are in flight elsewhere: a non-streaming duplicate may wait
+    /// ([`Store::idempotency_wait`]); a streaming one is refused with 409.
+    InFlight,
+    /// The same key and body completed: replay this response.
+    Done(StoredResponse),
+    /// The same key was used with a different body: 422.
+    Mismatch,
+}
+
+impl Begin {
+    /// A low-cardinality label for metrics: `fresh`, `in_flight`, `replayed`, `mismatch`.
+    pub fn metric_label(&self) -> &'static str {
+        match self {
+            Begin::Fresh(_) => "fresh",
+            Begin::InFlight => "in_flight",
+            Begin::Done(_) => "replayed",
+            Begin::Mismatch => "mismatch",
+        }
+    }
+}
+
+/// Ownership of an in-flight idempotency record. Dropping it without
+/// [`IdempotencyGuard::complete`] releases the record (in the background with Redis).
+#[derive(Debug)]
+pub struct IdempotencyGuard {
+    store: Weak<Inner>,
+    record: RecordId,
+    origin: Origin,
+    ttl: Duration,
+    finished: bool,
+}
+
+impl IdempotencyGuard {
+    /// Stores the response for replay for the TTL given at begin, if it fits
+    /// [`crate::IdempotencyConfig::max_response_bytes`] (else releases the record). One round
+    /// trip with Redis.
+    ///
+    /// # Errors
+    /// The store failed; the record then stays in flight until its in-flight TTL passes.
+    ///
+    /// # Cancel safety
+    /// If dropped before it finishes, the record may or may not be stored.
+    pub async fn complete(mut self, response: StoredResponse) -> Result<Completion, StateError> {
+        self.finished = true;
+        let Some(inner) = self.store.upgrade() else {
+            return Ok(Completion::Lost);
+        };
+        inner
+            .idempotency_complete(&self.record, self.origin, response, self.ttl)
+            .await
+    }
+
+    /// Forgets the record now, so a retry runs again. One round trip with Redis.
+    ///
+    /// # Errors
+    /// The store failed; the record then stays in flight until its in-flight TTL passes.
+    pub async fn release(mut self) -> Result<(), StateError> {
+        self.finished = true;
+        let Some(inner) = self.store.upgrade() else {
+            return Ok(());
+        };
+        inner.idempotency_release(&self.record, self.origin).await
+    }
+}
+
+impl Drop for IdempotencyGuard {
+    fn drop(&mut self) {
+        if self.finished {
+            return;
+        }
+        if let Some(inner) = self.store.upgrade() {
+            inner.idempotency_release_detached(&self.record, self.origin);
+        }
     }
 }

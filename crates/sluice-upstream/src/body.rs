@@ -10,8 +10,9 @@ use http_body::{Body, Frame, SizeHint};
 use tokio::time::Instant;
 
 use crate::error::{self, BodyError};
+use crate::shard::InFlight;
 use crate::timing::PhaseTimings;
-use crate::{h1, h2, InFlight};
+use crate::{h1, h2};
 
 /// The body of an upstream response.
 ///

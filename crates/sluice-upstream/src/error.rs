@@ -4,8 +4,6 @@
 use std::net::SocketAddr;
 use std::time::Duration;
 
-use crate::h1::H1Error;
-
 /// Why an [`UpstreamConfig`](crate::UpstreamConfig) was rejected by
 /// [`Upstream::new`](crate::Upstream::new). Each variant names the field at fault.
 #[derive(Debug, thiserror::Error)]
@@ -363,43 +361,4 @@ pub(crate) fn from_h2_body(e: &h2::Error) -> BodyError {
         return BodyError::Closed;
     }
     BodyError::Protocol(e.to_string())
-}
-
-/// Maps an HTTP/1.1 connection error seen while writing the request or waiting for the
-/// response head: the connection going away (EOF, reset, broken pipe, a failed read or write)
-/// is `Closed`, a malformed or oversized head is `Protocol`.
-pub(crate) fn from_h1_head(e: &H1Error) -> UpstreamError {
-    match e {
-        H1Error::Protocol(p) => UpstreamError::Protocol(p.to_string()),
-        H1Error::ClosedBeforeHead | H1Error::Incomplete | H1Error::Io(_) => UpstreamError::Closed,
-    }
-}
-
-/// Whether an HTTP/1.1 connection error before the response head means the connection went
-/// away (EOF, reset, broken pipe: while writing the request or waiting for the answer) rather
-/// than a malformed answer. With no response byte read, such a close on a reused connection is
-/// the stale keep-alive race. An EOF after part of a head is reported the same way: the caller
-/// counts the bytes read to tell them apart.
-pub(crate) fn closed_before_answering(e: &H1Error) -> bool {
-    match e {
-        H1Error::ClosedBeforeHead => true,
-        H1Error::Io(io) => matches!(
-            io.kind(),
-            std::io::ErrorKind::ConnectionReset
-                | std::io::ErrorKind::ConnectionAborted
-                | std::io::ErrorKind::BrokenPipe
-                | std::io::ErrorKind::UnexpectedEof
-        ),
-        H1Error::Incomplete | H1Error::Protocol(_) => false,
-    }
-}
-
-/// Maps an HTTP/1.1 connection error seen while reading the response body: cut short by the
-/// server's close is `Incomplete`, a failed read `Closed`, broken framing `Protocol`.
-pub(crate) fn from_h1_body(e: &H1Error) -> BodyError {
-    match e {
-        H1Error::ClosedBeforeHead | H1Error::Incomplete => BodyError::Incomplete,
-        H1Error::Io(_) => BodyError::Closed,
-        H1Error::Protocol(p) => BodyError::Protocol(p.to_string()),
-    }
 }

@@ -10,6 +10,28 @@
 //! ([`fd_limit`], which also raises the soft limit to the hard limit, once); a server logs
 //! [`FdLimit`] at startup.
 //!
+//! Modules, in the order a request meets them:
+//!
+//! ```text
+//! balance/     above Upstream: picks the target (one Upstream each) of a route
+//! lib.rs       Upstream::send: the request's lane, then HTTP/2 or HTTP/1.1
+//! target.rs    the request's URI and headers for this upstream
+//! pool/        per lane, the HTTP/2 shard for the stream (lane.rs, select.rs), or the lane's
+//!              HTTP/1.1 pool; resends what the server provably did not process
+//! h2/          one HTTP/2 connection (conn.rs, health.rs, tap.rs) and an exchange on it
+//! h1/          a lane's HTTP/1.1 keep-alive pool, its connections (conn.rs) and codec
+//! connect.rs   DNS (dns.rs), TCP, TLS with ALPN; fd_limit.rs caps the connections
+//! body.rs      the response body, read from the h1 or h2 connection as it is polled
+//! shard/       what pool/ shares with h1/ and h2/: connection states, snapshots,
+//!              counters, the cap warning, the pool context
+//! error.rs, timing.rs, home.rs, config.rs: vocabulary every stage uses
+//! ```
+//!
+//! Imports point one way: pool/ and body.rs use h1/ and h2/, which use shard/ and never the
+//! pool; shard/ uses connect.rs, which uses error.rs, which uses config.rs. An HTTP/2
+//! connection reaches its lane only through `h2::LaneEvents`. `tests/layers/check_cycles.py`
+//! (at the workspace root) finds any circle.
+//!
 //! The gateway calls only [`Upstream::send`] (and reads [`Upstream::stats`] and
 //! [`Upstream::pool_snapshot`]). It gives a request whose body is already
 //! buffered and a deadline, and gets back response headers and a [`ResponseBody`] that
@@ -40,6 +62,7 @@
 
 mod balance;
 mod body;
+mod config;
 mod connect;
 mod dns;
 mod error;
@@ -48,17 +71,17 @@ mod h1;
 mod h2;
 pub mod home;
 mod pool;
+mod shard;
 mod target;
 mod timing;
 
 use std::future::Future;
-use std::path::PathBuf;
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
-use http::uri::Scheme;
+use http::uri::{Authority, Scheme};
 use tokio::time::Instant;
 
 pub use balance::{
@@ -68,77 +91,21 @@ pub use balance::{
     TargetSnapshot,
 };
 pub use body::ResponseBody;
+pub use config::{
+    Lane, LaneConfig, PoolConfig, Protocol, UpstreamConfig, DEFAULT_H2_MAX_CONNECTIONS,
+    DEFAULT_HTTP1_MAX_CONNECTIONS,
+};
 pub use error::{BodyError, LaneLimit, UpstreamConfigError, UpstreamError};
 pub use fd_limit::{fd_limit, FdLimit};
-pub use pool::{
-    ConnectionSnapshot, Lane, LaneConfig, LaneSnapshot, PoolConfig, PoolCounters, PoolSnapshot,
-    ShardState, DEFAULT_H2_MAX_CONNECTIONS, DEFAULT_HTTP1_MAX_CONNECTIONS,
-};
+pub use shard::{ConnectionSnapshot, LaneSnapshot, PoolCounters, PoolSnapshot, ShardState};
 pub use timing::PhaseTimings;
 
 use connect::{Alpn, Connector};
-use h2::{AlpnPolicy, H2Settings, Sent};
-use pool::{DrainReason, Pool};
+use h2::Sent;
+use pool::Pool;
+use shard::{AlpnPolicy, Counters, H2Settings, InFlight};
 use target::Target;
 use timing::Recorder;
-
-/// Which HTTP version to speak to the upstream, and how to agree on it.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
-pub enum Protocol {
-    /// HTTP/1.1 over `http://` or `https://` (ALPN offers only `http/1.1`).
-    Http1,
-    /// HTTP/2 over TLS; the server must select `h2` by ALPN, else requests fail with
-    /// [`UpstreamError::Protocol`]. Requires `https://`.
-    H2,
-    /// HTTP/2 with prior knowledge over plain TCP. Requires `http://`.
-    H2c,
-    /// Over `https://`: offer `h2` and `http/1.1` by ALPN and use what the server picks (the
-    /// first answer sticks for the life of the `Upstream`). Over `http://` there is nothing to
-    /// negotiate with, so this is HTTP/1.1. The default.
-    #[default]
-    Auto,
-}
-
-/// How to reach one upstream. Checked by [`Upstream::new`].
-#[derive(Clone, Debug)]
-pub struct UpstreamConfig {
-    /// Name used in errors and logs.
-    pub name: String,
-    /// Scheme (`http` or `https`), authority, and the path that request paths are appended
-    /// to, e.g. `http://127.0.0.1:9090/v1`. Default `http://127.0.0.1:9090/v1`.
-    pub base_url: http::Uri,
-    /// Wire protocol. Default [`Protocol::Auto`].
-    pub protocol: Protocol,
-    /// Extra PEM trust root(s), in addition to the webpki (Mozilla) roots. Default none.
-    pub ca_file: Option<PathBuf>,
-    /// Bound on DNS + TCP connect + TLS handshake. Default 5 s.
-    pub connect_timeout: Duration,
-    /// HTTP/2 receive window per stream: how far one unread stream can run ahead of its
-    /// consumer. Default 256 KiB.
-    pub h2_stream_window: u32,
-    /// HTTP/2 receive window for the whole connection. Must be at least
-    /// `max_streams_per_connection × h2_stream_window` for every lane, so stalled streams can
-    /// never pin the window their neighbours need. Default 25 MiB (100 × 256 KiB).
-    pub h2_connection_window: u32,
-    /// Lanes, connection and stream caps, health checks, recycling. Default
-    /// [`PoolConfig::default`].
-    pub pool: PoolConfig,
-}
-
-impl Default for UpstreamConfig {
-    fn default() -> Self {
-        UpstreamConfig {
-            name: "default".into(),
-            base_url: http::Uri::from_static("http://127.0.0.1:9090/v1"),
-            protocol: Protocol::Auto,
-            ca_file: None,
-            connect_timeout: Duration::from_secs(5),
-            h2_stream_window: 256 * 1024,
-            h2_connection_window: 100 * 256 * 1024,
-            pool: PoolConfig::default(),
-        }
-    }
-}
 
 /// The largest flow-control window HTTP/2 allows (RFC 9113 §6.9.1).
 const MAX_WINDOW: u32 = (1 << 31) - 1;
@@ -183,6 +150,8 @@ enum Mode {
     Auto,
 }
 
+// === impl Upstream ===
+
 impl std::fmt::Debug for Upstream {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Upstream")
@@ -210,6 +179,9 @@ impl Upstream {
     }
 
     /// `new`, with `resolver` (if any) instead of DNS: tests give a host several addresses.
+    ///
+    /// The checks run in the order of [`Upstream::new`]'s errors, so a config with several
+    /// faults always reports the same one first.
     fn build(
         cfg: UpstreamConfig,
         resolver: Option<dns::Resolver>,
@@ -225,134 +197,36 @@ impl Upstream {
             h2_connection_window,
             pool,
         } = cfg;
-        let url_err = |reason| UpstreamConfigError::BaseUrl {
-            upstream: name.clone(),
-            url: base_url.to_string(),
-            reason,
+        let err = ConfigErr {
+            upstream: &name,
+            url: &base_url,
         };
-        let field_err = |field, reason: String| UpstreamConfigError::Field {
-            upstream: name.clone(),
-            field,
-            reason,
-        };
-        let tls = match base_url.scheme_str() {
-            Some("https") => true,
-            Some("http") => false,
-            _ => return Err(url_err("the scheme must be http or https")),
-        };
-        let authority = base_url
-            .authority()
-            .cloned()
-            .ok_or_else(|| url_err("it has no host"))?;
-        if authority.as_str().contains('@') {
-            return Err(url_err("credentials in the URL are not supported"));
-        }
-        let host = authority
-            .host()
-            .trim_start_matches('[')
-            .trim_end_matches(']');
-        let port = authority.port_u16().unwrap_or(if tls { 443 } else { 80 });
-        if base_url.query().is_some() {
-            return Err(url_err("it must not have a query"));
-        }
-        let mode = match (protocol, tls) {
-            (Protocol::H2, false) => return Err(url_err("protocol H2 needs https (use H2c)")),
-            (Protocol::H2c, true) => return Err(url_err("protocol H2c needs http (use H2)")),
-            (Protocol::Http1, _) => Mode::Http1,
-            (Protocol::H2, true) => Mode::H2,
-            (Protocol::H2c, false) => Mode::H2c,
-            (Protocol::Auto, true) => Mode::Auto,
-            (Protocol::Auto, false) => Mode::Http1,
-        };
-        if connect_timeout.is_zero() {
-            return Err(field_err("connect_timeout", "must be more than 0".into()));
-        }
-        pool.validate()
-            .map_err(|(field, reason)| UpstreamConfigError::Pool {
-                upstream: name.clone(),
-                field,
-                reason,
-            })?;
-        let h2_max_streams = Lane::ALL
-            .iter()
-            .map(|l| pool.lane(*l).max_streams_per_connection)
-            .max()
-            .unwrap_or(1);
-        for (field, w) in [
-            ("h2_stream_window", h2_stream_window),
-            ("h2_connection_window", h2_connection_window),
-        ] {
-            if w == 0 || w > MAX_WINDOW {
-                return Err(field_err(field, format!("{w} is not in 1..=2^31-1")));
-            }
-        }
-        let needed = u64::from(h2_max_streams) * u64::from(h2_stream_window);
-        if u64::from(h2_connection_window) < needed {
-            return Err(field_err(
-                "h2_connection_window",
-                format!(
-                    "{h2_connection_window} is below max_streams_per_connection × \
-                     h2_stream_window = {h2_max_streams} × {h2_stream_window} = {needed}; a \
-                     few stalled streams could then stall every stream on the connection"
-                ),
-            ));
-        }
-        let roots = match &ca_file {
-            None => Vec::new(),
-            Some(path) => {
-                connect::read_ca_file(path).map_err(|reason| UpstreamConfigError::CaFile {
-                    upstream: name.clone(),
-                    path: path.display().to_string(),
-                    reason,
-                })?
-            }
-        };
-        let alpn = match mode {
-            Mode::Http1 => Alpn::Http1,
-            Mode::H2 => Alpn::H2,
-            Mode::H2c => Alpn::H2, // unused: no TLS
-            Mode::Auto => Alpn::H2OrHttp1,
-        };
-        let connector = Connector::new(
-            &name,
-            host,
-            port,
-            pool.dns_refresh,
+        let (tls, authority) = check_base_url(&base_url, &err)?;
+        let mode = Mode::of(protocol, tls).map_err(|reason| err.url(reason))?;
+        check_limits(
+            &err,
             connect_timeout,
-            tls.then_some((alpn, roots.as_slice())),
-        )
-        .map_err(|reason| match ca_file.as_ref() {
-            Some(path) if reason.contains("ca_file") => UpstreamConfigError::CaFile {
-                upstream: name.clone(),
-                path: path.display().to_string(),
-                reason,
-            },
-            _ => UpstreamConfigError::Field {
-                upstream: name.clone(),
-                field: "base_url",
-                reason,
-            },
-        })?;
+            &pool,
+            h2_stream_window,
+            h2_connection_window,
+        )?;
+        let connector = connector(
+            &err,
+            &authority,
+            tls.then_some(mode.alpn()),
+            ca_file.as_deref(),
+            &pool,
+            connect_timeout,
+        )?;
         let connector = Arc::new(match resolver {
             Some(r) => connector.with_resolver(r),
             None => connector,
         });
         let scheme = if tls { Scheme::HTTPS } else { Scheme::HTTP };
         let target = Target::new(scheme, authority, base_url.path())
-            .ok_or_else(|| url_err("its host is not a valid Host header"))?;
+            .ok_or_else(|| err.url("its host is not a valid Host header"))?;
         let counters = Arc::new(Counters::default());
-        let h2 = match mode {
-            Mode::Http1 => None,
-            Mode::H2 | Mode::H2c | Mode::Auto => Some(H2Settings {
-                stream_window: h2_stream_window,
-                connection_window: h2_connection_window,
-                alpn: match mode {
-                    Mode::H2c => AlpnPolicy::None,
-                    Mode::Auto => AlpnPolicy::FallBack,
-                    _ => AlpnPolicy::Required,
-                },
-            }),
-        };
+        let h2 = mode.h2_settings(h2_stream_window, h2_connection_window);
         let ceiling = fd_limit().lane_ceiling();
         let pool = Pool::new(connector, h2, pool, counters.clone(), ceiling);
         Ok(Upstream {
@@ -496,18 +370,18 @@ impl Upstream {
             Mode::H2c => Protocol::H2c,
             Mode::Auto => match &inner.pool {
                 p if p.fell_back() => Protocol::Http1,
-                _ if inner.counters.connections_ever.load(Ordering::Relaxed) > 0 => Protocol::H2,
+                _ if inner.counters.connections_ever() > 0 => Protocol::H2,
                 _ => Protocol::Auto,
             },
         };
         UpstreamStats {
             protocol,
-            open_connections: inner.counters.open_connections.load(Ordering::Relaxed),
+            open_connections: inner.counters.open_connections(),
             idle_http1_connections: Lane::ALL
                 .iter()
                 .map(|l| inner.pool.h1(*l).idle_count())
                 .sum(),
-            in_flight: inner.counters.in_flight.load(Ordering::Relaxed),
+            in_flight: inner.counters.in_flight(),
         }
     }
 
@@ -519,86 +393,184 @@ impl Upstream {
     }
 }
 
-/// Counters shared by the pools, the connection tasks and the bodies.
-#[derive(Debug, Default)]
-pub(crate) struct Counters {
-    open_connections: AtomicUsize,
-    connections_ever: AtomicUsize,
-    in_flight: AtomicUsize,
-    pub(crate) connects: AtomicU64,
-    pub(crate) connect_failures: AtomicU64,
-    pub(crate) goaways: AtomicU64,
-    pub(crate) refused_streams: AtomicU64,
-    pub(crate) transparent_retries: AtomicU64,
-    pub(crate) stale_retries: AtomicU64,
-    drains_goaway: AtomicU64,
-    drains_max_age: AtomicU64,
-    drains_max_requests: AtomicU64,
-    pub(crate) degradations: AtomicU64,
-    pub(crate) ping_timeouts: AtomicU64,
-    pub(crate) pool_acquire_timeouts: AtomicU64,
-    pub(crate) pool_full: AtomicU64,
+// === Upstream::build's steps ===
+
+/// Names the upstream and its `base_url` in the errors of its config.
+struct ConfigErr<'a> {
+    upstream: &'a str,
+    url: &'a http::Uri,
 }
 
-impl Counters {
-    pub(crate) fn drained(&self, reason: DrainReason) {
-        let c = match reason {
-            DrainReason::GoAway => &self.drains_goaway,
-            DrainReason::MaxAge => &self.drains_max_age,
-            DrainReason::MaxRequests => &self.drains_max_requests,
-        };
-        c.fetch_add(1, Ordering::Relaxed);
-    }
-
-    pub(crate) fn pool_counters(&self) -> PoolCounters {
-        let g = |c: &AtomicU64| c.load(Ordering::Relaxed);
-        PoolCounters {
-            connects: g(&self.connects),
-            connect_failures: g(&self.connect_failures),
-            goaways: g(&self.goaways),
-            refused_streams: g(&self.refused_streams),
-            transparent_retries: g(&self.transparent_retries),
-            stale_retries: g(&self.stale_retries),
-            drains_goaway: g(&self.drains_goaway),
-            drains_max_age: g(&self.drains_max_age),
-            drains_max_requests: g(&self.drains_max_requests),
-            degradations: g(&self.degradations),
-            ping_timeouts: g(&self.ping_timeouts),
-            pool_acquire_timeouts: g(&self.pool_acquire_timeouts),
-            pool_full: g(&self.pool_full),
+impl ConfigErr<'_> {
+    fn url(&self, reason: &'static str) -> UpstreamConfigError {
+        UpstreamConfigError::BaseUrl {
+            upstream: self.upstream.to_owned(),
+            url: self.url.to_string(),
+            reason,
         }
     }
 
-    /// Counts a connection as open until the returned guard (moved into its task) drops.
-    pub(crate) fn connection_opened(self: &Arc<Self>) -> OpenConnection {
-        self.open_connections.fetch_add(1, Ordering::Relaxed);
-        self.connections_ever.fetch_add(1, Ordering::Relaxed);
-        OpenConnection(self.clone())
+    fn field(&self, field: &'static str, reason: String) -> UpstreamConfigError {
+        UpstreamConfigError::Field {
+            upstream: self.upstream.to_owned(),
+            field,
+            reason,
+        }
+    }
+
+    fn ca_file(&self, path: &Path, reason: String) -> UpstreamConfigError {
+        UpstreamConfigError::CaFile {
+            upstream: self.upstream.to_owned(),
+            path: path.display().to_string(),
+            reason,
+        }
     }
 }
 
-/// One open connection, for [`UpstreamStats::open_connections`].
-pub(crate) struct OpenConnection(Arc<Counters>);
-
-impl Drop for OpenConnection {
-    fn drop(&mut self) {
-        self.0.open_connections.fetch_sub(1, Ordering::Relaxed);
+/// Whether `base_url` is TLS, and its authority: the scheme must be http or https, with a
+/// host, without credentials or a query.
+fn check_base_url(
+    base_url: &http::Uri,
+    err: &ConfigErr<'_>,
+) -> Result<(bool, Authority), UpstreamConfigError> {
+    let tls = match base_url.scheme_str() {
+        Some("https") => true,
+        Some("http") => false,
+        _ => return Err(err.url("the scheme must be http or https")),
+    };
+    let authority = base_url
+        .authority()
+        .cloned()
+        .ok_or_else(|| err.url("it has no host"))?;
+    if authority.as_str().contains('@') {
+        return Err(err.url("credentials in the URL are not supported"));
     }
+    if base_url.query().is_some() {
+        return Err(err.url("it must not have a query"));
+    }
+    Ok((tls, authority))
 }
 
-/// One request in flight, for [`UpstreamStats::in_flight`]; travels into the body.
-pub(crate) struct InFlight(Arc<Counters>);
-
-impl InFlight {
-    fn new(counters: &Arc<Counters>) -> Self {
-        counters.in_flight.fetch_add(1, Ordering::Relaxed);
-        InFlight(counters.clone())
+/// The numbers: `connect_timeout`, the pool's settings, and the HTTP/2 windows, each in range
+/// and the connection window wide enough for every stream a connection may carry.
+fn check_limits(
+    err: &ConfigErr<'_>,
+    connect_timeout: Duration,
+    pool: &PoolConfig,
+    h2_stream_window: u32,
+    h2_connection_window: u32,
+) -> Result<(), UpstreamConfigError> {
+    if connect_timeout.is_zero() {
+        return Err(err.field("connect_timeout", "must be more than 0".into()));
     }
+    pool.validate()
+        .map_err(|(field, reason)| UpstreamConfigError::Pool {
+            upstream: err.upstream.to_owned(),
+            field,
+            reason,
+        })?;
+    let h2_max_streams = Lane::ALL
+        .iter()
+        .map(|l| pool.lane(*l).max_streams_per_connection)
+        .max()
+        .unwrap_or(1);
+    for (field, w) in [
+        ("h2_stream_window", h2_stream_window),
+        ("h2_connection_window", h2_connection_window),
+    ] {
+        if w == 0 || w > MAX_WINDOW {
+            return Err(err.field(field, format!("{w} is not in 1..=2^31-1")));
+        }
+    }
+    let needed = u64::from(h2_max_streams) * u64::from(h2_stream_window);
+    if u64::from(h2_connection_window) < needed {
+        return Err(err.field(
+            "h2_connection_window",
+            format!(
+                "{h2_connection_window} is below max_streams_per_connection × \
+                 h2_stream_window = {h2_max_streams} × {h2_stream_window} = {needed}; a \
+                 few stalled streams could then stall every stream on the connection"
+            ),
+        ));
+    }
+    Ok(())
 }
 
-impl Drop for InFlight {
-    fn drop(&mut self) {
-        self.0.in_flight.fetch_sub(1, Ordering::Relaxed);
+/// The connector to `authority`: TCP, then TLS offering `tls`'s ALPN when set (trusting `ca_file`
+/// besides the webpki roots).
+fn connector(
+    err: &ConfigErr<'_>,
+    authority: &Authority,
+    tls: Option<Alpn>,
+    ca_file: Option<&Path>,
+    pool: &PoolConfig,
+    connect_timeout: Duration,
+) -> Result<Connector, UpstreamConfigError> {
+    // Read even over http://, so that a wrong path is reported whatever the scheme.
+    let roots = match ca_file {
+        None => Vec::new(),
+        Some(path) => connect::read_ca_file(path).map_err(|reason| err.ca_file(path, reason))?,
+    };
+    let host = authority
+        .host()
+        .trim_start_matches('[')
+        .trim_end_matches(']');
+    let port = authority
+        .port_u16()
+        .unwrap_or(if tls.is_some() { 443 } else { 80 });
+    Connector::new(
+        err.upstream,
+        host,
+        port,
+        pool.dns_refresh,
+        connect_timeout,
+        tls.map(|alpn| (alpn, roots.as_slice())),
+    )
+    .map_err(|reason| match ca_file {
+        Some(path) if reason.contains("ca_file") => err.ca_file(path, reason),
+        _ => err.field("base_url", reason),
+    })
+}
+
+// === impl Mode ===
+
+impl Mode {
+    /// The mode `protocol` takes over `base_url`'s scheme, or why the two do not go together.
+    fn of(protocol: Protocol, tls: bool) -> Result<Mode, &'static str> {
+        match (protocol, tls) {
+            (Protocol::H2, false) => Err("protocol H2 needs https (use H2c)"),
+            (Protocol::H2c, true) => Err("protocol H2c needs http (use H2)"),
+            (Protocol::Http1, _) => Ok(Mode::Http1),
+            (Protocol::H2, true) => Ok(Mode::H2),
+            (Protocol::H2c, false) => Ok(Mode::H2c),
+            (Protocol::Auto, true) => Ok(Mode::Auto),
+            (Protocol::Auto, false) => Ok(Mode::Http1),
+        }
+    }
+
+    /// What TLS offers by ALPN in this mode.
+    fn alpn(self) -> Alpn {
+        match self {
+            Mode::Http1 => Alpn::Http1,
+            Mode::H2 => Alpn::H2,
+            Mode::H2c => Alpn::H2, // unused: no TLS
+            Mode::Auto => Alpn::H2OrHttp1,
+        }
+    }
+
+    /// The HTTP/2 settings, or `None` when this mode never speaks HTTP/2.
+    fn h2_settings(self, stream_window: u32, connection_window: u32) -> Option<H2Settings> {
+        let alpn = match self {
+            Mode::Http1 => return None,
+            Mode::H2c => AlpnPolicy::None,
+            Mode::Auto => AlpnPolicy::FallBack,
+            Mode::H2 => AlpnPolicy::Required,
+        };
+        Some(H2Settings {
+            stream_window,
+            connection_window,
+            alpn,
+        })
     }
 }
 

@@ -19,6 +19,8 @@ use serde_json::{json, Value};
 use super::{gemini_error, Api, SseItem};
 use crate::knobs::ErrorKind;
 
+// === impl RetryHint ===
+
 /// When a client may retry, from the `retry_after` / `retry_after_date` knobs.
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct RetryHint {
@@ -96,289 +98,535 @@ fn gemini_quota(model: &str, per: &str) -> Value {
     )
 }
 
+// === the error table ===
+
+/// Where a row's message says `{model}`, `{secs}`, `{context}` or `{n}`: the model asked
+/// for, the retry hint's seconds, the provider's context window, and that window plus the
+/// prompt's tokens (what a context_length error claims the prompt came to).
+fn render(template: &str, model: &str, secs: u32, context: u32, prompt_tokens: u32) -> String {
+    if !template.contains('{') {
+        return template.to_owned();
+    }
+    // The model last: it is the client's text, and may itself say `{secs}`.
+    template
+        .replace("{secs}", &secs.to_string())
+        .replace("{context}", &context.to_string())
+        .replace("{n}", &(context + prompt_tokens).to_string())
+        .replace("{model}", model)
+}
+
+/// The body of a typed error, in one of the providers' shapes.
+enum Body {
+    /// `{"error": {message, type, param, code}}`; `None` is JSON `null`.
+    OpenAi {
+        message: &'static str,
+        kind: &'static str,
+        param: Option<&'static str>,
+        code: Option<&'static str>,
+    },
+    /// Azure OpenAI's content filter, with its `innererror`.
+    AzureContentFilter,
+    /// `{"type": "error", "error": {type, message}}`, plus `details.error_code` when set.
+    Anthropic {
+        kind: &'static str,
+        message: &'static str,
+        error_code: Option<&'static str>,
+    },
+    /// google.rpc's `{"error": {code, message, status, details}}`, `code` being the row's
+    /// status.
+    Gemini {
+        message: &'static str,
+        details: &'static [Detail],
+    },
+    /// Gemini's content filter: a 200 whose prompt was blocked.
+    GeminiBlocked,
+}
+
+/// A google.rpc detail of a Gemini error.
+enum Detail {
+    /// `QuotaFailure` on the requests-per-minute quota.
+    QuotaPerMinute,
+    /// `QuotaFailure` on the requests-per-day quota.
+    QuotaPerDay,
+    /// `RetryInfo` with the retry hint's seconds.
+    RetryInfo,
+    /// `ErrorInfo` with reason `API_KEY_INVALID`.
+    ApiKeyInvalid,
+}
+
+/// One provider's answer to some kinds of error.
+struct Row {
+    api: Api,
+    kinds: &'static [ErrorKind],
+    status: u16,
+    /// Sends `Retry-After` whether or not the knob asked for it, before `headers`.
+    retry_after: bool,
+    /// More headers; a value may say `{secs}`.
+    headers: &'static [(&'static str, &'static str)],
+    body: Body,
+}
+
+/// Every provider's answer to every [`ErrorKind`] (a test checks that each pair has exactly
+/// one row). Data rather than a `match` so that a provider's errors read as the table they
+/// are, and a new kind is one row per provider.
+const ROWS: &[Row] = &[
+    // OpenAI.
+    Row {
+        api: Api::OpenAi,
+        kinds: &[ErrorKind::RateLimit],
+        status: 429,
+        retry_after: true,
+        headers: &[
+            ("x-ratelimit-limit-requests", "60"),
+            ("x-ratelimit-remaining-requests", "0"),
+            ("x-ratelimit-reset-requests", "{secs}s"),
+        ],
+        body: Body::OpenAi {
+            message: "Rate limit reached for {model} in organization org-mock on requests per \
+                      min (RPM): Limit 60, Used 60, Requested 1. Please try again in {secs}s.",
+            kind: "requests",
+            param: None,
+            code: Some("rate_limit_exceeded"),
+        },
+    },
+    Row {
+        api: Api::OpenAi,
+        kinds: &[ErrorKind::Quota],
+        status: 429,
+        retry_after: false,
+        headers: &[],
+        body: Body::OpenAi {
+            message: "You exceeded your current quota, please check your plan and billing \
+                      details.",
+            kind: "insufficient_quota",
+            param: None,
+            code: Some("insufficient_quota"),
+        },
+    },
+    Row {
+        api: Api::OpenAi,
+        kinds: &[ErrorKind::Overloaded],
+        status: 503,
+        retry_after: false,
+        headers: &[],
+        body: Body::OpenAi {
+            message: "The server is overloaded or not ready yet.",
+            kind: "server_error",
+            param: None,
+            code: None,
+        },
+    },
+    Row {
+        api: Api::OpenAi,
+        kinds: &[ErrorKind::Server],
+        status: 500,
+        retry_after: false,
+        headers: &[],
+        body: Body::OpenAi {
+            message: "The server had an error while processing your request. Sorry about that!",
+            kind: "server_error",
+            param: None,
+            code: None,
+        },
+    },
+    Row {
+        api: Api::OpenAi,
+        kinds: &[ErrorKind::ContextLength],
+        status: 400,
+        retry_after: false,
+        headers: &[],
+        body: Body::OpenAi {
+            message: "This model's maximum context length is {context} tokens. However, your \
+                      messages resulted in {n} tokens. Please reduce the length of the \
+                      messages.",
+            kind: "invalid_request_error",
+            param: Some("messages"),
+            code: Some("context_length_exceeded"),
+        },
+    },
+    Row {
+        api: Api::OpenAi,
+        kinds: &[ErrorKind::ContentFilter],
+        status: 400,
+        retry_after: false,
+        headers: &[],
+        body: Body::OpenAi {
+            message: "Your request was rejected as a result of our safety system. Your prompt \
+                      may contain text that is not allowed by our safety system.",
+            kind: "invalid_request_error",
+            param: None,
+            code: Some("content_policy_violation"),
+        },
+    },
+    Row {
+        api: Api::OpenAi,
+        kinds: &[ErrorKind::ContentFilterAzure],
+        status: 400,
+        retry_after: false,
+        headers: &[],
+        body: Body::AzureContentFilter,
+    },
+    Row {
+        api: Api::OpenAi,
+        kinds: &[ErrorKind::Auth],
+        status: 401,
+        retry_after: false,
+        headers: &[],
+        body: Body::OpenAi {
+            message: "Incorrect API key provided. You can find your API key at \
+                      https://platform.openai.com/account/api-keys.",
+            kind: "invalid_request_error",
+            param: None,
+            code: Some("invalid_api_key"),
+        },
+    },
+    Row {
+        api: Api::OpenAi,
+        kinds: &[ErrorKind::Invalid],
+        status: 400,
+        retry_after: false,
+        headers: &[],
+        body: Body::OpenAi {
+            message: "Invalid request (the mock's error=invalid knob).",
+            kind: "invalid_request_error",
+            param: None,
+            code: None,
+        },
+    },
+    Row {
+        api: Api::OpenAi,
+        kinds: &[ErrorKind::NotFound],
+        status: 404,
+        retry_after: false,
+        headers: &[],
+        body: Body::OpenAi {
+            message: "The model `{model}` does not exist or you do not have access to it.",
+            kind: "invalid_request_error",
+            param: None,
+            code: Some("model_not_found"),
+        },
+    },
+    // Anthropic.
+    Row {
+        api: Api::Anthropic,
+        kinds: &[ErrorKind::RateLimit],
+        status: 429,
+        retry_after: true,
+        headers: &[
+            ("anthropic-ratelimit-requests-limit", "50"),
+            ("anthropic-ratelimit-requests-remaining", "0"),
+        ],
+        body: Body::Anthropic {
+            kind: "rate_limit_error",
+            message: "This request would exceed your organization's rate limit of 50 requests \
+                      per minute. Please try again later.",
+            error_code: None,
+        },
+    },
+    Row {
+        api: Api::Anthropic,
+        kinds: &[ErrorKind::Quota],
+        status: 429,
+        retry_after: false,
+        headers: &[],
+        body: Body::Anthropic {
+            kind: "rate_limit_error",
+            message: "You have reached your specified API usage limits.",
+            error_code: Some("enforced_spend_limit_reached"),
+        },
+    },
+    Row {
+        api: Api::Anthropic,
+        kinds: &[ErrorKind::Overloaded],
+        status: 529,
+        retry_after: false,
+        headers: &[],
+        body: Body::Anthropic {
+            kind: "overloaded_error",
+            message: "Overloaded",
+            error_code: None,
+        },
+    },
+    Row {
+        api: Api::Anthropic,
+        kinds: &[ErrorKind::Server],
+        status: 500,
+        retry_after: false,
+        headers: &[],
+        body: Body::Anthropic {
+            kind: "api_error",
+            message: "Internal server error",
+            error_code: None,
+        },
+    },
+    Row {
+        api: Api::Anthropic,
+        kinds: &[ErrorKind::ContextLength],
+        status: 400,
+        retry_after: false,
+        headers: &[],
+        body: Body::Anthropic {
+            kind: "invalid_request_error",
+            message: "prompt is too long: {n} tokens > {context} maximum",
+            error_code: None,
+        },
+    },
+    Row {
+        api: Api::Anthropic,
+        kinds: &[ErrorKind::ContentFilter, ErrorKind::ContentFilterAzure],
+        status: 400,
+        retry_after: false,
+        headers: &[],
+        body: Body::Anthropic {
+            kind: "invalid_request_error",
+            message: "Output blocked by content filtering policy",
+            error_code: None,
+        },
+    },
+    Row {
+        api: Api::Anthropic,
+        kinds: &[ErrorKind::Auth],
+        status: 401,
+        retry_after: false,
+        headers: &[],
+        body: Body::Anthropic {
+            kind: "authentication_error",
+            message: "invalid x-api-key",
+            error_code: None,
+        },
+    },
+    Row {
+        api: Api::Anthropic,
+        kinds: &[ErrorKind::Invalid],
+        status: 400,
+        retry_after: false,
+        headers: &[],
+        body: Body::Anthropic {
+            kind: "invalid_request_error",
+            message: "Invalid request (the mock's error=invalid knob).",
+            error_code: None,
+        },
+    },
+    Row {
+        api: Api::Anthropic,
+        kinds: &[ErrorKind::NotFound],
+        status: 404,
+        retry_after: false,
+        headers: &[],
+        body: Body::Anthropic {
+            kind: "not_found_error",
+            message: "model: {model}",
+            error_code: None,
+        },
+    },
+    // Gemini: no Retry-After header (RetryInfo says when).
+    Row {
+        api: Api::Gemini,
+        kinds: &[ErrorKind::RateLimit],
+        status: 429,
+        retry_after: false,
+        headers: &[],
+        body: Body::Gemini {
+            message: "You exceeded your current quota, please check your plan and billing \
+                      details. For more information on this error, head to: \
+                      https://ai.google.dev/gemini-api/docs/rate-limits.",
+            details: &[Detail::QuotaPerMinute, Detail::RetryInfo],
+        },
+    },
+    Row {
+        api: Api::Gemini,
+        kinds: &[ErrorKind::Quota],
+        status: 429,
+        retry_after: false,
+        headers: &[],
+        body: Body::Gemini {
+            message: "You exceeded your current quota, please check your plan and billing \
+                      details.",
+            details: &[Detail::QuotaPerDay],
+        },
+    },
+    Row {
+        api: Api::Gemini,
+        kinds: &[ErrorKind::Overloaded],
+        status: 503,
+        retry_after: false,
+        headers: &[],
+        body: Body::Gemini {
+            message: "The model is overloaded. Please try again later.",
+            details: &[],
+        },
+    },
+    Row {
+        api: Api::Gemini,
+        kinds: &[ErrorKind::Server],
+        status: 500,
+        retry_after: false,
+        headers: &[],
+        body: Body::Gemini {
+            message: "An internal error has occurred. Please retry or report in \
+                      https://developers.generativeai.google/guide/troubleshooting",
+            details: &[],
+        },
+    },
+    Row {
+        api: Api::Gemini,
+        kinds: &[ErrorKind::ContextLength],
+        status: 400,
+        retry_after: false,
+        headers: &[],
+        body: Body::Gemini {
+            message: "The input token count ({n}) exceeds the maximum number of tokens allowed \
+                      ({context}).",
+            details: &[],
+        },
+    },
+    Row {
+        api: Api::Gemini,
+        kinds: &[ErrorKind::ContentFilter, ErrorKind::ContentFilterAzure],
+        status: 200,
+        retry_after: false,
+        headers: &[],
+        body: Body::GeminiBlocked,
+    },
+    Row {
+        api: Api::Gemini,
+        kinds: &[ErrorKind::Auth],
+        status: 400,
+        retry_after: false,
+        headers: &[],
+        body: Body::Gemini {
+            message: "API key not valid. Please pass a valid API key.",
+            details: &[Detail::ApiKeyInvalid],
+        },
+    },
+    Row {
+        api: Api::Gemini,
+        kinds: &[ErrorKind::Invalid],
+        status: 400,
+        retry_after: false,
+        headers: &[],
+        body: Body::Gemini {
+            message: "Request contains an invalid argument.",
+            details: &[],
+        },
+    },
+    Row {
+        api: Api::Gemini,
+        kinds: &[ErrorKind::NotFound],
+        status: 404,
+        retry_after: false,
+        headers: &[],
+        body: Body::Gemini {
+            message: "models/{model} is not found for API version v1beta, or is not supported \
+                      for generateContent. Call ListModels to see the list of available models \
+                      and their supported methods.",
+            details: &[],
+        },
+    },
+];
+
+/// The context window a provider's messages quote.
+fn context_window(api: Api) -> u32 {
+    match api {
+        Api::OpenAi => OPENAI_CONTEXT,
+        Api::Anthropic => ANTHROPIC_CONTEXT,
+        Api::Gemini => GEMINI_CONTEXT,
+    }
+}
+
+// === typed errors: a row, rendered ===
+
 /// The typed error `kind` in `api`'s shape.
 pub(crate) fn typed(api: Api, kind: ErrorKind, ctx: &ErrorCtx) -> ErrorReply {
+    let row = ROWS
+        .iter()
+        .find(|r| r.api == api && r.kinds.contains(&kind))
+        .expect("every provider has a row for every kind (tested)");
     let model = ctx.model.as_deref().unwrap_or("mock-model");
     let secs = ctx.retry.secs;
+    let text = |t: &str| render(t, model, secs, context_window(api), ctx.prompt_tokens);
     let mut headers = Vec::new();
-    let retry_after = |headers: &mut Vec<(&'static str, String)>| {
+    if row.retry_after {
         headers.push(("retry-after", ctx.retry.header()));
-    };
-    let (status, body) = match api {
-        Api::OpenAi => match kind {
-            ErrorKind::RateLimit => {
-                retry_after(&mut headers);
-                headers.push(("x-ratelimit-limit-requests", "60".into()));
-                headers.push(("x-ratelimit-remaining-requests", "0".into()));
-                headers.push(("x-ratelimit-reset-requests", format!("{secs}s")));
-                let msg = format!(
-                    "Rate limit reached for {model} in organization org-mock on requests per min \
-                     (RPM): Limit 60, Used 60, Requested 1. Please try again in {secs}s."
-                );
-                let body = openai(
-                    &msg,
-                    json!("requests"),
-                    Value::Null,
-                    json!("rate_limit_exceeded"),
-                );
-                (429, body)
+    }
+    headers.extend(row.headers.iter().map(|&(name, value)| (name, text(value))));
+    let body = match row.body {
+        Body::OpenAi {
+            message,
+            kind,
+            param,
+            code,
+        } => openai(&text(message), json!(kind), json!(param), json!(code)),
+        Body::AzureContentFilter => azure_content_filter(),
+        Body::Anthropic {
+            kind,
+            message,
+            error_code,
+        } => {
+            let mut body = anthropic(kind, &text(message));
+            if let Some(code) = error_code {
+                body["error"]["details"] = json!({ "error_code": code });
             }
-            ErrorKind::Quota => (
-                429,
-                openai(
-                    "You exceeded your current quota, please check your plan and billing \
-                     details.",
-                    json!("insufficient_quota"),
-                    Value::Null,
-                    json!("insufficient_quota"),
-                ),
-            ),
-            ErrorKind::Overloaded => (
-                503,
-                openai(
-                    "The server is overloaded or not ready yet.",
-                    json!("server_error"),
-                    Value::Null,
-                    Value::Null,
-                ),
-            ),
-            ErrorKind::Server => (
-                500,
-                openai(
-                    "The server had an error while processing your request. Sorry about that!",
-                    json!("server_error"),
-                    Value::Null,
-                    Value::Null,
-                ),
-            ),
-            ErrorKind::ContextLength => {
-                let n = OPENAI_CONTEXT + ctx.prompt_tokens;
-                let msg = format!(
-                    "This model's maximum context length is {OPENAI_CONTEXT} tokens. However, \
-                     your messages resulted in {n} tokens. Please reduce the length of the \
-                     messages."
-                );
-                let body = openai(
-                    &msg,
-                    json!("invalid_request_error"),
-                    json!("messages"),
-                    json!("context_length_exceeded"),
-                );
-                (400, body)
-            }
-            ErrorKind::ContentFilter => (
-                400,
-                openai(
-                    "Your request was rejected as a result of our safety system. Your prompt may \
-                     contain text that is not allowed by our safety system.",
-                    json!("invalid_request_error"),
-                    Value::Null,
-                    json!("content_policy_violation"),
-                ),
-            ),
-            ErrorKind::ContentFilterAzure => {
-                let safe = json!({ "filtered": false, "severity": "safe" });
-                let body = json!({ "error": {
-                    "message": "The response was filtered due to the prompt triggering Azure \
-                        OpenAI's content management policy. Please modify your prompt and retry. \
-                        To learn more about our content filtering policies please read our \
-                        documentation: https://go.microsoft.com/fwlink/?linkid=2198766",
-                    "type": null,
-                    "param": "prompt",
-                    "code": "content_filter",
-                    "status": 400,
-                    "innererror": {
-                        "code": "ResponsibleAIPolicyViolation",
-                        "content_filter_result": {
-                            "hate": safe, "self_harm": safe, "sexual": safe,
-                            "violence": { "filtered": true, "severity": "medium" },
-                        },
-                    },
-                }});
-                (400, body)
-            }
-            ErrorKind::Auth => (
-                401,
-                openai(
-                    "Incorrect API key provided. You can find your API key at \
-                     https://platform.openai.com/account/api-keys.",
-                    json!("invalid_request_error"),
-                    Value::Null,
-                    json!("invalid_api_key"),
-                ),
-            ),
-            ErrorKind::Invalid => (
-                400,
-                openai(
-                    "Invalid request (the mock's error=invalid knob).",
-                    json!("invalid_request_error"),
-                    Value::Null,
-                    Value::Null,
-                ),
-            ),
-            ErrorKind::NotFound => (
-                404,
-                openai(
-                    &format!("The model `{model}` does not exist or you do not have access to it."),
-                    json!("invalid_request_error"),
-                    Value::Null,
-                    json!("model_not_found"),
-                ),
-            ),
-        },
-        Api::Anthropic => match kind {
-            ErrorKind::RateLimit => {
-                retry_after(&mut headers);
-                headers.push(("anthropic-ratelimit-requests-limit", "50".into()));
-                headers.push(("anthropic-ratelimit-requests-remaining", "0".into()));
-                (
-                    429,
-                    anthropic(
-                        "rate_limit_error",
-                        "This request would exceed your organization's rate limit of 50 \
-                         requests per minute. Please try again later.",
-                    ),
-                )
-            }
-            ErrorKind::Quota => {
-                let mut body = anthropic(
-                    "rate_limit_error",
-                    "You have reached your specified API usage limits.",
-                );
-                body["error"]["details"] = json!({ "error_code": "enforced_spend_limit_reached" });
-                (429, body)
-            }
-            ErrorKind::Overloaded => (529, anthropic("overloaded_error", "Overloaded")),
-            ErrorKind::Server => (500, anthropic("api_error", "Internal server error")),
-            ErrorKind::ContextLength => {
-                let n = ANTHROPIC_CONTEXT + ctx.prompt_tokens;
-                (
-                    400,
-                    anthropic(
-                        "invalid_request_error",
-                        &format!("prompt is too long: {n} tokens > {ANTHROPIC_CONTEXT} maximum"),
-                    ),
-                )
-            }
-            ErrorKind::ContentFilter | ErrorKind::ContentFilterAzure => (
-                400,
-                anthropic(
-                    "invalid_request_error",
-                    "Output blocked by content filtering policy",
-                ),
-            ),
-            ErrorKind::Auth => (401, anthropic("authentication_error", "invalid x-api-key")),
-            ErrorKind::Invalid => (
-                400,
-                anthropic(
-                    "invalid_request_error",
-                    "Invalid request (the mock's error=invalid knob).",
-                ),
-            ),
-            ErrorKind::NotFound => (
-                404,
-                anthropic("not_found_error", &format!("model: {model}")),
-            ),
-        },
-        Api::Gemini => match kind {
-            ErrorKind::RateLimit => (
-                429,
-                gemini_error(
-                    429,
-                    "You exceeded your current quota, please check your plan and billing \
-                     details. For more information on this error, head to: \
-                     https://ai.google.dev/gemini-api/docs/rate-limits.",
-                    vec![
-                        gemini_quota(model, "Minute"),
-                        google_rpc("RetryInfo", json!({ "retryDelay": format!("{secs}s") })),
-                    ],
-                ),
-            ),
-            ErrorKind::Quota => (
-                429,
-                gemini_error(
-                    429,
-                    "You exceeded your current quota, please check your plan and billing \
-                     details.",
-                    vec![gemini_quota(model, "Day")],
-                ),
-            ),
-            ErrorKind::Overloaded => (
-                503,
-                gemini_error(
-                    503,
-                    "The model is overloaded. Please try again later.",
-                    vec![],
-                ),
-            ),
-            ErrorKind::Server => (
-                500,
-                gemini_error(
-                    500,
-                    "An internal error has occurred. Please retry or report in \
-                     https://developers.generativeai.google/guide/troubleshooting",
-                    vec![],
-                ),
-            ),
-            ErrorKind::ContextLength => {
-                let n = GEMINI_CONTEXT + ctx.prompt_tokens;
-                (
-                    400,
-                    gemini_error(
-                        400,
-                        &format!(
-                            "The input token count ({n}) exceeds the maximum number of tokens \
-                             allowed ({GEMINI_CONTEXT})."
-                        ),
-                        vec![],
-                    ),
-                )
-            }
-            ErrorKind::ContentFilter | ErrorKind::ContentFilterAzure => {
-                (200, super::gemini::blocked_body(model, ctx.prompt_tokens))
-            }
-            ErrorKind::Auth => (
-                400,
-                gemini_error(
-                    400,
-                    "API key not valid. Please pass a valid API key.",
-                    vec![google_rpc(
-                        "ErrorInfo",
-                        json!({
-                            "reason": "API_KEY_INVALID",
-                            "domain": "googleapis.com",
-                            "metadata": { "service": "generativelanguage.googleapis.com" },
-                        }),
-                    )],
-                ),
-            ),
-            ErrorKind::Invalid => (
-                400,
-                gemini_error(400, "Request contains an invalid argument.", vec![]),
-            ),
-            ErrorKind::NotFound => (
-                404,
-                gemini_error(
-                    404,
-                    &format!(
-                        "models/{model} is not found for API version v1beta, or is not \
-                         supported for generateContent. Call ListModels to see the list of \
-                         available models and their supported methods."
-                    ),
-                    vec![],
-                ),
-            ),
-        },
+            body
+        }
+        Body::Gemini { message, details } => {
+            let details = details.iter().map(|d| d.render(model, secs)).collect();
+            gemini_error(row.status, &text(message), details)
+        }
+        Body::GeminiBlocked => super::gemini::blocked_body(model, ctx.prompt_tokens),
     };
     if ctx.retry.explicit && !headers.iter().any(|(k, _)| *k == "retry-after") && api != Api::Gemini
     {
-        retry_after(&mut headers);
+        headers.push(("retry-after", ctx.retry.header()));
     }
     ErrorReply {
-        status: StatusCode::from_u16(status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR),
+        status: StatusCode::from_u16(row.status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR),
         body,
         headers,
     }
+}
+
+impl Detail {
+    fn render(&self, model: &str, secs: u32) -> Value {
+        match self {
+            Detail::QuotaPerMinute => gemini_quota(model, "Minute"),
+            Detail::QuotaPerDay => gemini_quota(model, "Day"),
+            Detail::RetryInfo => {
+                google_rpc("RetryInfo", json!({ "retryDelay": format!("{secs}s") }))
+            }
+            Detail::ApiKeyInvalid => google_rpc(
+                "ErrorInfo",
+                json!({
+                    "reason": "API_KEY_INVALID",
+                    "domain": "googleapis.com",
+                    "metadata": { "service": "generativelanguage.googleapis.com" },
+                }),
+            ),
+        }
+    }
+}
+
+/// Azure OpenAI's content filter error: OpenAI's shape plus `status` and the `innererror`
+/// that names the category.
+fn azure_content_filter() -> Value {
+    let safe = json!({ "filtered": false, "severity": "safe" });
+    json!({ "error": {
+        "message": "The response was filtered due to the prompt triggering Azure \
+            OpenAI's content management policy. Please modify your prompt and retry. \
+            To learn more about our content filtering policies please read our \
+            documentation: https://go.microsoft.com/fwlink/?linkid=2198766",
+        "type": null,
+        "param": "prompt",
+        "code": "content_filter",
+        "status": 400,
+        "innererror": {
+            "code": "ResponsibleAIPolicyViolation",
+            "content_filter_result": {
+                "hate": safe, "self_harm": safe, "sexual": safe,
+                "violence": { "filtered": true, "severity": "medium" },
+            },
+        },
+    }})
 }
 
 /// The event an error after a 200 travels in: Anthropic `event: error`, OpenAI Responses
@@ -475,5 +723,18 @@ mod tests {
             (v["type"].as_str(), v["sequence_number"].as_u64()),
             (Some("error"), Some(9))
         );
+    }
+
+    #[test]
+    fn every_provider_has_one_row_per_kind() {
+        for api in [Api::OpenAi, Api::Anthropic, Api::Gemini] {
+            for kind in ErrorKind::ALL {
+                let rows = ROWS
+                    .iter()
+                    .filter(|r| r.api == api && r.kinds.contains(&kind))
+                    .count();
+                assert_eq!(rows, 1, "{api:?} {kind:?}");
+            }
+        }
     }
 }

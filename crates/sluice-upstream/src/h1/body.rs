@@ -9,7 +9,7 @@ use tokio::time::Instant;
 use super::codec::{BodyDecoder, Decoded, Framing};
 use super::conn::H1Error;
 use super::Lease;
-use crate::error::{self, BodyError};
+use crate::error::BodyError;
 
 /// The body of one HTTP/1.1 response, holding its connection's lease until the body ends.
 ///
@@ -128,6 +128,6 @@ impl H1Body {
     fn fail(&mut self, e: &H1Error) -> BodyError {
         self.failed = true;
         drop(self.lease.take());
-        error::from_h1_body(e)
+        e.body_error()
     }
 }

@@ -25,9 +25,10 @@ use tokio::time::Instant;
 
 use super::codec::{self, CodecError, Head, ResponseHead};
 use super::{lock, Registry};
+use crate::config::{Lane, Protocol};
 use crate::connect::Io;
-use crate::pool::{ConnectionSnapshot, DrainReason, ShardState};
-use crate::{Counters, Lane, OpenConnection, Protocol};
+use crate::error::{BodyError, UpstreamError};
+use crate::shard::{ConnectionSnapshot, Counters, DrainReason, OpenConnection, ShardState};
 
 /// The record of one HTTP/1.1 connection, shared by the pool (idle list, registry) and the
 /// connection itself.
@@ -145,8 +146,8 @@ impl ConnInfo {
 }
 
 /// Why an exchange on an HTTP/1.1 connection failed; the connection is not reusable after
-/// any of them. Mapped to [`UpstreamError`](crate::UpstreamError) (before the response head)
-/// and [`BodyError`](crate::BodyError) (after) in `error.rs`.
+/// any of them. Mapped to [`UpstreamError`] (before the response head) and [`BodyError`]
+/// (after) here, so that `error.rs` stays below the protocols.
 #[derive(Debug, thiserror::Error)]
 pub(crate) enum H1Error {
     /// The server closed the connection (EOF) before a whole response head (maybe after
@@ -162,6 +163,49 @@ pub(crate) enum H1Error {
     /// The response is not valid HTTP/1.1, or over a limit.
     #[error(transparent)]
     Protocol(#[from] CodecError),
+}
+
+impl H1Error {
+    /// Maps an error seen while writing the request or waiting for the response head: the
+    /// connection going away (EOF, reset, broken pipe, a failed read or write) is `Closed`, a
+    /// malformed or oversized head is `Protocol`.
+    pub(crate) fn head_error(&self) -> UpstreamError {
+        match self {
+            H1Error::Protocol(p) => UpstreamError::Protocol(p.to_string()),
+            H1Error::ClosedBeforeHead | H1Error::Incomplete | H1Error::Io(_) => {
+                UpstreamError::Closed
+            }
+        }
+    }
+
+    /// Whether an error before the response head means the connection went away (EOF,
+    /// reset, broken pipe: while writing the request or waiting for the answer) rather than a
+    /// malformed answer. With no response byte read, such a close on a reused connection is
+    /// the stale keep-alive race. An EOF after part of a head is reported the same way: the
+    /// caller counts the bytes read to tell them apart.
+    pub(crate) fn closed_before_answering(&self) -> bool {
+        match self {
+            H1Error::ClosedBeforeHead => true,
+            H1Error::Io(io) => matches!(
+                io.kind(),
+                io::ErrorKind::ConnectionReset
+                    | io::ErrorKind::ConnectionAborted
+                    | io::ErrorKind::BrokenPipe
+                    | io::ErrorKind::UnexpectedEof
+            ),
+            H1Error::Incomplete | H1Error::Protocol(_) => false,
+        }
+    }
+
+    /// Maps an error seen while reading the response body: cut short by the server's close is
+    /// `Incomplete`, a failed read `Closed`, broken framing `Protocol`.
+    pub(crate) fn body_error(&self) -> BodyError {
+        match self {
+            H1Error::ClosedBeforeHead | H1Error::Incomplete => BodyError::Incomplete,
+            H1Error::Io(_) => BodyError::Closed,
+            H1Error::Protocol(p) => BodyError::Protocol(p.to_string()),
+        }
+    }
 }
 
 /// A request body up to this size is copied after the head and written with it in one write

@@ -42,13 +42,12 @@ use tokio::sync::{Notify, OwnedSemaphorePermit, Semaphore};
 use tokio::task::JoinHandle;
 use tokio::time::{sleep_until, timeout_at, Instant};
 
+use crate::config::{Lane, Wire};
 use crate::connect::{Connected, Io};
-use crate::error::{self, LaneLimit, UpstreamError};
-use crate::pool::{CapWarning, DrainReason, LaneSnapshot, PoolCtx, ShardState, Wire};
+use crate::error::{LaneLimit, UpstreamError};
+use crate::shard::{CapWarning, DrainReason, LaneSnapshot, PoolCtx, ShardState};
 use crate::timing::Recorder;
-use crate::Lane;
 pub(crate) use body::H1Body;
-pub(crate) use conn::H1Error;
 use conn::{Conn, ConnInfo};
 
 /// How soon after the request was handed over the close of a reused connection must come to be
@@ -297,11 +296,11 @@ impl H1Pool {
             let now = Instant::now();
             let stale = reused
                 && lease.conn.info.bytes_in() == read_before
-                && error::closed_before_answering(&failed)
+                && failed.closed_before_answering()
                 && now - handed_over <= STALE_CLOSE_WINDOW
                 && now < deadline;
             if !stale {
-                return Err(error::from_h1_head(&failed));
+                return Err(failed.head_error());
             }
             counters.stale_retries.fetch_add(1, Ordering::Relaxed);
             tracing::debug!(

@@ -5,7 +5,7 @@
 use std::collections::VecDeque;
 use std::pin::pin;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
 use tokio::sync::Notify;
@@ -13,16 +13,21 @@ use tokio::task::JoinHandle;
 use tokio::time::{sleep_until, Instant};
 
 use super::select::{self, Candidate};
-use super::shard_h2::{Shard, StreamLease};
-use super::{lock, CapWarning, ConnectionSnapshot, LaneSnapshot, PoolCtx, ShardState, Wire};
+use crate::config::{Lane, Protocol, Wire};
 use crate::connect::Connected;
 use crate::error::UpstreamError;
-use crate::h2::AlpnPolicy;
-use crate::{Lane, Protocol};
+use crate::h2::{LaneEvents, Shard, StreamLease};
+use crate::shard::{AlpnPolicy, CapWarning, ConnectionSnapshot, LaneSnapshot, PoolCtx, ShardState};
 
 /// How often a waiting request re-reads the servers' SETTINGS_MAX_CONCURRENT_STREAMS, which
 /// h2 raises without notifying anyone.
 const SLOT_RECHECK: Duration = Duration::from_millis(50);
+
+// A poisoned lock only means a panic elsewhere; the data behind these locks stays consistent
+// (every update is a single assignment or push).
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
 
 /// What a waiting request got.
 pub(crate) enum Acquired {
@@ -108,37 +113,14 @@ impl LaneState {
 }
 
 impl LaneShared {
-    /// Wakes the oldest waiting request (a stored permit if it is not waiting right now).
-    pub(crate) fn wake_head(&self) {
-        if let Some((_, n)) = lock(&self.waiters).front() {
-            n.notify_one();
-        }
-    }
-
     fn pending(&self) -> usize {
         lock(&self.waiters).len()
-    }
-
-    /// Drops finished shards (and drains those past `max_age`).
-    pub(crate) fn prune_and_check_age(&self, max_age: Option<Duration>) {
-        lock(&self.state).prune(max_age);
     }
 
     /// The first wait between replacements: max(ping_interval, 1 s), so a replacement gets
     /// at least one PING to prove itself before the next is opened.
     fn base_backoff(&self) -> Duration {
         self.ctx.cfg.ping_interval.max(Duration::from_secs(1))
-    }
-
-    /// A Ready shard answered a PING in time: the link works, so replacing a degraded shard
-    /// need not wait long.
-    pub(crate) fn healthy_pong(&self) {
-        let base = self.base_backoff();
-        let mut st = lock(&self.state);
-        if st.replace_backoff > base {
-            st.replace_backoff = base;
-            st.replace_after = st.replace_after.min(Instant::now() + base);
-        }
     }
 
     /// A background connect (keeping `min_connections` ready), unless it would replace a
@@ -169,16 +151,6 @@ impl LaneShared {
             st.replace_backoff = (st.replace_backoff * 2).min(MAX_REPLACE_BACKOFF);
         }
         self.start_connect(st);
-    }
-
-    /// Opens a connection in the background if the lane needs one (fewer than
-    /// `min_connections` ready, e.g. because a shard just became degraded). Called by a
-    /// shard's PING loop when its health changes.
-    pub(crate) fn maintain(self: &Arc<Self>) {
-        let mut st = lock(&self.state);
-        st.prune(self.ctx.cfg.max_connection_age);
-        let cands = st.candidates(None);
-        self.background_connect(&mut st, &cands);
     }
 
     /// Starts the lane's connect task; returns its generation.
@@ -213,9 +185,44 @@ impl LaneShared {
         }));
         gen
     }
+}
+
+impl LaneEvents for LaneShared {
+    /// Wakes the oldest waiting request (a stored permit if it is not waiting right now).
+    fn wake_head(&self) {
+        if let Some((_, n)) = lock(&self.waiters).front() {
+            n.notify_one();
+        }
+    }
+
+    /// Drops finished shards (and drains those past `max_age`).
+    fn prune_and_check_age(&self, max_age: Option<Duration>) {
+        lock(&self.state).prune(max_age);
+    }
+
+    /// A Ready shard answered a PING in time: the link works, so replacing a degraded shard
+    /// need not wait long.
+    fn healthy_pong(&self) {
+        let base = self.base_backoff();
+        let mut st = lock(&self.state);
+        if st.replace_backoff > base {
+            st.replace_backoff = base;
+            st.replace_after = st.replace_after.min(Instant::now() + base);
+        }
+    }
+
+    /// Opens a connection in the background if the lane needs one (fewer than
+    /// `min_connections` ready, e.g. because a shard just became degraded). Called by a
+    /// shard's PING loop when its health changes.
+    fn maintain(self: Arc<Self>) {
+        let mut st = lock(&self.state);
+        st.prune(self.ctx.cfg.max_connection_age);
+        let cands = st.candidates(None);
+        self.background_connect(&mut st, &cands);
+    }
 
     /// The lowest RTT any live shard of the lane has shown (the lane's baseline).
-    pub(crate) fn best_rtt(&self) -> Option<Duration> {
+    fn best_rtt(&self) -> Option<Duration> {
         let st = lock(&self.state);
         st.shards
             .iter()

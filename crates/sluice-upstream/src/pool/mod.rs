@@ -1,307 +1,46 @@
-//! The upstream's connection pool: lanes, HTTP/2 shards, choosing a shard, health, draining,
-//! transparent retries of requests the server provably did not process, and a snapshot.
+//! The upstream's connection pool: lanes, choosing an HTTP/2 shard, draining, transparent
+//! retries of requests the server provably did not process, and a snapshot.
 //!
 //! ```text
 //! Pool
 //!  └─ lane (Stream | Short), each with its own connections
-//!      ├─ HTTP/2: shards (lane.rs), each one connection (shard_h2.rs) with a PING loop
-//!      │   (health.rs) and a frame tap (tap.rs); the shard for a stream is chosen by
+//!      ├─ HTTP/2: shards (lane.rs), each one connection (h2/conn.rs) with a PING loop
+//!      │   (h2/health.rs) and a frame tap (h2/tap.rs); the shard for a stream is chosen by
 //!      │   select.rs
 //!      └─ HTTP/1.1: a keep-alive pool (h1/), one request per connection, each
 //!          connection tracked for the snapshot, rotation and the idle timeout
 //! ```
 //!
+//! The pool uses `h1/` and `h2/`; what they share with it (connection states, snapshots,
+//! counters, [`PoolCtx`]) is in `shard/`, below all three, so neither protocol names the pool.
+//!
 //! A lane that reaches its connection cap (either protocol) logs a warning, at most once per
-//! 10 s (cap_warning.rs), and its waiting requests fail naming the limit ([`LaneLimit`]).
+//! 10 s (shard/cap_warning.rs), and its waiting requests fail naming the limit
+//! ([`LaneLimit`](crate::LaneLimit)).
 
-mod cap_warning;
-mod config;
-mod health;
 mod lane;
 mod select;
-mod shard_h2;
-mod tap;
 
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard};
-use std::time::Duration;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
 
 use bytes::Bytes;
 use http::Request;
 use tokio::time::Instant;
 
-pub(crate) use cap_warning::CapWarning;
-pub(crate) use config::Wire;
-pub use config::{
-    LaneConfig, PoolConfig, DEFAULT_H2_MAX_CONNECTIONS, DEFAULT_HTTP1_MAX_CONNECTIONS,
-};
-pub(crate) use shard_h2::StreamLease;
-
+use crate::config::{Lane, PoolConfig};
 use crate::connect::Connector;
-use crate::error::{LaneLimit, UpstreamError};
+use crate::error::UpstreamError;
 use crate::h1::H1Pool;
-use crate::h2::{self, H2Settings, Sent};
+use crate::h2::{self, Sent};
+use crate::shard::{AlpnPolicy, Counters, H2Settings, PoolCtx, PoolSnapshot};
 use crate::target::Target;
 use crate::timing::Recorder;
-use crate::{Counters, Protocol};
 use lane::{Acquired, H2Lane};
-use shard_h2::HealthSettings;
 
 /// Retries of a request that the server provably did not process (REFUSED_STREAM, a stream
 /// above a GOAWAY's last-stream-id, a connection found dead before the request was written).
 const MAX_TRANSPARENT_RETRIES: usize = 2;
-
-/// A class of traffic with its own connections, so that a short call never shares a TCP
-/// connection (its loss, its windows, its head-of-line blocking) with long streams.
-///
-/// The caller chooses the lane by putting it in the request's extensions before
-/// [`crate::Upstream::send`]; a request without one goes to [`Lane::Short`]:
-///
-/// ```
-/// let mut req = http::Request::post("/chat/completions").body(bytes::Bytes::new()).unwrap();
-/// req.extensions_mut().insert(sluice_upstream::Lane::Stream);
-/// ```
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
-pub enum Lane {
-    /// Long responses (SSE streams that run for seconds to minutes).
-    Stream,
-    /// Quick calls: non-streaming requests, probes, model lists. The default.
-    #[default]
-    Short,
-}
-
-impl Lane {
-    /// Both lanes.
-    pub const ALL: [Lane; 2] = [Lane::Stream, Lane::Short];
-
-    /// `"stream"` or `"short"`, for metrics and config paths.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Lane::Stream => "stream",
-            Lane::Short => "short",
-        }
-    }
-
-    fn index(self) -> usize {
-        match self {
-            Lane::Stream => 0,
-            Lane::Short => 1,
-        }
-    }
-}
-
-impl std::fmt::Display for Lane {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
-
-/// The state of one pooled connection. HTTP/2 connections are `Ready`, `Degraded`,
-/// `Draining` or `Closed`; HTTP/1.1 connections are `Idle`, `InUse` or `Draining`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-#[repr(u8)]
-pub enum ShardState {
-    /// HTTP/2: takes new streams (up to its cap).
-    Ready = 0,
-    /// Slow PING RTT or stalled streams: no new streams; open ones continue; recovers after
-    /// 3 good pings.
-    Degraded = 1,
-    /// GOAWAY received, or an age or request limit reached: no new streams; closes when its
-    /// last stream ends. HTTP/1.1: its request continues, then it closes.
-    Draining = 2,
-    /// Gone (I/O error, PING timeout, server closed it).
-    Closed = 3,
-    /// HTTP/1.1: kept alive, waiting for the next request.
-    Idle = 4,
-    /// HTTP/1.1: carrying a request (until its response body ends).
-    InUse = 5,
-}
-
-impl ShardState {
-    pub(crate) fn from_u8(v: u8) -> ShardState {
-        match v {
-            0 => ShardState::Ready,
-            1 => ShardState::Degraded,
-            2 => ShardState::Draining,
-            4 => ShardState::Idle,
-            5 => ShardState::InUse,
-            _ => ShardState::Closed,
-        }
-    }
-
-    /// `"ready"`, `"degraded"`, `"draining"`, `"closed"`, `"idle"` or `"in_use"`, for
-    /// metrics.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            ShardState::Ready => "ready",
-            ShardState::Degraded => "degraded",
-            ShardState::Draining => "draining",
-            ShardState::Closed => "closed",
-            ShardState::Idle => "idle",
-            ShardState::InUse => "in_use",
-        }
-    }
-}
-
-/// Why a connection was drained.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum DrainReason {
-    GoAway,
-    MaxAge,
-    MaxRequests,
-}
-
-/// A point-in-time view of the pool, for metrics and the admin API. Plain data: every field
-/// is a number, a duration, an enum with `as_str`, or a list of those.
-#[derive(Clone, Debug, PartialEq)]
-pub struct PoolSnapshot {
-    /// One entry per lane ([`Lane::ALL`] order).
-    pub lanes: Vec<LaneSnapshot>,
-    /// Counters since the `Upstream` was created.
-    pub counters: PoolCounters,
-}
-
-/// One lane. For HTTP/1.1, `ready` is the number of idle keep-alive connections, `draining`
-/// the connections whose request is the last, and `in_flight` the requests holding one of the
-/// lane's `max_connections` slots (including those still connecting).
-#[derive(Clone, Debug, PartialEq)]
-pub struct LaneSnapshot {
-    /// Which lane.
-    pub lane: Lane,
-    /// Connects in progress: at most one at a time per HTTP/2 lane; on an HTTP/1.1 lane, one
-    /// per request that found no idle connection (the TCP and TLS connect included).
-    pub connecting: usize,
-    /// Connections taking new streams.
-    pub ready: usize,
-    /// Degraded connections (no new streams).
-    pub degraded: usize,
-    /// Draining connections (no new streams, closing when empty).
-    pub draining: usize,
-    /// Streams (or HTTP/1.1 requests) in flight on the lane.
-    pub in_flight: usize,
-    /// Requests waiting for a slot.
-    pub pending: usize,
-    /// The lane's connection cap in force for the protocol it speaks (configured, or the
-    /// protocol's default within the open-file ceiling).
-    pub max_connections: usize,
-    /// Its connections, by id.
-    pub connections: Vec<ConnectionSnapshot>,
-}
-
-/// One pooled connection (HTTP/2 or HTTP/1.1).
-#[derive(Clone, Debug, PartialEq)]
-pub struct ConnectionSnapshot {
-    /// Pool-wide id (not the mock's or the server's id).
-    pub id: u64,
-    /// `H2`, `H2c` or `Http1`.
-    pub protocol: Protocol,
-    /// Its lane.
-    pub lane: Lane,
-    /// Its state.
-    pub state: ShardState,
-    /// Streams open on it (HTTP/1.1: 1 while in use).
-    pub in_flight: usize,
-    /// Streams it may carry now: min(`max_streams_per_connection`, `server_max_streams`)
-    /// (HTTP/1.1: 1).
-    pub cap: usize,
-    /// The server's current SETTINGS_MAX_CONCURRENT_STREAMS (as h2 knows it); `None` when
-    /// the server set no limit, and for HTTP/1.1.
-    pub server_max_streams: Option<usize>,
-    /// Smoothed PING RTT; `None` before the first PONG, and for HTTP/1.1 (no PING).
-    pub rtt: Option<Duration>,
-    /// Since the handshake (HTTP/1.1: since TCP/TLS was established).
-    pub age: Duration,
-    /// Streams it has carried.
-    pub requests_served: u64,
-    /// Bytes read from the socket (TLS included).
-    pub bytes_in: u64,
-    /// Bytes written to the socket (TLS included).
-    pub bytes_out: u64,
-}
-
-/// Pool counters since the `Upstream` was created.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct PoolCounters {
-    /// Connections established (TCP + TLS).
-    pub connects: u64,
-    /// Connect or handshake attempts that failed.
-    pub connect_failures: u64,
-    /// GOAWAY frames received (first per connection).
-    pub goaways: u64,
-    /// Streams the server refused (REFUSED_STREAM).
-    pub refused_streams: u64,
-    /// Requests re-sent on another connection because the server provably had not processed
-    /// them (REFUSED_STREAM, above a GOAWAY's last-stream-id, connection dead before sending).
-    pub transparent_retries: u64,
-    /// HTTP/1.1: requests re-sent once on a fresh connection because the reused keep-alive
-    /// connection they were written to closed (EOF or reset) before a single response byte,
-    /// within a second of the write: the server had closed it as idle while the request was
-    /// on its way.
-    pub stale_retries: u64,
-    /// Connections drained because of a GOAWAY.
-    pub drains_goaway: u64,
-    /// Connections drained at `max_connection_age`.
-    pub drains_max_age: u64,
-    /// Connections drained at `max_requests_per_connection`.
-    pub drains_max_requests: u64,
-    /// Times a connection became degraded (RTT or stall).
-    pub degradations: u64,
-    /// Connections closed because a PING went unanswered.
-    pub ping_timeouts: u64,
-    /// Requests that failed with `PoolAcquireTimeout`.
-    pub pool_acquire_timeouts: u64,
-    /// Requests that failed with `PoolFull`.
-    pub pool_full: u64,
-}
-
-/// Everything the lanes and shards of one upstream share.
-pub(crate) struct PoolCtx {
-    pub(crate) connector: Arc<Connector>,
-    pub(crate) settings: H2Settings,
-    pub(crate) cfg: PoolConfig,
-    pub(crate) counters: Arc<Counters>,
-    fell_back: AtomicBool,
-    /// Ids of connections of either protocol, unique in the pool.
-    pub(crate) next_shard_id: AtomicU64,
-    /// The open-file ceiling on default connection caps.
-    ceiling: usize,
-}
-
-impl PoolCtx {
-    /// `lane`'s connection cap in force on `wire`.
-    pub(crate) fn cap(&self, lane: Lane, wire: Wire) -> usize {
-        self.cfg.lane(lane).cap(wire, self.ceiling)
-    }
-
-    /// What limits `lane` when it has no free slot: its HTTP/2 cap if `live` connections
-    /// reached it, else connections not ready yet.
-    pub(crate) fn h2_limit(&self, lane: Lane, live: usize) -> LaneLimit {
-        let max_connections = self.cap(lane, Wire::H2);
-        if live >= max_connections {
-            LaneLimit::H2Connections { max_connections }
-        } else {
-            LaneLimit::NotReady
-        }
-    }
-
-    pub(crate) fn fell_back(&self) -> bool {
-        self.fell_back.load(Ordering::Acquire)
-    }
-
-    fn set_fell_back(&self) {
-        self.fell_back.store(true, Ordering::Release);
-    }
-
-    fn health_settings(&self) -> HealthSettings {
-        HealthSettings {
-            interval: self.cfg.ping_interval,
-            factor: self.cfg.degraded_rtt_factor,
-            floor: self.cfg.degraded_rtt_floor,
-            stall_timeout: self.cfg.stall_timeout,
-            max_age: self.cfg.max_connection_age,
-        }
-    }
-}
 
 /// The pool of one upstream.
 pub(crate) struct Pool {
@@ -322,19 +61,12 @@ impl Pool {
         ceiling: usize,
     ) -> Pool {
         let has_h2 = settings.is_some();
-        let ctx = Arc::new(PoolCtx {
-            connector,
-            settings: settings.unwrap_or(H2Settings {
-                stream_window: 0,
-                connection_window: 0,
-                alpn: h2::AlpnPolicy::None,
-            }),
-            cfg,
-            counters,
-            fell_back: AtomicBool::new(false),
-            next_shard_id: AtomicU64::new(1),
-            ceiling,
+        let settings = settings.unwrap_or(H2Settings {
+            stream_window: 0,
+            connection_window: 0,
+            alpn: AlpnPolicy::None,
         });
+        let ctx = Arc::new(PoolCtx::new(connector, settings, cfg, counters, ceiling));
         let h1 = Lane::ALL.map(|lane| Arc::new(H1Pool::new(ctx.clone(), lane)));
         let h2 = has_h2.then(|| Lane::ALL.map(|lane| H2Lane::new(lane, ctx.clone())));
         Pool { ctx, h2, h1 }
@@ -429,10 +161,4 @@ impl Pool {
             counters: self.ctx.counters.pool_counters(),
         }
     }
-}
-
-// A poisoned lock only means a panic elsewhere; the data behind these locks stays consistent
-// (every update is a single assignment or push).
-pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|e| e.into_inner())
 }

@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use super::ShardState;
+use crate::shard::ShardState;
 
 /// What the chooser needs to know about one shard.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

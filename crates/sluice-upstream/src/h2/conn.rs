@@ -4,10 +4,11 @@
 //!
 //! Ownership: the lane's shard list and every open stream's [`StreamLease`] hold the
 //! [`Shard`]; dropping the last of them aborts both tasks, which closes the socket. The tasks
-//! hold only [`ShardShared`] and a `Weak` of the lane, so they never keep a pool alive.
+//! hold only [`ShardShared`] and a `Weak` of the lane ([`LaneEvents`]), so they never keep a pool
+//! alive.
 
 use std::sync::atomic::{AtomicU32, AtomicU64, AtomicU8, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex, Weak};
+use std::sync::{Arc, Mutex, MutexGuard, Weak};
 use std::time::Duration;
 
 use bytes::Bytes;
@@ -18,13 +19,31 @@ use tokio::task::JoinHandle;
 use tokio::time::{sleep, sleep_until, Instant};
 
 use super::health::{self, Health};
-use super::lane::LaneShared;
 use super::tap::{FrameSink, Tapped};
-use super::{lock, DrainReason, PoolCtx, ShardState};
+use crate::config::{Lane, PoolConfig, Protocol};
 use crate::connect::Io;
 use crate::error::UpstreamError;
+use crate::shard::{Counters, DrainReason, PoolCtx, ShardState};
 use crate::timing::ConnectPhases;
-use crate::{Counters, Lane, Protocol};
+
+/// What a shard tells the lane that owns it, and asks of it; the lane (`pool/lane.rs`)
+/// implements it. The shard and its tasks hold it as a `Weak`, so they never keep a pool alive.
+///
+/// NOTE: a trait rather than the lane's own type so that the connection does not name the pool
+/// that holds it: `pool/` uses `h2/`, never the reverse. It costs an indirect call where a
+/// shard changes state or a stream ends, next to an atomic update and a wake-up.
+pub(crate) trait LaneEvents: Send + Sync {
+    /// A slot freed or a shard changed state: wake the oldest waiting request.
+    fn wake_head(&self);
+    /// A shard became degraded: open a replacement if the lane needs one.
+    fn maintain(self: Arc<Self>);
+    /// Drop finished shards (and drain those past `max_age`).
+    fn prune_and_check_age(&self, max_age: Option<Duration>);
+    /// The lowest RTT any live shard of the lane has shown (the lane's baseline).
+    fn best_rtt(&self) -> Option<Duration>;
+    /// A Ready shard answered a PING in time.
+    fn healthy_pong(&self);
+}
 
 /// No GOAWAY seen yet (stream ids are 31-bit, so this is never a real last-stream-id).
 const NO_GOAWAY: u32 = u32::MAX;
@@ -50,7 +69,7 @@ pub(crate) struct ShardShared {
     goaway_last_id: AtomicU32,
     /// Tells the driver to drop the connection now (PING timeout).
     close: Notify,
-    lane_shared: Weak<LaneShared>,
+    lane_shared: Weak<dyn LaneEvents>,
     counters: Arc<Counters>,
 }
 
@@ -186,6 +205,12 @@ impl FrameSink for ShardShared {
     }
 }
 
+// A poisoned lock only means a panic elsewhere; the data behind these locks stays consistent
+// (every update is a single assignment or take).
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
 /// One HTTP/2 connection. Dropping it aborts its tasks, which closes the socket.
 pub(crate) struct Shard {
     pub(crate) shared: Arc<ShardShared>,
@@ -252,7 +277,7 @@ impl Shard {
     pub(crate) async fn open(
         ctx: &Arc<PoolCtx>,
         lane: Lane,
-        lane_shared: Weak<LaneShared>,
+        lane_shared: Weak<dyn LaneEvents>,
         io: Io,
         protocol: Protocol,
         mut opened: ConnectPhases,
@@ -308,7 +333,7 @@ impl Shard {
                 pp,
                 shared.clone(),
                 lane_shared,
-                ctx.health_settings(),
+                HealthSettings::of(&ctx.cfg),
             ))
         });
         Ok(Arc::new(Shard {
@@ -331,13 +356,25 @@ pub(crate) struct HealthSettings {
     pub(crate) max_age: Option<Duration>,
 }
 
+impl HealthSettings {
+    fn of(cfg: &PoolConfig) -> HealthSettings {
+        HealthSettings {
+            interval: cfg.ping_interval,
+            factor: cfg.degraded_rtt_factor,
+            floor: cfg.degraded_rtt_floor,
+            stall_timeout: cfg.stall_timeout,
+            max_age: cfg.max_connection_age,
+        }
+    }
+}
+
 /// A PING every `interval`: RTT into the shard's [`Health`], Degraded/Ready from its
 /// verdict, close on a PING timeout, drain on age. Ends when the connection closes or the
 /// shard is dropped (which aborts it).
 async fn ping_loop(
     mut pp: PingPong,
     shared: Arc<ShardShared>,
-    lane: Weak<LaneShared>,
+    lane: Weak<dyn LaneEvents>,
     h: HealthSettings,
 ) {
     let ping_timeout = (2 * h.interval).max(Duration::from_secs(1));

@@ -1,6 +1,13 @@
-//! One HTTP/2 exchange on the `h2` crate directly (not hyper's client, which hides PING,
-//! GOAWAY and REFUSED_STREAM): open the stream on a leased shard, send the buffered body,
-//! wait for the response headers. Choosing the shard is the pool's job (`pool/`).
+//! HTTP/2 on the `h2` crate directly (not hyper's client, which hides PING, GOAWAY and
+//! REFUSED_STREAM): one connection of a lane, a "shard" (conn.rs, with its PING health in
+//! health.rs and its frame tap in tap.rs), and one exchange on a leased stream slot of it
+//! (here): open the stream, send the buffered body, wait for the response headers. Choosing
+//! the shard is the pool's job (`pool/`), which tells a shard only through
+//! [`LaneEvents`].
+
+mod conn;
+mod health;
+mod tap;
 
 use std::future::Future;
 
@@ -9,31 +16,12 @@ use h2::{Reason, RecvStream, SendStream};
 use http::{Request, Response};
 use tokio::time::{timeout_at, Instant};
 
+pub(crate) use conn::{LaneEvents, Shard, StreamLease};
+
 use crate::connect::Connected;
 use crate::error::{self, UpstreamError};
-pub(crate) use crate::pool::StreamLease;
 use crate::target::Target;
 use crate::timing::Recorder;
-
-/// Flow-control windows and ALPN policy, validated in `Upstream::new`.
-#[derive(Clone, Copy, Debug)]
-pub(crate) struct H2Settings {
-    pub(crate) stream_window: u32,
-    pub(crate) connection_window: u32,
-    /// TLS must negotiate h2 by ALPN: with `Auto`, a server that chose http/1.1 sends the
-    /// request (and all later ones) to the HTTP/1.1 pool instead.
-    pub(crate) alpn: AlpnPolicy,
-}
-
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum AlpnPolicy {
-    /// h2c prior knowledge: no TLS, no ALPN.
-    None,
-    /// TLS, and h2 is required.
-    Required,
-    /// TLS, and http/1.1 is an acceptable answer.
-    FallBack,
-}
 
 /// What the HTTP/2 path did.
 pub(crate) enum Sent {

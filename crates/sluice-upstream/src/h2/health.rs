@@ -1,5 +1,5 @@
 //! Shard health from PING round trips and stream progress: pure logic (the ping loop in
-//! `shard_h2` feeds it samples and acts on its verdicts).
+//! `conn.rs` feeds it samples and acts on its verdicts).
 
 use std::time::Duration;
 

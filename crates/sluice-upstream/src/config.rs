@@ -1,9 +1,113 @@
-//! Pool settings: one [`LaneConfig`] per lane plus the health and recycling knobs shared by
-//! every connection, validated by `Upstream::new` (field names in the errors).
+//! Settings: how to reach an upstream ([`UpstreamConfig`], [`Protocol`]), the classes of
+//! traffic ([`Lane`]), one [`LaneConfig`] per lane plus the health and recycling knobs shared
+//! by every connection ([`PoolConfig`]). Validated by `Upstream::new` (field names in the
+//! errors). Plain data at the bottom of the crate: everything else may name it.
 
+use std::path::PathBuf;
 use std::time::Duration;
 
-use crate::Lane;
+/// Which HTTP version to speak to the upstream, and how to agree on it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum Protocol {
+    /// HTTP/1.1 over `http://` or `https://` (ALPN offers only `http/1.1`).
+    Http1,
+    /// HTTP/2 over TLS; the server must select `h2` by ALPN, else requests fail with
+    /// [`UpstreamError::Protocol`](crate::UpstreamError::Protocol). Requires `https://`.
+    H2,
+    /// HTTP/2 with prior knowledge over plain TCP. Requires `http://`.
+    H2c,
+    /// Over `https://`: offer `h2` and `http/1.1` by ALPN and use what the server picks (the
+    /// first answer sticks for the life of the `Upstream`). Over `http://` there is nothing to
+    /// negotiate with, so this is HTTP/1.1. The default.
+    #[default]
+    Auto,
+}
+
+/// How to reach one upstream. Checked by [`Upstream::new`](crate::Upstream::new).
+#[derive(Clone, Debug)]
+pub struct UpstreamConfig {
+    /// Name used in errors and logs.
+    pub name: String,
+    /// Scheme (`http` or `https`), authority, and the path that request paths are appended
+    /// to, e.g. `http://127.0.0.1:9090/v1`. Default `http://127.0.0.1:9090/v1`.
+    pub base_url: http::Uri,
+    /// Wire protocol. Default [`Protocol::Auto`].
+    pub protocol: Protocol,
+    /// Extra PEM trust root(s), in addition to the webpki (Mozilla) roots. Default none.
+    pub ca_file: Option<PathBuf>,
+    /// Bound on DNS + TCP connect + TLS handshake. Default 5 s.
+    pub connect_timeout: Duration,
+    /// HTTP/2 receive window per stream: how far one unread stream can run ahead of its
+    /// consumer. Default 256 KiB.
+    pub h2_stream_window: u32,
+    /// HTTP/2 receive window for the whole connection. Must be at least
+    /// `max_streams_per_connection × h2_stream_window` for every lane, so stalled streams can
+    /// never pin the window their neighbours need. Default 25 MiB (100 × 256 KiB).
+    pub h2_connection_window: u32,
+    /// Lanes, connection and stream caps, health checks, recycling. Default
+    /// [`PoolConfig::default`].
+    pub pool: PoolConfig,
+}
+
+impl Default for UpstreamConfig {
+    fn default() -> Self {
+        UpstreamConfig {
+            name: "default".into(),
+            base_url: http::Uri::from_static("http://127.0.0.1:9090/v1"),
+            protocol: Protocol::Auto,
+            ca_file: None,
+            connect_timeout: Duration::from_secs(5),
+            h2_stream_window: 256 * 1024,
+            h2_connection_window: 100 * 256 * 1024,
+            pool: PoolConfig::default(),
+        }
+    }
+}
+
+/// A class of traffic with its own connections, so that a short call never shares a TCP
+/// connection (its loss, its windows, its head-of-line blocking) with long streams.
+///
+/// The caller chooses the lane by putting it in the request's extensions before
+/// [`crate::Upstream::send`]; a request without one goes to [`Lane::Short`]:
+///
+/// ```
+/// let mut req = http::Request::post("/chat/completions").body(bytes::Bytes::new()).unwrap();
+/// req.extensions_mut().insert(sluice_upstream::Lane::Stream);
+/// ```
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub enum Lane {
+    /// Long responses (SSE streams that run for seconds to minutes).
+    Stream,
+    /// Quick calls: non-streaming requests, probes, model lists. The default.
+    #[default]
+    Short,
+}
+
+impl Lane {
+    /// Both lanes.
+    pub const ALL: [Lane; 2] = [Lane::Stream, Lane::Short];
+
+    /// `"stream"` or `"short"`, for metrics and config paths.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Lane::Stream => "stream",
+            Lane::Short => "short",
+        }
+    }
+
+    pub(crate) fn index(self) -> usize {
+        match self {
+            Lane::Stream => 0,
+            Lane::Short => 1,
+        }
+    }
+}
+
+impl std::fmt::Display for Lane {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
 
 /// Settings of one lane's connections.
 ///
