@@ -300,11 +300,12 @@ fn retention(
         report.by_age =
             conn.execute(&format!("DELETE FROM {TABLE} WHERE ts_us < ?1"), [cutoff])? as u64;
     }
-    // Deleting by size goes in steps of a tenth of the rows, oldest first, re-measuring after
-    // each, so the file ends a little under the cap rather than much under it. Bounded: at
-    // most 20 steps per pass (the next pass continues).
-    for _ in 0..20 {
-        if used_bytes(conn)? <= max_bytes {
+    // Deleting by size removes the oldest rows in proportion to the excess (plus 5%, as rows
+    // differ in size), re-measuring after each step; bounded at 10 steps a pass (the next pass
+    // continues).
+    for _ in 0..10 {
+        let used = used_bytes(conn)?;
+        if used <= max_bytes {
             break;
         }
         let rows: i64 =
@@ -312,7 +313,8 @@ fn retention(
         if rows == 0 {
             break;
         }
-        let step = (rows / 10).max(1);
+        let excess = (used - max_bytes) as f64 / used as f64;
+        let step = ((rows as f64 * excess * 1.05).ceil() as i64).clamp(1, rows);
         report.by_size += conn.execute(
             &format!(
                 "DELETE FROM {TABLE} WHERE rowid IN \
@@ -324,7 +326,12 @@ fn retention(
     if report != RetentionReport::default() {
         // Freed pages go back to the file system, and the WAL is folded in and truncated, so
         // the files on disk shrink, not just the live data.
-        conn.execute_batch("PRAGMA incremental_vacuum;")?;
+        // Each step of incremental_vacuum frees one page: step it to the end.
+        let mut stmt = conn.prepare("PRAGMA incremental_vacuum")?;
+        let mut rows = stmt.query([])?;
+        while rows.next()?.is_some() {}
+        drop(rows);
+        drop(stmt);
         conn.query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |_| Ok(()))?;
     }
     Ok(report)
