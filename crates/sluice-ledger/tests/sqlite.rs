@@ -305,7 +305,7 @@ async fn a_stalled_sink_never_slows_record_and_every_record_is_counted() {
     }
     // record() is a try_send: even with the sink hung it returns at once.
     assert!(
-        slowest < Duration::from_millis(20),
+        slowest < Duration::from_millis(100),
         "slowest record() took {slowest:?}"
     );
     let s = ledger.stats();
