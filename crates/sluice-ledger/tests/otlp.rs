@@ -126,11 +126,15 @@ fn collector(refuse: bool) -> (PostLogs, Arc<Mutex<Vec<Vec<u8>>>>) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn each_record_is_one_log_record_with_its_fields() {
     let (post, bodies) = collector(false);
-    let sink = Sink::open(&SinkConfig::Otlp, "/".as_ref(), Some(post)).await.unwrap();
+    let sink = Sink::open(&SinkConfig::Otlp, "/".as_ref(), Some(post))
+        .await
+        .unwrap();
     let ledger = Ledger::start(&test_config(), sink);
     let catalog = Catalog::shipped();
     let now = now_us();
-    let mut records: Vec<_> = (0..1_234).map(|i| record(&catalog, i, now + i as i64)).collect();
+    let mut records: Vec<_> = (0..1_234)
+        .map(|i| record(&catalog, i, now + i as i64))
+        .collect();
     records[2].capture = Some(Box::new(Capture::new(
         "Authorization: Bearer sk-live-0123456789abcdef\nhello",
         "hi there",
@@ -148,7 +152,10 @@ async fn each_record_is_one_log_record_with_its_fields() {
         assert_eq!(req.resource_logs.len(), 1);
         let rl = &req.resource_logs[0];
         let res = rl.resource.as_ref().unwrap();
-        assert_eq!(attr(&res.attributes, "service.name"), Some(&Value::String("sluice".into())));
+        assert_eq!(
+            attr(&res.attributes, "service.name"),
+            Some(&Value::String("sluice".into()))
+        );
         let sl = &rl.scope_logs[0];
         assert_eq!(sl.scope.as_ref().unwrap().name, "sluice.ledger");
         logs.extend(sl.log_records.iter().cloned());
@@ -164,15 +171,30 @@ async fn each_record_is_one_log_record_with_its_fields() {
     assert_eq!(log.severity_number, 9);
     assert_eq!(log.event_name, "sluice.request");
     let a = &log.attributes;
-    assert_eq!(attr(a, "sluice.route"), Some(&Value::String("support".into())));
+    assert_eq!(
+        attr(a, "sluice.route"),
+        Some(&Value::String("support".into()))
+    );
     assert_eq!(
         attr(a, "gen_ai.response.model"),
         Some(&Value::String("claude-sonnet-4-5-20250929".into()))
     );
-    assert_eq!(attr(a, "gen_ai.usage.input_tokens"), Some(&Value::Int(r.tokens.input as i64)));
-    assert_eq!(attr(a, "sluice.usage.cache_read_tokens"), Some(&Value::Int(1_000)));
-    assert_eq!(attr(a, "sluice.cost_micros"), Some(&Value::Int(r.pricing.cost_micros().unwrap())));
-    assert_eq!(attr(a, "sluice.pricing"), Some(&Value::String("priced".into())));
+    assert_eq!(
+        attr(a, "gen_ai.usage.input_tokens"),
+        Some(&Value::Int(r.tokens.input as i64))
+    );
+    assert_eq!(
+        attr(a, "sluice.usage.cache_read_tokens"),
+        Some(&Value::Int(1_000))
+    );
+    assert_eq!(
+        attr(a, "sluice.cost_micros"),
+        Some(&Value::Int(r.pricing.cost_micros().unwrap()))
+    );
+    assert_eq!(
+        attr(a, "sluice.pricing"),
+        Some(&Value::String("priced".into()))
+    );
     assert_eq!(attr(a, "sluice.stream"), Some(&Value::Bool(true)));
     assert_eq!(attr(a, "http.response.status_code"), Some(&Value::Int(200)));
     // The captured prompt left redacted.
@@ -187,7 +209,10 @@ async fn each_record_is_one_log_record_with_its_fields() {
         .unwrap();
     assert_eq!(attr(&refused.attributes, "gen_ai.response.model"), None);
     assert_eq!(attr(&refused.attributes, "sluice.cost_micros"), None);
-    assert_eq!(attr(&refused.attributes, "sluice.pricing"), Some(&Value::String("no_usage".into())));
+    assert_eq!(
+        attr(&refused.attributes, "sluice.pricing"),
+        Some(&Value::String("no_usage".into()))
+    );
 }
 
 #[tokio::test]
@@ -212,6 +237,8 @@ async fn a_refusing_collector_drops_counted_records() {
 
 #[tokio::test]
 async fn the_otlp_sink_needs_the_exporter() {
-    let e = Sink::open(&SinkConfig::Otlp, "/".as_ref(), None).await.unwrap_err();
+    let e = Sink::open(&SinkConfig::Otlp, "/".as_ref(), None)
+        .await
+        .unwrap_err();
     assert!(e.to_string().contains("needs the OTLP exporter"), "{e}");
 }
