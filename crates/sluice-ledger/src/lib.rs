@@ -6,7 +6,7 @@
 //! - [`record`]: [`RequestRecord`], [`Tokens`] (the normalised usage convention), [`Cost`]
 //!   (integer micro-dollars), [`Pricing`] (priced by an entry, unpriced, or no usage).
 //! - [`capture`]: opt-in prompt/response capture, sampled, size-capped and redacted.
-//! - [`price`]: the [`Catalog`] (shipped `prices.toml` + config `[[price]]`) and [`price()`],
+//! - [`mod@price`]: the [`Catalog`] (shipped `prices.toml` + config `[[price]]`) and [`fn@price`],
 //!   exact to the micro-dollar.
 //! - [`queue`]: [`Ledger`] / [`LedgerHandle`]: `record()` never waits; a background writer
 //!   batches; drops are counted ([`StatsSnapshot`]); `shutdown(grace)` flushes.

@@ -45,7 +45,8 @@ pub struct LedgerStats {
     pub lost_at_shutdown: AtomicU64,
     /// Batches the sink failed.
     pub failed_batches: AtomicU64,
-    /// Records that used tokens no price applied to (they are still written).
+    /// Records handed to `record()` that used tokens no price applied to (they are queued
+    /// like any other, without a cost).
     pub unpriced: AtomicU64,
     last_warn_us: AtomicI64,
 }

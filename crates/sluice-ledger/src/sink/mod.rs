@@ -1,7 +1,7 @@
 //! Where records go: embedded SQLite (the default), PostgreSQL, OTLP logs, or nowhere.
 //!
 //! A concrete enum rather than a trait: the set is closed, and each sink has its own way to be
-//! opened and queried. Both databases share one table layout ([`schema`]) and one usage query
+//! opened and queried. Both databases share one table layout (`schema.rs`) and one usage query
 //! (`crate::query`), so `/admin/usage` answers the same way whichever is configured.
 
 use std::path::Path;
