@@ -293,3 +293,67 @@ async fn a_server_down_at_start_is_not_fatal_and_is_used_once_up() {
         "{report:?}"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[cfg_attr(
+    no_postgres,
+    ignore = "no PostgreSQL: install it (apt-get install postgresql) or set PG_BIN"
+)]
+async fn a_hung_server_costs_each_batch_its_write_timeout_and_no_more() {
+    let server = PgServer::start().await;
+    let sink = Sink::open(
+        &SinkConfig::Postgres(pg_config(&server)),
+        "/".as_ref(),
+        None,
+    )
+    .await
+    .unwrap();
+    let mut config = test_config();
+    config.write_timeout = Duration::from_millis(300);
+    let ledger = Ledger::start(&config, sink);
+    let catalog = Catalog::shipped();
+    let now = now_us();
+    let mut load = Load::default();
+    load.send_for(&ledger, &catalog, now, Duration::from_millis(300))
+        .await;
+    assert!(
+        eventually(Duration::from_secs(10), || async {
+            ledger.stats().written > 0
+        })
+        .await
+    );
+
+    // SIGSTOP: connections stay open, nothing answers. Batches are abandoned after the write
+    // timeout and counted; the request path does not notice.
+    server.freeze();
+    load.send_for(&ledger, &catalog, now, Duration::from_millis(1_200))
+        .await;
+    let frozen = ledger.stats();
+    server.thaw();
+    assert!(frozen.dropped_sink + frozen.dropped_full > 0, "{frozen:?}");
+    assert!(frozen.failed_batches > 0, "{frozen:?}");
+    let written_at_thaw = frozen.written;
+    load.send_for(&ledger, &catalog, now, Duration::from_millis(500))
+        .await;
+    assert!(
+        eventually(Duration::from_secs(15), || async {
+            ledger.stats().written > written_at_thaw
+        })
+        .await,
+        "writing did not resume after the server answered again: {:?}",
+        ledger.stats()
+    );
+    assert!(
+        load.slowest < Duration::from_millis(100),
+        "slowest record() took {:?}",
+        load.slowest
+    );
+    let report = ledger.shutdown(Duration::from_secs(15)).await;
+    let s = report.stats;
+    assert_eq!(s.accepted + s.dropped_full, load.sent, "{s:?}");
+    assert_eq!(
+        s.written + s.dropped_sink + s.lost_at_shutdown,
+        s.accepted,
+        "{s:?}"
+    );
+}

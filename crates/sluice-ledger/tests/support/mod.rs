@@ -206,11 +206,46 @@ impl PgServer {
     /// backends holding the shared memory (as SIGKILL of the postmaster would).
     pub fn kill(&mut self) {
         if let Some(mut child) = self.child.take() {
+            // A frozen server acts on SIGQUIT only once continued.
+            let pid = child.id().to_string();
+            let children = output("ps", &["-o", "pid=", "--ppid", &pid]).unwrap_or_default();
+            let _ = Command::new("kill")
+                .arg("-CONT")
+                .args(children.split_whitespace())
+                .arg(&pid)
+                .status();
             let _ = Command::new("kill")
                 .args(["-QUIT", &child.id().to_string()])
                 .status();
             let _ = child.wait();
         }
+    }
+
+    /// SIGSTOP to the postmaster and its children (each backend is its own session, so a
+    /// process group would not reach them): the server keeps its sockets but answers nothing
+    /// (a hung database).
+    pub fn freeze(&self) {
+        self.signal_all("-STOP");
+    }
+
+    /// SIGCONT after [`PgServer::freeze`].
+    pub fn thaw(&self) {
+        self.signal_all("-CONT");
+    }
+
+    fn signal_all(&self, sig: &str) {
+        let pid = self.child.as_ref().expect("not running").id().to_string();
+        let children = output("ps", &["-o", "pid=", "--ppid", &pid]).unwrap_or_default();
+        let mut pids: Vec<&str> = children.split_whitespace().collect();
+        // Children first when stopping, so none notices its parent stopped first; any order
+        // works when continuing.
+        pids.push(&pid);
+        let status = Command::new("kill")
+            .arg(sig)
+            .args(&pids)
+            .status()
+            .expect("cannot run kill");
+        assert!(status.success(), "kill {sig} {pids:?}");
     }
 
     pub async fn client(&self) -> tokio_postgres::Client {
