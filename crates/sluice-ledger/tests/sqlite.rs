@@ -1,0 +1,388 @@
+//! The embedded SQLite sink, through the real writer queue, on a file in a temp dir: records
+//! land whole, `/admin/usage` answers what the records add up to (and what a direct SQL sum
+//! says), WAL and the schema version are set, retention deletes by age and by size, and the
+//! queue's accounting holds when the sink stalls.
+
+mod support;
+
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Duration;
+
+use rusqlite::Connection;
+use sluice_ledger::query::{render_csv, render_json, totals};
+use sluice_ledger::sink::{OtlpSink, SqliteSink};
+use sluice_ledger::{
+    now_us, Capture, Catalog, Ledger, Pricing, RequestRecord, Sink, SinkConfig, SinkError,
+    SqliteConfig,
+};
+use support::{
+    all_queries, assert_rows_eq, direct_sum_sql, expected_rows, record, test_config, totals_array,
+};
+use tokio::time::Instant;
+
+const DAY: i64 = 86_400_000_000;
+
+/// Midnight UTC three days ago: records must be recent, or the sink's own retention pass
+/// (30 days by default, run on the first write) would rightly delete them.
+fn base() -> i64 {
+    now_us() / DAY * DAY - 3 * DAY
+}
+
+fn direct_sum(path: &Path, from: i64, to: i64) -> [i64; 8] {
+    let conn = Connection::open(path).unwrap();
+    conn.query_row(&direct_sum_sql(from, to), [], |r| {
+        Ok([
+            r.get(0)?,
+            r.get(1)?,
+            r.get(2)?,
+            r.get(3)?,
+            r.get(4)?,
+            r.get(5)?,
+            r.get(6)?,
+            r.get(7)?,
+        ])
+    })
+    .unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn records_land_whole_and_usage_adds_up() {
+    let base = base();
+    let dir = tempfile::tempdir().unwrap();
+    let config = SinkConfig::Sqlite(SqliteConfig {
+        path: "ledger/sub/l.db".into(),
+        ..SqliteConfig::default()
+    });
+    // A relative path is taken from the config's directory; missing directories are made.
+    let sink = Sink::open(&config, dir.path(), None).await.unwrap();
+    let path = dir.path().join("ledger/sub/l.db");
+    assert!(path.is_file());
+    let catalog = Catalog::shipped();
+    // Three days, one record a minute, across hour and day boundaries.
+    let records: Vec<RequestRecord> = (0..4_320u64)
+        .map(|i| record(&catalog, i, base + i as i64 * 60_000_000))
+        .collect();
+    let ledger = Ledger::start(&test_config(), sink.clone());
+    for r in &records {
+        ledger.record(r.clone());
+    }
+    let report = ledger.shutdown(Duration::from_secs(20)).await;
+    assert!(report.flushed, "{report:?}");
+    assert_eq!(report.stats.written, 4_320, "{report:?}");
+    assert_eq!(report.stats.dropped_full + report.stats.dropped_sink, 0);
+    assert_eq!(
+        report.stats.unpriced,
+        records
+            .iter()
+            .filter(|r| r.pricing == Pricing::Unpriced)
+            .count() as u64
+    );
+
+    // Every grouping and bucketing answers what the records add up to, computed apart from
+    // any SQL, and its totals equal a direct SQL sum; a sub-range too.
+    for (from, to) in [
+        (base, base + 3 * DAY),
+        (base + DAY / 3, base + DAY + 7_200_000_000),
+    ] {
+        for q in all_queries(from, to) {
+            let rows = sink.usage(&q).await.unwrap();
+            assert_rows_eq(&rows, &expected_rows(&records, &q), &q);
+            assert_eq!(
+                totals_array(&totals(&rows)),
+                direct_sum(&path, from, to),
+                "{q:?}"
+            );
+        }
+    }
+    // Unpriced records are counted and their cost is NULL, not 0.
+    let conn = Connection::open(&path).unwrap();
+    let (unpriced, null_costs): (i64, i64) = conn
+        .query_row(
+            "SELECT SUM(pricing = 1), SUM(pricing = 1 AND cost_micros IS NULL) FROM sluice_requests",
+            [],
+            |r| Ok((r.get(0)?, r.get(1)?)),
+        )
+        .unwrap();
+    assert!(unpriced > 0);
+    assert_eq!(unpriced, null_costs);
+
+    // One record read back field by field.
+    let r = &records[3];
+    type Row = (
+        String,
+        Option<String>,
+        String,
+        i64,
+        Option<String>,
+        Option<i64>,
+        i64,
+        bool,
+    );
+    let row: Row = conn
+        .query_row(
+            "SELECT request_id, key_id, route, attempts, attempt_classes, first_byte_us, \
+             input_tokens, stream FROM sluice_requests WHERE request_id = 'req-3'",
+            [],
+            |x| {
+                Ok((
+                    x.get(0)?,
+                    x.get(1)?,
+                    x.get(2)?,
+                    x.get(3)?,
+                    x.get(4)?,
+                    x.get(5)?,
+                    x.get(6)?,
+                    x.get(7)?,
+                ))
+            },
+        )
+        .unwrap();
+    assert_eq!(
+        row,
+        (
+            "req-3".to_string(),
+            Some("k3".to_string()),
+            "chat".to_string(),
+            2,
+            Some("connect".to_string()),
+            Some(20_003),
+            r.tokens.input as i64,
+            false
+        )
+    );
+    let (entry, cost): (Option<String>, Option<i64>) = conn
+        .query_row(
+            "SELECT price_entry, cost_micros FROM sluice_requests WHERE request_id = 'req-2'",
+            [],
+            |x| Ok((x.get(0)?, x.get(1)?)),
+        )
+        .unwrap();
+    assert_eq!(entry.as_deref(), records[2].pricing.entry());
+    assert_eq!(cost, records[2].pricing.cost_micros());
+    assert_eq!(entry.as_deref(), Some("anthropic/claude-sonnet-4-5*"));
+
+    // The renderings carry the SQL's numbers.
+    let q = &all_queries(base, base + 3 * DAY)[8]; // model by none
+    let rows = sink.usage(q).await.unwrap();
+    let json: serde_json::Value = serde_json::from_str(&render_json(q, &rows)).unwrap();
+    assert_eq!(json["totals"]["requests"], 4_320);
+    assert_eq!(render_csv(&rows).lines().count(), rows.len() + 1);
+}
+
+#[tokio::test]
+async fn the_file_is_wal_and_versioned() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("l.db");
+    let sink = SqliteSink::open(&path, 30, 1 << 30).await.unwrap();
+    sink.write(vec![record(&Catalog::shipped(), 1, base())])
+        .await
+        .unwrap();
+    {
+        let conn = Connection::open(&path).unwrap();
+        let mode: String = conn
+            .query_row("PRAGMA journal_mode", [], |r| r.get(0))
+            .unwrap();
+        assert_eq!(mode, "wal");
+        let version: i64 = conn
+            .query_row("PRAGMA user_version", [], |r| r.get(0))
+            .unwrap();
+        assert_eq!(version, 1);
+    }
+    drop(sink);
+    // Reopening keeps the records; a newer schema is refused, saying so.
+    let again = SqliteSink::open(&path, 30, 1 << 30).await.unwrap();
+    let rows = again
+        .usage(&all_queries(base(), base() + 1)[0])
+        .await
+        .unwrap();
+    assert_eq!(rows.len(), 1);
+    drop(again);
+    Connection::open(&path)
+        .unwrap()
+        .execute_batch("PRAGMA user_version = 7")
+        .unwrap();
+    let e = SqliteSink::open(&path, 30, 1 << 30).await.unwrap_err();
+    assert!(
+        matches!(e, SinkError::SchemaTooNew { found: 7, known: 1 }),
+        "{e}"
+    );
+    assert!(e.to_string().contains("upgrade Sluice"), "{e}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn retention_deletes_by_age_then_by_size() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("l.db");
+    let max_bytes = 1 << 20;
+    let sink = SqliteSink::open(&path, 2, max_bytes).await.unwrap();
+    let catalog = Catalog::shipped();
+    // Retention is run below as if it were ten days from now; the records the sink's own
+    // first pass (run with the real clock) sees are all recent.
+    let real_now = now_us();
+    let now = real_now + 10 * DAY;
+    // 1,000 records older than two days by then, then 4,000 recent ones with 2 KB of captured
+    // text each: ~8 MB, well over the 1 MiB cap.
+    let old: Vec<_> = (0..1_000)
+        .map(|i| record(&catalog, i, real_now - 3_600_000_000 + i as i64))
+        .collect();
+    sink.write(old).await.unwrap();
+    let text = "lorem ipsum ".repeat(170);
+    for chunk in 0..8 {
+        let batch = (0..500)
+            .map(|i| {
+                let n = chunk * 500 + i;
+                let mut r = record(&catalog, 10_000 + n, now - DAY + n as i64 * 1_000_000);
+                r.capture = Some(Box::new(Capture::new(&text, "ok", 4096)));
+                r
+            })
+            .collect();
+        sink.write(batch).await.unwrap();
+    }
+    let file_before = std::fs::metadata(&path).unwrap().len() + wal_len(&path);
+    assert!(file_before > 4 * max_bytes, "{file_before}");
+
+    let report = sink.enforce_retention(now).await.unwrap();
+    assert_eq!(report.by_age, 1_000);
+    assert!(report.by_size > 0 && report.by_size < 4_000, "{report:?}");
+    let conn = Connection::open(&path).unwrap();
+    let (left, oldest): (i64, i64) = conn
+        .query_row(
+            "SELECT COUNT(*), MIN(ts_us) FROM sluice_requests",
+            [],
+            |r| Ok((r.get(0)?, r.get(1)?)),
+        )
+        .unwrap();
+    assert_eq!(left as u64, 4_000 - report.by_size);
+    // The oldest went first: what is left is the newest, in one run.
+    assert_eq!(oldest, now - DAY + report.by_size as i64 * 1_000_000);
+    // And the files on disk shrank to about the cap.
+    let file_after = std::fs::metadata(&path).unwrap().len() + wal_len(&path);
+    let pages: (i64, i64) = conn
+        .query_row("SELECT (SELECT page_count FROM pragma_page_count), (SELECT freelist_count FROM pragma_freelist_count)", [], |r| Ok((r.get(0)?, r.get(1)?)))
+        .unwrap();
+    assert!(
+        file_after <= max_bytes + max_bytes / 4,
+        "{file_after} bytes on disk (wal {}), pages {pages:?}, {report:?}, {left} left",
+        wal_len(&path)
+    );
+}
+
+fn wal_len(db: &Path) -> u64 {
+    let mut wal = db.as_os_str().to_owned();
+    wal.push("-wal");
+    std::fs::metadata(wal).map_or(0, |m| m.len())
+}
+
+fn stalled_otlp() -> Sink {
+    // A collector that never answers.
+    Sink::Otlp(OtlpSink::new(
+        Arc::new(|_body| Box::pin(std::future::pending())),
+        "test",
+    ))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stalled_sink_never_slows_record_and_every_record_is_counted() {
+    let mut config = test_config();
+    config.queue_capacity = 200;
+    config.batch_size = 50;
+    config.write_timeout = Duration::from_millis(100);
+    let ledger = Ledger::start(&config, stalled_otlp());
+    let catalog = Catalog::shipped();
+    let r = record(&catalog, 1, base());
+    let mut slowest = Duration::ZERO;
+    let sent = 20_000u64;
+    let started = Instant::now();
+    for _ in 0..sent {
+        let rec = r.clone();
+        let t = Instant::now();
+        ledger.record(rec);
+        slowest = slowest.max(t.elapsed());
+        if started.elapsed() < Duration::from_millis(300) {
+            tokio::task::yield_now().await;
+        }
+    }
+    // record() is a try_send: even with the sink hung it returns at once.
+    assert!(
+        slowest < Duration::from_millis(100),
+        "slowest record() took {slowest:?}"
+    );
+    let s = ledger.stats();
+    assert!(s.dropped_full > 0, "{s:?}");
+    assert_eq!(s.accepted + s.dropped_full, sent, "{s:?}");
+    tokio::time::sleep(Duration::from_millis(350)).await;
+    assert!(
+        ledger.stats().dropped_sink > 0,
+        "timed-out batches are counted: {:?}",
+        ledger.stats()
+    );
+    let report = ledger.shutdown(Duration::from_millis(300)).await;
+    let s = report.stats;
+    assert_eq!(s.written, 0);
+    assert_eq!(
+        s.written + s.dropped_full + s.dropped_sink + s.lost_at_shutdown,
+        sent,
+        "every record is in exactly one counter: {s:?}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn shutdown_writes_what_is_queued_within_the_grace() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("l.db");
+    let sink = Sink::Sqlite(SqliteSink::open(&path, 30, 1 << 30).await.unwrap());
+    let mut config = test_config();
+    // Nothing is flushed by time: only shutdown writes the partial batch.
+    config.flush_interval = Duration::from_secs(60);
+    config.batch_size = 1_000;
+    let ledger = Ledger::start(&config, sink);
+    let handle = ledger.handle();
+    let catalog = Catalog::shipped();
+    for i in 0..2_500 {
+        handle.record(record(&catalog, i, base() + i as i64));
+    }
+    let report = ledger.shutdown(Duration::from_secs(10)).await;
+    assert!(report.flushed);
+    assert_eq!(report.stats.written, 2_500, "{report:?}");
+    let n: i64 = Connection::open(&path)
+        .unwrap()
+        .query_row("SELECT COUNT(*) FROM sluice_requests", [], |r| r.get(0))
+        .unwrap();
+    assert_eq!(n, 2_500);
+    // After shutdown a record is refused and counted, never silently lost.
+    handle.record(record(&catalog, 9, base()));
+    assert_eq!(handle.stats().dropped_closed, 1);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_hung_sink_at_shutdown_is_bounded_by_the_grace_and_counted() {
+    let mut config = test_config();
+    config.write_timeout = Duration::from_secs(30);
+    let ledger = Ledger::start(&config, stalled_otlp());
+    let catalog = Catalog::shipped();
+    for i in 0..1_200 {
+        ledger.record(record(&catalog, i, base()));
+    }
+    let started = Instant::now();
+    let report = ledger.shutdown(Duration::from_millis(200)).await;
+    assert!(
+        started.elapsed() < Duration::from_secs(2),
+        "{:?}",
+        started.elapsed()
+    );
+    assert!(!report.flushed);
+    assert_eq!(report.stats.lost_at_shutdown, 1_200, "{report:?}");
+}
+
+#[tokio::test]
+async fn the_none_sink_counts_records_as_written_nowhere() {
+    let ledger = Ledger::start(&test_config(), Sink::None);
+    ledger.record(record(&Catalog::shipped(), 1, base()));
+    let report = ledger.shutdown(Duration::from_secs(5)).await;
+    assert_eq!(report.stats.accepted, 1);
+    assert_eq!(report.stats.written, 1);
+    // And it cannot answer usage, saying why.
+    let e = Sink::None.usage(&all_queries(0, 1)[0]).await.unwrap_err();
+    assert!(e.to_string().contains("keeps no records"), "{e}");
+}
