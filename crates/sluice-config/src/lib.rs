@@ -429,11 +429,31 @@ pub enum OnClientDisconnect {
     Drain,
 }
 
+/// An upstream's place in [`Config::upstreams`], as a route's targets name it. Typed, so that
+/// an index into another list cannot be passed for it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct UpstreamId(u32);
+
+impl UpstreamId {
+    /// The id of `config.upstreams[index]`.
+    ///
+    /// # Panics
+    /// Past `u32::MAX` upstreams.
+    pub fn new(index: usize) -> Self {
+        UpstreamId(u32::try_from(index).expect("fewer than 2^32 upstreams"))
+    }
+
+    /// Its index in [`Config::upstreams`].
+    pub fn index(self) -> usize {
+        self.0 as usize
+    }
+}
+
 /// One place a route can send a request: an upstream, and what to call the model there.
 #[derive(Clone, Debug, PartialEq)]
 pub struct TargetConfig {
-    /// Index into [`Config::upstreams`].
-    pub upstream: usize,
+    /// Which of [`Config::upstreams`].
+    pub upstream: UpstreamId,
     /// The model name sent to this upstream instead of the client's (e.g. `gpt-4o` →
     /// `claude-sonnet-4-5`). Default: the client's.
     pub model: Option<String>,
@@ -511,7 +531,7 @@ impl RouteConfig {
     }
 
     /// The upstream of the first target (what the route's defaults come from).
-    pub fn primary_upstream(&self) -> usize {
+    pub fn primary_upstream(&self) -> UpstreamId {
         self.targets[0].upstream
     }
 }
@@ -672,6 +692,11 @@ impl Config {
         self.routes
             .iter()
             .position(|r| r.models.iter().any(|g| glob_match(g, model)))
+    }
+
+    /// Upstream `id`'s settings.
+    pub fn upstream(&self, id: UpstreamId) -> &UpstreamConfig {
+        &self.upstreams[id.index()]
     }
 
     /// The route for a model, if any (see [`Config::route_index`]).

@@ -342,7 +342,7 @@ fn target_json(t: &TargetConfig, ups: &[UpstreamConfig]) -> Value {
         auth,
     } = t;
     json!({
-        "upstream": ups.get(*upstream).map(|u| u.name.as_str()),
+        "upstream": ups.get(upstream.index()).map(|u| u.name.as_str()),
         "model": model,
         "weight": weight,
         "context_window": context_window,

@@ -243,14 +243,14 @@ fn validate(raw: RawConfig, ctx: &mut Ctx<'_>) -> Result<Config, ConfigError> {
             .iter()
             .chain(&r.fallbacks)
             .filter(|t| t.auth.is_none())
-            .find(|t| ups[t.upstream].auth == UpstreamAuth::Passthrough);
+            .find(|t| ups[t.upstream.index()].auth == UpstreamAuth::Passthrough);
         if let Some(t) = passthrough {
             ctx.warn(
                 format!("route[{i}].keys"),
                 format!(
                     "upstream `{}` uses passthrough auth, but client keys are not forwarded \
                      on a route with virtual keys: give it `auth` with its own key",
-                    ups[t.upstream].name
+                    ups[t.upstream.index()].name
                 ),
             );
         }
@@ -417,7 +417,7 @@ fn target(
         }),
     };
     Ok(TargetConfig {
-        upstream: idx,
+        upstream: crate::UpstreamId::new(idx),
         model,
         weight: weight.unwrap_or(1),
         context_window,

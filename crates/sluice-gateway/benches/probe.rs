@@ -10,7 +10,7 @@ use std::hint::black_box;
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
 use http::Method;
 use sluice_gateway::config::Config;
-use sluice_gateway::head::{route_request, Routed};
+use sluice_gateway::route::head::{route_request, Routed};
 
 /// A chat request of about `target` bytes: a system prompt and turns of English prose with
 /// the escapes real prompts carry (newlines, quotes, a tab, a non-ASCII character escaped).

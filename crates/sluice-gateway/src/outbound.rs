@@ -13,10 +13,11 @@ use http::{Request, Uri};
 use sluice_providers::request::{translate_request_known, KnownFields, RequestOptions};
 use sluice_providers::{Family, Operation, ProviderKind};
 
+use crate::config::UpstreamId;
+use crate::ctx::RequestCtx;
 use crate::error::GatewayError;
-use crate::generation::State;
+use crate::generation::Generation;
 use crate::headers;
-use crate::policy::RequestCtx;
 
 /// How to build one attempt's request.
 #[derive(Clone, Copy, Debug)]
@@ -47,38 +48,22 @@ pub(crate) struct Built {
     pub(crate) dropped: Vec<String>,
 }
 
-/// The providers an upstream without `provider` speaks: whatever the client speaks.
-pub(crate) struct PassthroughProviders {
-    openai: ProviderKind,
-    anthropic: ProviderKind,
-    gemini: ProviderKind,
-}
-
-impl Default for PassthroughProviders {
-    fn default() -> Self {
-        PassthroughProviders {
-            openai: ProviderKind::OpenAi,
-            anthropic: ProviderKind::anthropic(),
-            gemini: ProviderKind::Gemini,
-        }
-    }
-}
-
-impl PassthroughProviders {
-    fn for_family(&self, f: Family) -> &ProviderKind {
-        match f {
-            Family::OpenAi => &self.openai,
-            Family::Anthropic => &self.anthropic,
-            Family::Gemini => &self.gemini,
-        }
+/// What an upstream without `provider` speaks: whatever the client speaks.
+fn passthrough(f: Family) -> &'static ProviderKind {
+    static ANTHROPIC: std::sync::LazyLock<ProviderKind> =
+        std::sync::LazyLock::new(ProviderKind::anthropic);
+    match f {
+        Family::OpenAi => &ProviderKind::OpenAi,
+        Family::Anthropic => &ANTHROPIC,
+        Family::Gemini => &ProviderKind::Gemini,
     }
 }
 
 /// The provider of upstream `i` for a client calling `op`.
-pub(crate) fn provider_of(state: &State, i: usize, op: Operation) -> &ProviderKind {
-    match &state.config.upstreams[i].provider {
+pub(crate) fn provider_of(state: &Generation, i: UpstreamId, op: Operation) -> &ProviderKind {
+    match &state.config.upstream(i).provider {
         Some(p) => p,
-        None => state.passthrough.for_family(op.family()),
+        None => passthrough(op.family()),
     }
 }
 
@@ -89,12 +74,12 @@ pub(crate) fn provider_of(state: &State, i: usize, op: Operation) -> &ProviderKi
 /// parameter or operation, a malformed body); [`GatewayError::BadJson`] when the session
 /// header cannot be put into the body.
 pub(crate) fn upstream_request(
-    state: &State,
+    state: &Generation,
     ctx: &RequestCtx,
-    upstream: usize,
+    upstream: UpstreamId,
     opts: BuildOptions<'_>,
 ) -> Result<(Request<Bytes>, Built), GatewayError> {
-    let ucfg = &state.config.upstreams[upstream];
+    let ucfg = &state.config.upstream(upstream);
     let provider = provider_of(state, upstream, ctx.op);
     let known = KnownFields {
         model: Some(&ctx.known.model),

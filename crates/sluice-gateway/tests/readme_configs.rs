@@ -41,7 +41,7 @@ fn every_readme_config_example_loads() {
         assert!(!c.routes.is_empty() && !c.upstreams.is_empty(), "{block}");
         for r in &c.routes {
             for t in r.targets.iter().chain(&r.fallbacks) {
-                assert!(t.upstream < c.upstreams.len());
+                assert!(t.upstream.index() < c.upstreams.len());
             }
         }
     }

@@ -25,8 +25,8 @@ use tokio::sync::{watch, OwnedSemaphorePermit, Semaphore};
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
-use crate::generation::State;
-use crate::reload::Reloader;
+use crate::control::Reloader;
+use crate::generation::Generation;
 use sluice_telemetry::live::{quantile_ms, LATENCY_BUCKETS};
 use sluice_telemetry::EndReason;
 
@@ -85,7 +85,7 @@ fn unix_ms() -> u64 {
         .map_or(0, |d| d.as_millis() as u64)
 }
 
-fn errors_total(state: &State) -> u64 {
+fn errors_total(state: &Generation) -> u64 {
     EndReason::ALL
         .iter()
         .zip(state.telemetry.live.end_reasons.iter())
@@ -195,12 +195,12 @@ impl Feed {
     }
 }
 
-fn pending(state: &State) -> usize {
+fn pending(state: &Generation) -> usize {
     state
-        .upstreams
-        .iter()
+        .upstreams()
         .map(|u| {
-            u.pool_snapshot()
+            u.handle
+                .pool_snapshot()
                 .lanes
                 .iter()
                 .map(|l| l.pending)
@@ -221,7 +221,7 @@ impl Feed {
             .upstreams
             .iter()
             .map(|u| u.name.clone())
-            .zip(state.upstreams.iter().cloned())
+            .zip(state.upstreams().map(|u| u.handle.clone()))
             .collect();
         let pools = sluice_telemetry::pools::snapshot_json(&pairs);
         let end_reasons: serde_json::Map<String, Value> = EndReason::ALL
@@ -240,7 +240,7 @@ impl Feed {
                     ts.iter()
                         .map(|t| {
                             json!({
-                                "upstream": state.config.upstreams[t.upstream].name,
+                                "upstream": state.config.upstream(t.upstream).name,
                                 "model": t.model,
                                 "weight": t.weight,
                             })
@@ -273,10 +273,10 @@ impl Feed {
             "t": point.t,
             "uptime_s": self.started.elapsed().as_secs(),
             "version": env!("CARGO_PKG_VERSION"),
-            "config_hash": state.generation.hash,
-            "config_version": state.generation.version,
+            "config_hash": state.info.hash,
+            "config_version": state.info.version,
             "ready": ready.ready,
-            "draining": state.draining.is_cancelled(),
+            "draining": state.draining(),
             "point": point,
             "totals": {
                 "requests": live.requests.load(Ordering::Relaxed),

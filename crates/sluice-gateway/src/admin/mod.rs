@@ -22,7 +22,7 @@ use hyper_util::server::conn::auto;
 use tokio::net::TcpListener;
 use tokio_util::sync::{CancellationToken, DropGuard};
 
-use crate::reload::Reloader;
+use crate::control::Reloader;
 
 /// The running admin plane; dropping it stops the listener, its connections and the feed.
 #[derive(Debug)]

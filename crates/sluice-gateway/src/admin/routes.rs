@@ -11,7 +11,7 @@ use http::{Method, Request, Response, StatusCode};
 use http_body::{Body, Frame, SizeHint};
 
 use super::feed::{Feed, FeedBody};
-use crate::reload::{ReloadError, Reloader};
+use crate::control::{ReloadError, Reloader};
 
 /// The admin plane's shared state.
 pub(super) struct Admin {
@@ -159,10 +159,10 @@ impl Admin {
                 StatusCode::OK,
                 &sluice_telemetry::pools::snapshot_json(&state.pool_list()),
             ),
-            "/admin/targets" => json(StatusCode::OK, &crate::targets::snapshot_json(state)),
+            "/admin/targets" => json(StatusCode::OK, &crate::route::targets::snapshot_json(state)),
             "/admin/config" => {
                 let mut v = state.config.view();
-                let g = &state.generation;
+                let g = &state.info;
                 v["version"] = g.version.into();
                 v["loaded_at"] = humantime::format_rfc3339_seconds(g.loaded_at)
                     .to_string()

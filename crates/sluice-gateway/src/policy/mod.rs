@@ -18,14 +18,13 @@
 //! and asks it for the next attempt when a stream fails before its first content.
 
 mod backoff;
-mod budget;
+
 mod class;
 
 use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
-use http::header::HeaderValue;
 use http::Response;
 use http_body_util::BodyExt;
 use sluice_upstream::{Lane, ResponseBody};
@@ -33,15 +32,15 @@ use tokio::time::{sleep, timeout_at, Instant};
 
 mod reply;
 
-pub(crate) use budget::RetryBudget;
 pub use class::FailureClass;
 pub(crate) use class::{Answer, AttemptFailure, Cause};
 pub(crate) use reply::{give_up_reply, Reply};
 
-use crate::config::{RouteConfig, TargetConfig};
+use crate::config::{RouteConfig, TargetConfig, UpstreamId};
 use crate::error::GatewayError;
-use crate::generation::State;
-use crate::route::Operation;
+use crate::generation::Generation;
+
+use crate::ctx::RequestCtx;
 
 /// Below this much time left, no attempt is started: it could not finish.
 const MIN_ATTEMPT: Duration = Duration::from_millis(20);
@@ -56,41 +55,11 @@ pub(crate) struct TargetRef {
     pub(crate) index: usize,
 }
 
-/// What every attempt of one request sends (the client's request, read once).
-pub(crate) struct RequestCtx {
-    pub(crate) parts: http::request::Parts,
-    pub(crate) body: Bytes,
-    pub(crate) request_id: HeaderValue,
-    /// The client's operation (its endpoint and API family).
-    pub(crate) op: Operation,
-    /// When the request arrived.
-    pub(crate) started: Instant,
-    /// The client asked for a stream.
-    pub(crate) stream: bool,
-    /// The largest output the client asked for (`max_tokens` and its aliases), 0 if none.
-    pub(crate) max_tokens: u64,
-    /// May be sent again after a maybe-processed failure.
-    pub(crate) idempotent: bool,
-    /// Body fields read at admission, handed to the request builder.
-    pub(crate) known: Known,
-    /// The request's memory charge (a non-streaming answer read whole is charged to it).
-    pub(crate) lease: std::sync::Arc<crate::body_budget::BodyLease>,
-}
-
-/// What admission read from the body besides routing, so that building a same-family
-/// request does not scan the body again.
-pub(crate) struct Known {
-    /// `model`, whole.
-    pub(crate) model: String,
-    /// `stream_options.include_usage`.
-    pub(crate) include_usage: Option<bool>,
-}
-
 /// A successful attempt: response headers from one target.
 pub(crate) struct Attempt {
     pub(crate) resp: Response<ResponseBody>,
     pub(crate) target: TargetRef,
-    pub(crate) upstream: usize,
+    pub(crate) upstream: UpstreamId,
     pub(crate) started: Instant,
     /// Streams: no first content by then and the target is abandoned.
     pub(crate) first_token_by: Instant,
@@ -101,7 +70,7 @@ pub(crate) struct Attempt {
 /// One attempt, for the request's log line.
 #[derive(Clone, Debug)]
 pub(crate) struct AttemptRecord {
-    pub(crate) upstream: usize,
+    pub(crate) upstream: UpstreamId,
     /// `None`: it succeeded.
     pub(crate) class: Option<FailureClass>,
     pub(crate) cause: &'static str,
@@ -112,7 +81,7 @@ pub(crate) struct AttemptRecord {
 
 /// Why the policy stopped trying, and the last failure (what the client gets).
 pub(crate) struct GiveUp {
-    pub(crate) failure: Option<(usize, AttemptFailure)>,
+    pub(crate) failure: Option<(UpstreamId, AttemptFailure)>,
     pub(crate) reason: GiveUpReason,
 }
 
@@ -131,7 +100,7 @@ pub(crate) enum GiveUpReason {
 
 /// The attempt loop of one request. `Send + 'static`: streams hand it to their relay.
 pub(crate) struct Policy {
-    state: Arc<State>,
+    state: Arc<Generation>,
     route: usize,
     pub(crate) ctx: RequestCtx,
     pub(crate) deadline: Instant,
@@ -153,7 +122,12 @@ pub(crate) struct Policy {
 
 impl Policy {
     /// `deadline`: when the whole request must be over.
-    pub(crate) fn new(state: Arc<State>, route: usize, ctx: RequestCtx, deadline: Instant) -> Self {
+    pub(crate) fn new(
+        state: Arc<Generation>,
+        route: usize,
+        ctx: RequestCtx,
+        deadline: Instant,
+    ) -> Self {
         Policy {
             state,
             route,
@@ -180,8 +154,8 @@ impl Policy {
     }
 
     /// The upstream's name, for logs and errors.
-    pub(crate) fn upstream_name(&self, upstream: usize) -> &str {
-        &self.state.config.upstreams[upstream].name
+    pub(crate) fn upstream_name(&self, upstream: UpstreamId) -> &str {
+        &self.state.config.upstream(upstream).name
     }
 
     /// Tries targets until one answers with a success status, or gives up.
@@ -203,7 +177,7 @@ impl Policy {
             // When the attempt starts: its timeouts count from here, and its log and trace
             // span show it (one clock read for the deadline check and the start).
             let started = if self.last.is_some() {
-                if !self.state.budgets[upstream].try_retry() {
+                if !self.state.upstream(upstream).budget.try_retry() {
                     self.state
                         .telemetry
                         .retry_budget_exhausted(self.upstream_name(upstream));
@@ -226,7 +200,7 @@ impl Policy {
                     Instant::now()
                 }
             } else {
-                self.state.budgets[upstream].request();
+                self.state.upstream(upstream).budget.request();
                 let now = Instant::now();
                 if now + MIN_ATTEMPT >= self.deadline {
                     return Err(self.give_up(GiveUpReason::Deadline));
@@ -249,7 +223,7 @@ impl Policy {
     /// As [`Policy::next`].
     pub(crate) async fn continuation(&mut self, prefill: String) -> Result<Attempt, GiveUp> {
         let takes_prefill =
-            |p: &Policy, t: TargetRef| p.state.config.upstreams[p.target(t).upstream].prefill;
+            |p: &Policy, t: TargetRef| p.state.config.upstream(p.target(t).upstream).prefill;
         let route = self.route();
         let all = (0..route.tiers()).flat_map(|tier| {
             (0..route.tier(tier).len()).map(move |index| TargetRef { tier, index })
@@ -263,7 +237,9 @@ impl Policy {
         };
         let upstream = self.target(t).upstream;
         let started = Instant::now();
-        if started + MIN_ATTEMPT >= self.deadline || !self.state.budgets[upstream].try_retry() {
+        if started + MIN_ATTEMPT >= self.deadline
+            || !self.state.upstream(upstream).budget.try_retry()
+        {
             return Err(self.give_up(GiveUpReason::Deadline));
         }
         self.prefill = Some(prefill);
@@ -363,7 +339,9 @@ impl Policy {
 
     /// `t`'s first-token timeout.
     pub(crate) fn first_token_timeout(&self, t: TargetRef) -> Duration {
-        self.state.config.upstreams[self.target(t).upstream]
+        self.state
+            .config
+            .upstream(self.target(t).upstream)
             .timeouts
             .first_token
     }
@@ -475,7 +453,7 @@ impl Policy {
     }
 
     fn balancer(&self) -> &sluice_upstream::Balancer {
-        &self.state.targets[self.route].balancer
+        &self.state.routes[self.route].balancer
     }
 
     /// The lane this request's attempts weigh latency on.
@@ -538,7 +516,7 @@ impl Policy {
         // Borrowed, not cloned: this future is what a request waiting for its upstream holds.
         let tc = self.target(t);
         let state = &*self.state;
-        let ucfg = &state.config.upstreams[tc.upstream];
+        let ucfg = &state.config.upstream(tc.upstream);
         let lane = self.route().lane.unwrap_or(
             if self.ctx.stream || self.ctx.max_tokens > ucfg.long_max_tokens {
                 Lane::Stream
@@ -559,7 +537,9 @@ impl Policy {
         // In a block: once borrowed, a local keeps its room in this future to its scope's
         // end, and the response must not keep it through the error body's read.
         let (parts, body) = {
-            let resp = match state.upstreams[tc.upstream]
+            let resp = match state
+                .upstream(tc.upstream)
+                .handle
                 .send_on(lane, req, first_by)
                 .await
             {
@@ -621,7 +601,10 @@ impl Policy {
     }
 
     /// Builds the client's error for a give-up without an upstream answer to pass on.
-    pub(crate) fn give_up_error(&self, g: GiveUp) -> Result<GatewayError, (usize, Box<Answer>)> {
+    pub(crate) fn give_up_error(
+        &self,
+        g: GiveUp,
+    ) -> Result<GatewayError, (UpstreamId, Box<Answer>)> {
         match g.failure {
             None => Ok(GatewayError::TotalTimeout {
                 upstream: self

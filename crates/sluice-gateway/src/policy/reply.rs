@@ -13,7 +13,7 @@ pub(crate) struct Reply {
     pub(crate) code: String,
     pub(crate) message: String,
     /// The upstream that failed last, if any attempt was made.
-    pub(crate) upstream: Option<usize>,
+    pub(crate) upstream: Option<crate::config::UpstreamId>,
     /// The upstream's own answer, passed on (non-streaming responses).
     pub(crate) answer: Option<Box<Answer>>,
     /// The gateway's error in full, for the log (the client gets `message`).

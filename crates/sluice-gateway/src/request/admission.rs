@@ -15,9 +15,10 @@ use sluice_providers::Family;
 use tokio::time::Instant;
 
 use crate::body_budget::BodyLease;
+use crate::ctx::RequestCtx;
 use crate::error::GatewayError;
 use crate::headers::{self, REQUEST_ID};
-use crate::policy::{Policy, RequestCtx};
+use crate::policy::Policy;
 use crate::route::{self, Endpoint, Operation};
 use sluice_telemetry::{EndReason, RequestRecord};
 
@@ -41,7 +42,7 @@ pub(crate) enum Admission {
 
 /// An admitted request, ready for its attempts.
 pub(crate) struct Run {
-    state: Arc<State>,
+    state: Arc<Generation>,
     policy: Box<Policy>,
     log: Box<Finish>,
 }
@@ -73,7 +74,11 @@ pub(crate) struct EdgeFacts {
 /// The request path up to its first attempt: endpoint, bounded body, model, route, the key's
 /// verdict, idempotency, limits. Never fails: every error becomes an answer in the client's
 /// format.
-pub(crate) async fn admission<B>(state: Arc<State>, req: Request<B>, edge: EdgeFacts) -> Admission
+pub(crate) async fn admission<B>(
+    state: Arc<Generation>,
+    req: Request<B>,
+    edge: EdgeFacts,
+) -> Admission
 where
     B: Body<Data = Bytes> + Send + 'static,
     B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
@@ -115,7 +120,7 @@ where
     };
     let family = op.family();
     log.start_trace(&mut parts.headers, op);
-    if state.draining.is_cancelled() {
+    if state.draining() {
         let f = Failure::new(GatewayError::ShuttingDown, EndReason::Shutdown);
         return Admission::Answer(fail(family, &mut log, f, &request_id));
     }
@@ -160,7 +165,7 @@ pub(crate) fn local_endpoint(ep: Endpoint, request_id: &HeaderValue) -> Response
 
 /// `GET /v1/models` and `GET /v1/models/{id}`, in OpenAI's shape.
 pub(crate) async fn models_endpoint(
-    state: &State,
+    state: &Generation,
     ep: Endpoint,
     path: &str,
     request_id: &HeaderValue,
@@ -210,7 +215,7 @@ where
     match collect(Limited::new(body, limit as usize)).await {
         Ok(b) => Ok(b),
         Err(e) if e.is::<http_body_util::LengthLimitError>() => Err(too_large()),
-        Err(e) => match crate::ingress::client_body_error(&*e) {
+        Err(e) => match crate::edge::client_body_error(&*e) {
             // A timeout or the memory budget, decided by the ingress.
             Some(g) => {
                 let reason = g.end_reason();
@@ -254,11 +259,16 @@ where
 /// The request's deadline: the route's (or its first upstream's) total timeout, shortened by
 /// the client's own timeout header if it sent one (`x-sluice-timeout: 30s`, or the seconds
 /// the OpenAI and Anthropic SDKs send in `x-stainless-timeout`).
-pub(crate) fn deadline(state: &State, route: usize, h: &HeaderMap, started: Instant) -> Instant {
+pub(crate) fn deadline(
+    state: &Generation,
+    route: usize,
+    h: &HeaderMap,
+    started: Instant,
+) -> Instant {
     let r = &state.config.routes[route];
     let total = r
         .timeout
-        .unwrap_or(state.config.upstreams[r.primary_upstream()].timeouts.total);
+        .unwrap_or(state.config.upstream(r.primary_upstream()).timeouts.total);
     let client = headers::get(h, &X_SLUICE_TIMEOUT)
         .and_then(|v| v.to_str().ok())
         .and_then(|v| crate::config::parse_duration(v).ok())
@@ -284,7 +294,7 @@ pub(crate) struct ClientRequest<B> {
 /// Left to right: body, model, route, the key's verdict, idempotency, limits; builds the
 /// request's policy.
 pub(crate) async fn admit<B>(
-    state: &Arc<State>,
+    state: &Arc<Generation>,
     req: ClientRequest<B>,
     op: Operation,
     request_id: HeaderValue,
@@ -353,7 +363,7 @@ where
         // Held by a ticket of its own: released or completed as any other.
         log.set_ticket(keys.bare_ticket(route_idx, g));
     }
-    let known = crate::policy::Known {
+    let known = crate::ctx::Known {
         model: model.to_string(),
         include_usage: probe.stream_options.as_ref().and_then(|o| o.include_usage),
     };

@@ -16,7 +16,6 @@ mod whole;
 
 pub(crate) use admission::{admission, Admission, EdgeFacts};
 pub(crate) use body::GatewayBody;
-pub(crate) use models::ModelCache;
 
 use body::*;
 use reply::*;
@@ -24,7 +23,7 @@ use serve::*;
 use whole::*;
 
 use crate::clock::now_unix;
-use crate::generation::State;
+use crate::generation::Generation;
 use crate::headers::{
     is_event_stream, SERVER_TIMING, X_ACCEL_BUFFERING, X_SLUICE_ATTEMPTS, X_SLUICE_DROPPED_PARAMS,
     X_SLUICE_TIMEOUT, X_SLUICE_TIMING, X_SLUICE_UPSTREAM, X_STAINLESS_TIMEOUT,

@@ -7,14 +7,13 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use http_body_util::BodyExt;
-use parking_lot::Mutex;
 use serde_json::{json, Value};
 use sluice_providers::Family;
 use sluice_upstream::Lane;
 use tokio::time::Instant;
 
-use crate::config::glob_match;
-use crate::generation::State;
+use crate::config::{glob_match, UpstreamId};
+use crate::generation::Generation;
 
 /// How long an upstream's model list is reused.
 const CACHE_FOR: Duration = Duration::from_secs(60);
@@ -23,35 +22,8 @@ const FETCH_TIMEOUT: Duration = Duration::from_secs(2);
 /// The most of a model list read.
 const MAX_LIST_BYTES: usize = 4 << 20;
 
-/// When a list was fetched, and what it held (`None`: the fetch failed).
-type Fetched = (Instant, Option<Vec<String>>);
-
-/// Per upstream, its last fetched list.
-#[derive(Default)]
-pub(crate) struct ModelCache {
-    lists: Mutex<Vec<Option<Fetched>>>,
-}
-
-impl ModelCache {
-    fn get(&self, upstream: usize) -> Option<Option<Vec<String>>> {
-        let lists = self.lists.lock();
-        match lists.get(upstream) {
-            Some(Some((at, list))) if at.elapsed() < CACHE_FOR => Some(list.clone()),
-            _ => None,
-        }
-    }
-
-    fn put(&self, upstream: usize, list: Option<Vec<String>>) {
-        let mut lists = self.lists.lock();
-        if lists.len() <= upstream {
-            lists.resize(upstream + 1, None);
-        }
-        lists[upstream] = Some((Instant::now(), list));
-    }
-}
-
 /// Every model a client can call, sorted.
-async fn model_ids(state: &State) -> Vec<String> {
+async fn model_ids(state: &Generation) -> Vec<String> {
     let mut ids = BTreeSet::new();
     for route in &state.config.routes {
         let (literal, globs): (Vec<&String>, Vec<&String>) =
@@ -60,7 +32,7 @@ async fn model_ids(state: &State) -> Vec<String> {
         if globs.is_empty() {
             continue;
         }
-        let mut upstreams: Vec<usize> = route
+        let mut upstreams: Vec<UpstreamId> = route
             .targets
             .iter()
             .chain(&route.fallbacks)
@@ -80,20 +52,20 @@ async fn model_ids(state: &State) -> Vec<String> {
 }
 
 /// An upstream's own model list (cached; empty when it cannot be fetched).
-async fn upstream_models(state: &State, upstream: usize) -> Vec<String> {
-    if let Some(cached) = state.models.get(upstream) {
+async fn upstream_models(state: &Generation, upstream: UpstreamId) -> Vec<String> {
+    if let Some(cached) = state.models.get(upstream, CACHE_FOR) {
         return cached.unwrap_or_default();
     }
     let list = fetch(state, upstream).await;
     if list.is_none() {
-        tracing::debug!(upstream = %state.config.upstreams[upstream].name, "could not list the upstream's models");
+        tracing::debug!(upstream = %state.config.upstream(upstream).name, "could not list the upstream's models");
     }
     state.models.put(upstream, list.clone());
     list.unwrap_or_default()
 }
 
-async fn fetch(state: &State, upstream: usize) -> Option<Vec<String>> {
-    let ucfg = &state.config.upstreams[upstream];
+async fn fetch(state: &Generation, upstream: UpstreamId) -> Option<Vec<String>> {
+    let ucfg = &state.config.upstream(upstream);
     let family = ucfg
         .provider
         .as_ref()
@@ -112,7 +84,12 @@ async fn fetch(state: &State, upstream: usize) -> Option<Vec<String>> {
     );
     *req.headers_mut() = headers;
     let deadline = Instant::now() + FETCH_TIMEOUT;
-    let resp = state.upstreams[upstream].send(req, deadline).await.ok()?;
+    let resp = state
+        .upstream(upstream)
+        .handle
+        .send(req, deadline)
+        .await
+        .ok()?;
     if !resp.status().is_success() {
         return None;
     }
@@ -155,7 +132,7 @@ fn model_object(id: &str) -> Value {
 }
 
 /// `GET /v1/models`: the OpenAI list shape.
-pub(crate) async fn list(state: &State) -> Bytes {
+pub(crate) async fn list(state: &Generation) -> Bytes {
     let data: Vec<Value> = model_ids(state)
         .await
         .iter()
@@ -165,7 +142,7 @@ pub(crate) async fn list(state: &State) -> Bytes {
 }
 
 /// `GET /v1/models/{id}`: the model in OpenAI's shape, or `None` when no route takes it.
-pub(crate) async fn one(state: &State, id: &str) -> Option<Bytes> {
+pub(crate) async fn one(state: &Generation, id: &str) -> Option<Bytes> {
     let routed = state.config.route_for(id).is_some();
     if !routed {
         return None;

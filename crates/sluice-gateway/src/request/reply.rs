@@ -122,7 +122,7 @@ pub(crate) fn attempts_header(r: &mut Response<GatewayBody>, log: &Finish) {
 }
 
 /// `x-sluice-upstream` and `x-sluice-attempts`, from the upstream's name as a header value
-/// (made once per config for the success path, see [`State::upstream_header`]).
+/// (made once per config for the success path, see [`Generation::upstream_header`]).
 pub(crate) fn served_headers(
     r: &mut Response<GatewayBody>,
     name: Option<HeaderValue>,

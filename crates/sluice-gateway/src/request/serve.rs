@@ -20,7 +20,7 @@ use crate::outcome::Finish;
 /// Runs the request and answers, with its `x-ratelimit-*` headers; a non-streaming success
 /// with an `Idempotency-Key` is stored for replay.
 pub(crate) fn serve(
-    state: Arc<State>,
+    state: Arc<Generation>,
     policy: Box<Policy>,
     mut log: Box<Finish>,
 ) -> impl Future<Output = Response<GatewayBody>> + Send + 'static {
@@ -67,7 +67,7 @@ pub(crate) async fn with_limits(
 
 /// Runs the policy's attempts and answers: the relay for a stream, the whole body otherwise.
 pub(crate) async fn serve_attempts(
-    state: Arc<State>,
+    state: Arc<Generation>,
     mut policy: Box<Policy>,
     mut log: Box<Finish>,
 ) -> Response<GatewayBody> {
@@ -80,7 +80,7 @@ pub(crate) async fn serve_attempts(
                 log.attempts = policy.records();
                 let reply = give_up_reply(&policy, g);
                 if let Some(u) = reply.upstream {
-                    log.upstream = state.config.upstreams[u].name.clone();
+                    log.upstream = state.config.upstream(u).name.clone();
                 }
                 if let Some(a) = &reply.answer {
                     session_diagnostic(&state, &policy, a, &log);
@@ -89,7 +89,7 @@ pub(crate) async fn serve_attempts(
             }
         };
         let upstream = attempt.upstream;
-        log.upstream = state.config.upstreams[upstream].name.clone();
+        log.upstream = state.config.upstream(upstream).name.clone();
         log.timings = attempt.resp.extensions().get::<PhaseTimings>().copied();
         if is_event_stream(attempt.resp.headers()) {
             return stream_response(&state, policy, attempt, log);
@@ -97,7 +97,7 @@ pub(crate) async fn serve_attempts(
         match read_whole(&state, &mut policy, &mut attempt, &mut log).await {
             Ok(mut r) => {
                 log.attempts = policy.records();
-                let name = state.upstream_header(upstream);
+                let name = state.upstream(upstream).header.clone();
                 served_headers(&mut r, name, log.attempts.len());
                 log.finish(EndReason::Completed);
                 return r;
@@ -114,7 +114,7 @@ pub(crate) async fn serve_attempts(
 /// An upstream 4xx that mentions a session is logged with the request id and the names (never
 /// the values) of the session headers that were sent: the usual cause is a session header a
 /// hop dropped. Computed only on this rare path.
-pub(crate) fn session_diagnostic(state: &State, policy: &Policy, a: &Answer, log: &Finish) {
+pub(crate) fn session_diagnostic(state: &Generation, policy: &Policy, a: &Answer, log: &Finish) {
     if !a.status.is_client_error() || !contains_ci(&a.body, b"session") {
         return;
     }
@@ -151,7 +151,7 @@ pub(crate) fn contains_ci(hay: &[u8], needle: &[u8]) -> bool {
 /// Starts the relay for a stream; the client gets the headers now and heartbeats while the
 /// stream has not committed.
 pub(crate) fn stream_response(
-    state: &State,
+    state: &Generation,
     policy: Box<Policy>,
     attempt: Attempt,
     log: Box<Finish>,
@@ -178,7 +178,7 @@ pub(crate) fn stream_response(
         out_headers.remove(header::CONTENT_ENCODING);
     }
     let status = attempt.resp.status();
-    let ucfg = &state.config.upstreams[attempt.upstream];
+    let ucfg = &state.config.upstream(attempt.upstream);
     let setup = RelaySetup {
         family,
         max_event_bytes: state.config.server.max_event_bytes,
@@ -187,7 +187,7 @@ pub(crate) fn stream_response(
             total_by: policy.deadline,
             heartbeat: state.config.server.heartbeat,
         },
-        shutdown: state.streams_deadline.clone().cancelled_owned(),
+        shutdown: state.shared.streams_deadline.clone().cancelled_owned(),
         on_disconnect: policy.route().on_client_disconnect,
         telemetry: state.telemetry.clone(),
         token_cap: log
@@ -208,7 +208,7 @@ pub(crate) fn stream_response(
     r
 }
 
-pub(crate) fn wants_timing(state: &State, h: &HeaderMap) -> bool {
+pub(crate) fn wants_timing(state: &Generation, h: &HeaderMap) -> bool {
     state.config.server.server_timing
         || headers::get(h, &X_SLUICE_TIMING).is_some_and(|v| v.as_bytes() == b"1")
 }

@@ -30,12 +30,12 @@ pub(crate) enum Whole {
 /// body can still be a clean 502 instead of a cut. `attempt` is borrowed and read in place:
 /// moved in and taken apart, its parts would take room in this future twice.
 pub(crate) async fn read_whole(
-    state: &State,
+    state: &Generation,
     policy: &mut Policy,
     attempt: &mut Attempt,
     log: &mut Finish,
 ) -> Result<Response<GatewayBody>, Whole> {
-    let ucfg = &state.config.upstreams[attempt.upstream];
+    let ucfg = &state.config.upstream(attempt.upstream);
     let max = state.config.server.max_response_body;
     let upstream = ucfg.name.clone();
     let idle = ucfg.timeouts.idle;

@@ -5,7 +5,7 @@
 
 use http::Method;
 use sluice_gateway::config::{glob_match, Config};
-use sluice_gateway::head::{route_request, Routed};
+use sluice_gateway::route::head::{route_request, Routed};
 
 /// Routes with literal names, `*` and `?` globs, and a catch-all last.
 pub const CONFIG: &str = r#"

@@ -128,7 +128,7 @@ impl ConnTracker {
         ConnTracker {
             epoch,
             peer,
-            peer_header: crate::client_ip::peer_header(peer),
+            peer_header: crate::edge::client_ip::peer_header(peer),
             trusted_peer,
             accepted_ms,
             in_flight: AtomicUsize::new(0),
@@ -162,7 +162,7 @@ impl ConnTracker {
 
     /// The peer's address, IPv4-mapped IPv6 shown as IPv4.
     pub(crate) fn peer_ip(&self) -> IpAddr {
-        crate::client_ip::canonical(self.peer.ip())
+        crate::edge::client_ip::canonical(self.peer.ip())
     }
 
     pub(crate) fn in_flight(&self) -> usize {

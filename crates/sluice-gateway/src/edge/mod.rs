@@ -2,6 +2,7 @@
 //! http/1.1); and graceful shutdown.
 
 mod body;
+mod client_ip;
 mod gate;
 mod io;
 mod limits;
@@ -38,16 +39,17 @@ use resets::ResetGuard;
 use watch::{CloseReason, ConnTracker};
 
 use crate::body_budget::BodyBudget;
-use crate::client_ip::TrustedProxies;
 use crate::config::{ClientTimeouts, Config, ServerConfig, TlsFiles};
-use crate::reload::{ConfigSource, ReloadError, ReloadMetrics, ReloadOutcome, Reloader, StateCell};
+use crate::control::{ConfigSource, ReloadError, ReloadMetrics, ReloadOutcome, Reloader};
+use crate::edge::client_ip::TrustedProxies;
+use crate::generation::GenerationCell;
 use sluice_telemetry::Telemetry;
 
 /// What every connection of the ingress shares: the request path's state, and the edge's
 /// limits and their accounting.
 pub(crate) struct Ingress {
     /// The config's generation new requests get (swapped by a reload).
-    pub(crate) state: Arc<StateCell>,
+    pub(crate) state: Arc<GenerationCell>,
     /// Set when shutdown begins (the same token in every generation).
     draining: CancellationToken,
     /// Cancelled when the shutdown grace is over (the same token in every generation).
@@ -100,6 +102,15 @@ pub enum StartError {
     /// The state store's settings were rejected.
     #[error("state: {0}")]
     State(#[from] sluice_state::ConfigError),
+}
+
+impl From<crate::generation::BuildError> for StartError {
+    fn from(e: crate::generation::BuildError) -> Self {
+        match e {
+            crate::generation::BuildError::Upstream(e) => StartError::Upstream(e),
+            crate::generation::BuildError::Balance(e) => StartError::Balance(e),
+        }
+    }
 }
 
 /// A running gateway.
@@ -235,10 +246,19 @@ impl Gateway {
             server.max_connection_request_rate,
         );
         let telemetry = Arc::new(telemetry);
-        let (state, _) = crate::reload::build(config, None, telemetry.clone(), keys, 1)?;
+        let parts = crate::generation::Parts {
+            telemetry: telemetry.clone(),
+            keys,
+            shared: Arc::new(crate::generation::Shared::new()),
+            version: 1,
+        };
+        let (state, _) = crate::generation::build(config, None, parts)?;
         pools.set(state.pool_list());
-        let (draining, streams_deadline) = (state.draining.clone(), state.streams_deadline.clone());
-        let cell = Arc::new(StateCell::from_pointee(state));
+        let (draining, streams_deadline) = (
+            state.shared.draining.clone(),
+            state.shared.streams_deadline.clone(),
+        );
+        let cell = Arc::new(GenerationCell::from_pointee(state));
         let reloader = Arc::new(Reloader::new(cell.clone(), source, pools, reload_metrics));
         let admin = crate::admin::start(reloader.clone(), admin_addr)
             .await
@@ -295,7 +315,7 @@ impl Gateway {
     /// the gateway shuts down or is dropped. Does nothing without a config file.
     pub fn watch_config(&mut self, every: Duration) {
         let stop = self.stop.child_token();
-        tokio::spawn(crate::reload::watch_file(
+        tokio::spawn(crate::control::watch_file(
             self.reloader.clone(),
             every,
             stop.clone(),
@@ -493,7 +513,7 @@ fn hand_over(
 impl Ingress {
     /// Admits a new connection or refuses it (blocked address, a cap), counted and logged.
     fn admit(&self, peer: SocketAddr) -> Option<(Arc<ConnTracker>, ConnSlot)> {
-        let ip = crate::client_ip::canonical(peer.ip());
+        let ip = crate::edge::client_ip::canonical(peer.ip());
         let trusted = self.trusted.trusts(ip);
         let refused = if !trusted && self.resets.blocked(ip).is_some() {
             Refusal::Blocked

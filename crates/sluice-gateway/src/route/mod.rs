@@ -2,6 +2,9 @@
 //! `sluice-providers` (one table for the gateway, the translators and the error formats).
 
 use http::Method;
+pub mod head;
+pub(crate) mod targets;
+
 pub use sluice_providers::{Family, Operation};
 
 use crate::error::GatewayError;

@@ -34,7 +34,7 @@ const SEND_PIECE: usize = 64 * 1024;
 
 /// A request past the edge's checks, ready for the request path.
 pub(crate) struct Accepted {
-    state: Arc<crate::generation::State>,
+    state: Arc<crate::generation::Generation>,
     req: Request<IngressBody<Incoming>>,
     guard: RequestGuard,
     lease: Arc<BodyLease>,

@@ -15,43 +15,21 @@
 //! (`server.listen`, `server.admin_listen`, `server.tls`), the client-side limits and timeouts
 //! the ingress holds, the logs, `[telemetry]` and `[state]`. See [`restart_field`].
 
-mod watch;
-
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::Arc;
-use std::time::SystemTime;
 
-use arc_swap::ArcSwap;
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::registry::Registry;
 use serde_json::{json, Value};
-use sluice_upstream::Upstream;
 
 use crate::config::{Config, ConfigError, EnvMode, ServerConfig};
-use crate::generation::{State, StateParts};
-use crate::ingress::StartError;
+use crate::generation::Generation;
+use crate::generation::{build, BuildError, Changes, GenerationCell, Parts};
 use sluice_telemetry::pools::PoolCollector;
-use sluice_telemetry::Telemetry;
-
-pub(crate) use watch::watch_file;
-
-/// The generation new requests get. Requests load it once, at their start.
-pub(crate) type StateCell = ArcSwap<State>;
-
-/// Which config a generation runs.
-#[derive(Clone, Debug)]
-pub(crate) struct Generation {
-    /// 1 at start, +1 per successful reload.
-    pub(crate) version: u64,
-    /// The hash `/admin/config` shows (of the redacted config).
-    pub(crate) hash: String,
-    /// When it was swapped in.
-    pub(crate) loaded_at: SystemTime,
-}
 
 /// Where the gateway's config came from, so that a reload reads it again the same way: the
 /// file (with `${VAR}` from the process environment, as at startup) and what the command line
@@ -91,47 +69,6 @@ impl Overrides {
         if let Some(f) = self.log_format {
             cfg.server.log_format = f;
         }
-    }
-}
-
-/// What a reload changed, by name.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct Changes {
-    /// New in this config.
-    pub added: Vec<String>,
-    /// Gone from it.
-    pub removed: Vec<String>,
-    /// In both, with different settings.
-    pub changed: Vec<String>,
-}
-
-impl Changes {
-    fn json(&self) -> Value {
-        json!({ "added": self.added, "removed": self.removed, "changed": self.changed })
-    }
-
-    fn is_empty(&self) -> bool {
-        self.added.is_empty() && self.removed.is_empty() && self.changed.is_empty()
-    }
-}
-
-impl std::fmt::Display for Changes {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        if self.is_empty() {
-            return f.write_str("none");
-        }
-        let mut sep = "";
-        for (sign, names) in [
-            ('+', &self.added),
-            ('-', &self.removed),
-            ('~', &self.changed),
-        ] {
-            for n in names {
-                write!(f, "{sep}{sign}{n}")?;
-                sep = " ";
-            }
-        }
-        Ok(())
     }
 }
 
@@ -182,7 +119,7 @@ pub enum ReloadError {
     NoSource,
     /// The config validated but its upstreams or balancers could not be built.
     #[error("{0}")]
-    Build(#[from] StartError),
+    Build(#[from] BuildError),
 }
 
 impl ReloadError {
@@ -246,7 +183,7 @@ impl ReloadMetrics {
 
 /// The running config and how to replace it.
 pub(crate) struct Reloader {
-    cell: Arc<StateCell>,
+    cell: Arc<GenerationCell>,
     source: Option<ConfigSource>,
     pools: PoolCollector,
     metrics: ReloadMetrics,
@@ -257,7 +194,7 @@ pub(crate) struct Reloader {
 impl std::fmt::Debug for Reloader {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Reloader")
-            .field("version", &self.cell.load().generation.version)
+            .field("version", &self.cell.load().info.version)
             .field("source", &self.source)
             .finish()
     }
@@ -265,7 +202,7 @@ impl std::fmt::Debug for Reloader {
 
 impl Reloader {
     pub(crate) fn new(
-        cell: Arc<StateCell>,
+        cell: Arc<GenerationCell>,
         source: Option<ConfigSource>,
         pools: PoolCollector,
         metrics: ReloadMetrics,
@@ -280,7 +217,7 @@ impl Reloader {
     }
 
     /// The generation new requests get.
-    pub(crate) fn current(&self) -> Arc<State> {
+    pub(crate) fn current(&self) -> Arc<Generation> {
         self.cell.load_full()
     }
 
@@ -352,16 +289,21 @@ impl Reloader {
             return Err(self.refused(ReloadError::Invalid(e)));
         }
         let keys = old.keys.reconfigure(&config);
-        let version = old.generation.version + 1;
-        let (state, report) = match build(config, Some(&old), old.telemetry.clone(), keys, version)
-        {
+        let version = old.info.version + 1;
+        let parts = Parts {
+            telemetry: old.telemetry.clone(),
+            keys,
+            shared: old.shared.clone(),
+            version,
+        };
+        let (state, report) = match build(config, Some(&old), parts) {
             Ok(built) => built,
             Err(e) => return Err(self.refused(ReloadError::Build(e))),
         };
         self.pools.set(state.pool_list());
         let outcome = ReloadOutcome {
             version,
-            hash: state.generation.hash.clone(),
+            hash: state.info.hash.clone(),
             upstreams: report.upstreams,
             routes: report.routes,
             draining: report.draining,
@@ -385,175 +327,11 @@ impl Reloader {
         self.metrics.count(e.metric_label());
         tracing::warn!(
             reason = %e,
-            version = self.cell.load().generation.version,
+            version = self.cell.load().info.version,
             "config reload refused; the running config stays"
         );
         e
     }
-}
-
-impl State {
-    /// `(name, upstream)` pairs, for the pool metrics and `/admin/pools`.
-    pub(crate) fn pool_list(&self) -> Vec<(String, Upstream)> {
-        self.config
-            .upstreams
-            .iter()
-            .map(|u| u.name.clone())
-            .zip(self.upstreams.iter().cloned())
-            .collect()
-    }
-}
-
-/// What [`build`] kept and replaced.
-#[derive(Default)]
-pub(crate) struct Report {
-    upstreams: Changes,
-    routes: Changes,
-    draining: Vec<String>,
-}
-
-/// Builds a generation for `config`: at startup from nothing, on a reload from `prev`, whose
-/// unchanged pools, budgets and balancers it takes over.
-///
-/// # Errors
-/// An upstream's or a balancer's settings are rejected (validation checks them first).
-///
-/// # Panics
-/// Outside a Tokio runtime (health checks are tasks).
-pub(crate) fn build(
-    config: Config,
-    prev: Option<&State>,
-    telemetry: Arc<Telemetry>,
-    keys: crate::admit::Keys,
-    version: u64,
-) -> Result<(State, Report), StartError> {
-    let mut report = Report::default();
-    let old_upstream = |name: &str| {
-        prev.and_then(|p| {
-            p.config
-                .upstreams
-                .iter()
-                .position(|u| u.name == name)
-                .map(|i| (p, i))
-        })
-    };
-    let mut kept = Vec::with_capacity(config.upstreams.len());
-    let mut upstreams = Vec::with_capacity(config.upstreams.len());
-    let mut budgets = Vec::with_capacity(config.upstreams.len());
-    for u in &config.upstreams {
-        let settings = u.upstream_settings();
-        let old = old_upstream(&u.name);
-        let pool =
-            old.filter(|(p, i)| same_pool(&p.config.upstreams[*i].upstream_settings(), &settings));
-        match pool {
-            Some((p, i)) => upstreams.push(p.upstreams[i].clone()),
-            None => upstreams.push(Upstream::new(settings)?),
-        }
-        kept.push(pool.is_some());
-        let budget = old
-            .map(|(p, i)| &p.budgets[i])
-            .filter(|b| b.config() == u.retry_budget);
-        budgets.push(match budget {
-            Some(b) => b.clone(),
-            None => Arc::new(crate::policy::RetryBudget::new(u.retry_budget)),
-        });
-        if let Some((p, i)) = old {
-            let o = &p.config.upstreams[i];
-            if pool.is_none() {
-                report.draining.push(u.name.clone());
-            }
-            if pool.is_none() || o.auth != u.auth || o.redacted() != u.redacted() {
-                report.upstreams.changed.push(u.name.clone());
-            }
-        } else if prev.is_some() {
-            report.upstreams.added.push(u.name.clone());
-        }
-    }
-    if let Some(p) = prev {
-        for u in &p.config.upstreams {
-            if !config.upstreams.iter().any(|n| n.name == u.name) {
-                report.upstreams.removed.push(u.name.clone());
-                report.draining.push(u.name.clone());
-            }
-        }
-    }
-    let mut targets = Vec::with_capacity(config.routes.len());
-    for route in &config.routes {
-        let old = prev.and_then(|p| {
-            p.config
-                .routes
-                .iter()
-                .position(|r| r.name == route.name)
-                .map(|i| (p, i))
-        });
-        let reuse = old.filter(|(p, i)| {
-            crate::targets::same_balancer(&p.config, &p.config.routes[*i], &config, route, &|u| {
-                kept[u]
-            })
-        });
-        match reuse {
-            Some((p, i)) => targets.push(p.targets[i].clone()),
-            None => targets.push(Arc::new(crate::targets::build_route(
-                &config, route, &upstreams,
-            )?)),
-        }
-        match old {
-            Some((p, i)) => {
-                let o = &p.config.routes[i];
-                if o.redacted(&p.config.upstreams) != route.redacted(&config.upstreams)
-                    || reuse.is_none()
-                {
-                    report.routes.changed.push(route.name.clone());
-                }
-            }
-            None if prev.is_some() => report.routes.added.push(route.name.clone()),
-            None => {}
-        }
-    }
-    if let Some(p) = prev {
-        for r in &p.config.routes {
-            if !config.routes.iter().any(|n| n.name == r.name) {
-                report.routes.removed.push(r.name.clone());
-            }
-        }
-    }
-    let hash = config.fingerprint();
-    let parts = StateParts {
-        generation: Generation {
-            version,
-            hash,
-            loaded_at: SystemTime::now(),
-        },
-        upstreams,
-        targets,
-        budgets,
-        telemetry,
-        keys,
-    };
-    Ok((State::new(config, parts, prev), report))
-}
-
-/// Whether two upstreams would get the same pool: every connection setting equal.
-fn same_pool(a: &sluice_upstream::UpstreamConfig, b: &sluice_upstream::UpstreamConfig) -> bool {
-    // Destructured so that a new connection setting cannot be forgotten here.
-    let sluice_upstream::UpstreamConfig {
-        name,
-        base_url,
-        protocol,
-        ca_file,
-        connect_timeout,
-        h2_stream_window,
-        h2_connection_window,
-        pool,
-    } = a;
-    *name == b.name
-        && *base_url == b.base_url
-        && *protocol == b.protocol
-        && *ca_file == b.ca_file
-        && *connect_timeout == b.connect_timeout
-        && *h2_stream_window == b.h2_stream_window
-        && *h2_connection_window == b.h2_connection_window
-        && *pool == b.pool
 }
 
 /// Whether two `[state]` sections are the same. Their `Debug` covers every field (the state

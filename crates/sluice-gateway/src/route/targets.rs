@@ -5,7 +5,7 @@ use sluice_upstream::{
     BalanceConfigError, BalanceTarget, Balancer, BalancerConfig, HealthChecker, Upstream,
 };
 
-use crate::config::{Config, RouteConfig, TargetConfig, UpstreamAuth};
+use crate::config::{Config, RouteConfig, TargetConfig, UpstreamAuth, UpstreamId};
 
 /// One route's balancer and the health checks that run for it (stopped when dropped).
 pub(crate) struct RouteTargets {
@@ -42,12 +42,12 @@ pub(crate) fn build_route(
     let checked: Vec<Upstream> = route
         .targets
         .iter()
-        .map(|t| upstreams[t.upstream].clone())
+        .map(|t| upstreams[t.upstream.index()].clone())
         .collect();
     let health = if route
         .targets
         .iter()
-        .any(|t| config.upstreams[t.upstream].health_check.is_some())
+        .any(|t| config.upstream(t.upstream).health_check.is_some())
     {
         Some(HealthChecker::spawn(&balancer, &checked)?)
     } else {
@@ -69,14 +69,14 @@ pub(crate) fn same_balancer(
     old: &RouteConfig,
     b: &Config,
     new: &RouteConfig,
-    kept: &dyn Fn(usize) -> bool,
+    kept: &dyn Fn(UpstreamId) -> bool,
 ) -> bool {
     old.name == new.name
         && old.balance == new.balance
         && old.outlier == new.outlier
         && old.targets.len() == new.targets.len()
         && old.targets.iter().zip(&new.targets).all(|(x, y)| {
-            let (ux, uy) = (&a.upstreams[x.upstream], &b.upstreams[y.upstream]);
+            let (ux, uy) = (a.upstream(x.upstream), b.upstream(y.upstream));
             kept(y.upstream)
                 && ux.name == uy.name
                 && x.weight == y.weight
@@ -99,7 +99,7 @@ fn balance_target(
     i: usize,
     t: &TargetConfig,
 ) -> BalanceTarget {
-    let ucfg = &config.upstreams[t.upstream];
+    let ucfg = config.upstream(t.upstream);
     let mut name = ucfg.name.clone();
     if tier.iter().filter(|o| o.upstream == t.upstream).count() > 1 {
         name = format!("{name}#{i}");
@@ -149,14 +149,14 @@ fn balance_target(
 
 /// `GET /admin/targets`: every route's balancer — per target its health, ejection, rest,
 /// latency per lane, in-flight and outcome counts — and the balancer's counters.
-pub(crate) fn snapshot_json(state: &crate::generation::State) -> serde_json::Value {
+pub(crate) fn snapshot_json(state: &crate::generation::Generation) -> serde_json::Value {
     use serde_json::json;
     let ms = |d: std::time::Duration| d.as_secs_f64() * 1000.0;
     let routes: Vec<serde_json::Value> = state
         .config
         .routes
         .iter()
-        .zip(&state.targets)
+        .zip(&state.routes)
         .map(|(route, t)| {
             let snap = t.balancer.snapshot();
             let targets: Vec<serde_json::Value> = snap
