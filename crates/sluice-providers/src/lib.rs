@@ -29,6 +29,7 @@ pub mod provider;
 pub mod request;
 pub mod response;
 pub mod shape;
+pub mod sign;
 pub mod stream;
 pub mod usage;
 
