@@ -23,6 +23,7 @@
 pub mod api;
 mod chat;
 pub mod error;
+pub mod eventstream;
 pub mod finish;
 pub mod json_count;
 pub mod provider;
