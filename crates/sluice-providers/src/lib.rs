@@ -21,6 +21,7 @@
 #![deny(missing_docs)]
 
 pub mod api;
+pub mod bedrock;
 mod chat;
 pub mod error;
 pub mod eventstream;
