@@ -17,6 +17,12 @@
 //!   format.
 //!
 //! Usage (tokens) is normalised into one [`usage::Usage`] record whatever the provider.
+//!
+//! AWS Bedrock speaks none of the SSE families, so it has its own entry points in the same
+//! order: [`bedrock::translate_request`] (Converse), [`sign::sigv4::sign`] with credentials
+//! from [`sign::credentials::resolve`], [`bedrock::translate_response`], a
+//! [`bedrock::BedrockStream`] over the AWS event-stream framing ([`eventstream`]) for streams,
+//! and [`bedrock::classify`] for errors.
 #![forbid(unsafe_code)]
 #![deny(missing_docs)]
 

@@ -7,10 +7,16 @@
 //!   pushed at once.
 //! - It holds at most one capped message plus one chunk.
 //! - Each message it returns is exactly the bytes it came from: encoding it again gives them.
+//! - The Bedrock stream translator, fed the same bytes for either client family, never panics,
+//!   gives the same events however the bytes are chunked, and ends with at most one error
+//!   event, last.
 
 #![allow(dead_code)]
 
+use sluice_providers::bedrock::{BedrockStream, BedrockStreamOptions};
 use sluice_providers::eventstream::{DecodeError, Decoder, Message};
+use sluice_providers::stream::{Emitted, EventKind};
+use sluice_providers::Operation;
 
 /// A small cap, so that the fuzzer meets "too long" as easily as "fits".
 const MAX: usize = 4096;
@@ -59,6 +65,39 @@ pub fn chunks(data: &[u8]) -> Vec<&[u8]> {
     out
 }
 
+/// The client events a Bedrock stream translator makes of `chunks`.
+pub fn translate_all<'a>(
+    op: Operation,
+    chunks: impl IntoIterator<Item = &'a [u8]>,
+) -> Vec<Emitted> {
+    let mut t = BedrockStream::new(&BedrockStreamOptions::new(op, "m"));
+    let mut out = Vec::new();
+    for c in chunks {
+        t.feed(c, &mut out);
+    }
+    t.end(&mut out);
+    assert!(t.is_closed(), "the client's stream is closed at the end");
+    out
+}
+
+/// Bytes through the Bedrock translator for both client families, whole and chunked.
+pub fn check_translation(pieces: &[&[u8]]) {
+    let body: Vec<u8> = pieces.concat();
+    for op in [Operation::ChatCompletions, Operation::Messages] {
+        let whole = translate_all(op, [&body[..]]);
+        let chunked = translate_all(op, pieces.iter().copied());
+        assert_eq!(whole, chunked, "chunking changed the client's events");
+        let errors = whole.iter().filter(|e| e.kind == EventKind::Error).count();
+        assert!(errors <= 1, "one error event at most");
+        if errors == 1 {
+            assert_eq!(whole.last().map(|e| e.kind), Some(EventKind::Error));
+        }
+        for e in &whole {
+            assert!(e.bytes.ends_with(b"\n\n"), "complete events only");
+        }
+    }
+}
+
 pub fn check(data: &[u8]) {
     let pieces = chunks(data);
     let body: Vec<u8> = pieces.concat();
@@ -75,4 +114,5 @@ pub fn check(data: &[u8]) {
         );
         at += wire.len();
     }
+    check_translation(&pieces);
 }
