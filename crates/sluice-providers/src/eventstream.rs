@@ -475,12 +475,14 @@ impl Decoder {
         if expected != computed {
             return Err(DecodeError::MessageCrc { expected, computed });
         }
-        let headers_len = be32(&msg[4..8]) as usize;
+        let headers_end = PRELUDE_LEN + be32(&msg[4..8]) as usize;
+        let headers = decode_headers(&msg, PRELUDE_LEN, headers_end)?;
         msg.truncate(total - 4);
-        msg.advance(PRELUDE_LEN);
-        let payload = msg.split_off(headers_len);
-        let headers = decode_headers(msg)?;
-        Ok(Some(Message { headers, payload }))
+        msg.advance(headers_end);
+        Ok(Some(Message {
+            headers,
+            payload: msg,
+        }))
     }
 }
 
@@ -488,53 +490,87 @@ fn be32(b: &[u8]) -> u32 {
     u32::from_be_bytes([b[0], b[1], b[2], b[3]])
 }
 
-/// Takes `n` bytes off the front of `b`, or fails as a header running past its end.
-fn take(b: &mut Bytes, n: usize) -> Result<Bytes, DecodeError> {
-    if b.len() < n {
-        return Err(DecodeError::BadHeader(
-            "a header runs past the end of the headers",
-        ));
-    }
-    Ok(b.split_to(n))
+/// Header names and values every Bedrock event repeats, shared as static strings: a slice of
+/// the message's buffer costs two atomic reference-count updates, and these are most headers.
+const COMMON: [&str; 9] = [
+    ":event-type",
+    ":content-type",
+    ":message-type",
+    ":exception-type",
+    "application/json",
+    "event",
+    "exception",
+    "contentBlockDelta",
+    "chunk",
+];
+
+/// Reads headers from a message's header bytes (`buf` is the whole message, the headers are
+/// `buf[at..end]`), taking name and value bytes as slices of `buf` (or [`COMMON`] strings).
+struct HeaderReader<'a> {
+    buf: &'a Bytes,
+    at: usize,
+    end: usize,
 }
 
-fn decode_headers(mut b: Bytes) -> Result<Vec<Header>, DecodeError> {
+impl HeaderReader<'_> {
+    fn take(&mut self, n: usize) -> Result<std::ops::Range<usize>, DecodeError> {
+        if self.end - self.at < n {
+            return Err(DecodeError::BadHeader(
+                "a header runs past the end of the headers",
+            ));
+        }
+        let r = self.at..self.at + n;
+        self.at += n;
+        Ok(r)
+    }
+
+    fn bytes<const N: usize>(&mut self) -> Result<[u8; N], DecodeError> {
+        let r = self.take(N)?;
+        let mut out = [0u8; N];
+        out.copy_from_slice(&self.buf[r]);
+        Ok(out)
+    }
+
+    fn str(&mut self, n: usize, what: &'static str) -> Result<Str, DecodeError> {
+        let r = self.take(n)?;
+        let raw = &self.buf[r.clone()];
+        if let Some(s) = COMMON.iter().find(|c| c.as_bytes() == raw) {
+            return Ok(Str::from(*s));
+        }
+        std::str::from_utf8(raw).map_err(|_| DecodeError::BadHeader(what))?;
+        Ok(Str(self.buf.slice(r)))
+    }
+}
+
+fn decode_headers(buf: &Bytes, at: usize, end: usize) -> Result<Vec<Header>, DecodeError> {
+    let mut r = HeaderReader { buf, at, end };
     // Bedrock sends three headers per event.
     let mut headers = Vec::with_capacity(4);
-    while !b.is_empty() {
-        let name_len = usize::from(take(&mut b, 1)?[0]);
+    while r.at < r.end {
+        let [name_len] = r.bytes::<1>()?;
         if name_len == 0 {
             return Err(DecodeError::BadHeader("a header name is empty"));
         }
-        let name = Str::from_utf8(take(&mut b, name_len)?)
-            .ok_or(DecodeError::BadHeader("a header name is not UTF-8"))?;
-        let kind = take(&mut b, 1)?[0];
+        let name = r.str(usize::from(name_len), "a header name is not UTF-8")?;
+        let [kind] = r.bytes::<1>()?;
         let value = match kind {
             0 => HeaderValue::Bool(true),
             1 => HeaderValue::Bool(false),
-            2 => HeaderValue::Byte(take(&mut b, 1)?.get_i8()),
-            3 => HeaderValue::Int16(take(&mut b, 2)?.get_i16()),
-            4 => HeaderValue::Int32(take(&mut b, 4)?.get_i32()),
-            5 => HeaderValue::Int64(take(&mut b, 8)?.get_i64()),
-            6 | 7 => {
-                let len = usize::from(take(&mut b, 2)?.get_u16());
-                let v = take(&mut b, len)?;
-                if kind == 6 {
-                    HeaderValue::ByteArray(v)
-                } else {
-                    HeaderValue::String(
-                        Str::from_utf8(v)
-                            .ok_or(DecodeError::BadHeader("a string value is not UTF-8"))?,
-                    )
-                }
+            2 => HeaderValue::Byte(i8::from_be_bytes(r.bytes::<1>()?)),
+            3 => HeaderValue::Int16(i16::from_be_bytes(r.bytes::<2>()?)),
+            4 => HeaderValue::Int32(i32::from_be_bytes(r.bytes::<4>()?)),
+            5 => HeaderValue::Int64(i64::from_be_bytes(r.bytes::<8>()?)),
+            6 => {
+                let len = usize::from(u16::from_be_bytes(r.bytes::<2>()?));
+                let range = r.take(len)?;
+                HeaderValue::ByteArray(buf.slice(range))
             }
-            8 => HeaderValue::Timestamp(take(&mut b, 8)?.get_i64()),
-            9 => {
-                let v = take(&mut b, 16)?;
-                let mut u = [0u8; 16];
-                u.copy_from_slice(&v);
-                HeaderValue::Uuid(u)
+            7 => {
+                let len = usize::from(u16::from_be_bytes(r.bytes::<2>()?));
+                HeaderValue::String(r.str(len, "a string value is not UTF-8")?)
             }
+            8 => HeaderValue::Timestamp(i64::from_be_bytes(r.bytes::<8>()?)),
+            9 => HeaderValue::Uuid(r.bytes::<16>()?),
             other => return Err(DecodeError::BadHeaderType(other)),
         };
         headers.push(Header { name, value });
