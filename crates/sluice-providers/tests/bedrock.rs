@@ -567,6 +567,24 @@ fn exceptions_and_cuts_end_with_an_error_event() {
 }
 
 #[test]
+fn framing_level_errors_end_the_stream() {
+    // `:message-type: error` carries its code and message in headers, not a payload.
+    let m = Message::new(Bytes::new())
+        .with_str(":message-type", "error")
+        .with_str(":error-code", "InternalFailure")
+        .with_str(":error-message", "An internal error occurred");
+    let mut t = BedrockStream::new(&options(Operation::Messages));
+    let mut out = Vec::new();
+    t.feed(&m.to_bytes().unwrap(), &mut out);
+    assert_eq!(kinds(&out), [EventKind::Error]);
+    let err = t.error().unwrap();
+    assert_eq!(err.message, "An internal error occurred");
+    assert_eq!(err.class, ErrorClass::ServerError);
+    t.end(&mut out);
+    assert_eq!(out.len(), 1, "nothing after the error");
+}
+
+#[test]
 fn invoke_stream_chunks_feed_the_anthropic_translators() {
     // InvokeModelWithResponseStream wraps each Anthropic event, base64, in a `chunk` event.
     let event = br#"{"type":"message_stop"}"#;

@@ -224,7 +224,8 @@ impl Reader {
                 let message = m
                     .header_str(":error-message")
                     .unwrap_or("the Bedrock stream reported an error");
-                let e = classify_stream_exception(code, message.as_bytes());
+                let payload = serde_json::json!({ "message": message }).to_string();
+                let e = classify_stream_exception(code, payload.as_bytes());
                 w.fail(&Fault::with(e.status.as_u16(), code, message), out);
                 self.error = Some(e);
                 return Ok(());
