@@ -53,6 +53,21 @@ pub(crate) struct ChatRequest {
     pub prefill: bool,
     /// Client parameters no other family has, as the client named them.
     pub foreign: Vec<String>,
+    /// Where the client marked a cache breakpoint (Anthropic `cache_control`): only Bedrock
+    /// writes them (`cachePoint` blocks); the other writers ignore them as a caching hint.
+    pub cache_points: CachePoints,
+}
+
+/// Cache breakpoints, each as the number of items before it, so they survive the readers
+/// dropping empty items: a point after the first `n` system texts, after the first `n`
+/// function tools, or after the first `n` parts of message `m` (its index in
+/// [`ChatRequest::messages`] as read, before any merging).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub(crate) struct CachePoints {
+    pub system: Vec<usize>,
+    pub tools: Vec<usize>,
+    /// `(message index, parts before the point)`.
+    pub messages: Vec<(usize, usize)>,
 }
 
 impl ChatRequest {
@@ -82,6 +97,7 @@ impl ChatRequest {
             user: None,
             prefill: false,
             foreign: Vec::new(),
+            cache_points: CachePoints::default(),
         }
     }
 

@@ -51,6 +51,22 @@ impl Finish {
         }
     }
 
+    /// A Bedrock Converse `stopReason` (botocore `bedrock-runtime` `StopReason`). A guardrail
+    /// or content filter that stopped the answer is a filtered answer; a malformed output or
+    /// tool call ends the answer without a usable call, as Gemini's `MALFORMED_FUNCTION_CALL`
+    /// does. Unknown values read as [`Finish::Stop`].
+    pub fn from_bedrock(reason: &str) -> Finish {
+        match reason {
+            "tool_use" => Finish::ToolCalls,
+            "max_tokens" => Finish::Length,
+            "stop_sequence" => Finish::StopSequence,
+            "guardrail_intervened" | "content_filtered" => Finish::ContentFilter,
+            "model_context_window_exceeded" => Finish::ContextWindow,
+            // end_turn, malformed_model_output, malformed_tool_use and anything newer.
+            _ => Finish::Stop,
+        }
+    }
+
     /// A Gemini `finishReason`; `has_function_calls` when the candidate's parts include a
     /// `functionCall` (Gemini says `STOP` for those).
     pub fn from_gemini(reason: &str, has_function_calls: bool) -> Finish {
@@ -169,6 +185,31 @@ mod tests {
         );
         assert_eq!(Finish::from_anthropic("pause_turn").as_openai(), "stop");
         assert_eq!(Finish::from_openai("whatever"), Finish::Stop);
+    }
+
+    #[test]
+    fn bedrock_stop_reasons() {
+        for (reason, openai, anthropic) in [
+            ("end_turn", "stop", "end_turn"),
+            ("tool_use", "tool_calls", "tool_use"),
+            ("max_tokens", "length", "max_tokens"),
+            ("stop_sequence", "stop", "stop_sequence"),
+            ("guardrail_intervened", "content_filter", "refusal"),
+            ("content_filtered", "content_filter", "refusal"),
+            (
+                "model_context_window_exceeded",
+                "length",
+                "model_context_window_exceeded",
+            ),
+            ("malformed_tool_use", "stop", "end_turn"),
+        ] {
+            let f = Finish::from_bedrock(reason);
+            assert_eq!(
+                (f.as_openai(), f.as_anthropic()),
+                (openai, anthropic),
+                "{reason}"
+            );
+        }
     }
 
     #[test]

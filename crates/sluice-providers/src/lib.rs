@@ -17,18 +17,27 @@
 //!   format.
 //!
 //! Usage (tokens) is normalised into one [`usage::Usage`] record whatever the provider.
+//!
+//! AWS Bedrock speaks none of the SSE families, so it has its own entry points in the same
+//! order: [`bedrock::translate_request`] (Converse), [`sign::sigv4::sign`] with credentials
+//! from [`sign::credentials::resolve`], [`bedrock::translate_response`], a
+//! [`bedrock::BedrockStream`] over the AWS event-stream framing ([`eventstream`]) for streams,
+//! and [`bedrock::classify`] for errors.
 #![forbid(unsafe_code)]
 #![deny(missing_docs)]
 
 pub mod api;
+pub mod bedrock;
 mod chat;
 pub mod error;
+pub mod eventstream;
 pub mod finish;
 pub mod json_count;
 pub mod provider;
 pub mod request;
 pub mod response;
 pub mod shape;
+pub mod sign;
 pub mod stream;
 pub mod usage;
 

@@ -177,7 +177,7 @@ pub const DEFAULT_ANTHROPIC_VERSION: &str = "2023-06-01";
 
 /// Percent-encodes everything but RFC 3986 unreserved characters, so a model name cannot
 /// add path segments or a query (`../`, `?`, `#`).
-struct PathSegment<'a>(&'a str);
+pub(crate) struct PathSegment<'a>(pub(crate) &'a str);
 
 impl std::fmt::Display for PathSegment<'_> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {

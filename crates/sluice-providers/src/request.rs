@@ -4,10 +4,10 @@
 //! passed on as the same bytes (no parse, no copy). Otherwise the body is parsed once and
 //! rewritten: model renamed, stream usage asked for, or translated to another family.
 
-mod anthropic;
-mod field;
+pub(crate) mod anthropic;
+pub(crate) mod field;
 mod gemini;
-mod openai;
+pub(crate) mod openai;
 
 pub(crate) use openai::parse_arguments;
 
@@ -224,7 +224,7 @@ fn json_error(body: &[u8], e: serde_json::Error) -> RequestError {
     }
 }
 
-fn parse_object(body: &[u8]) -> Result<Map<String, Value>, RequestError> {
+pub(crate) fn parse_object(body: &[u8]) -> Result<Map<String, Value>, RequestError> {
     match serde_json::from_slice::<Value>(body).map_err(|e| json_error(body, e))? {
         Value::Object(m) => Ok(m),
         _ => Err(RequestError::NotAnObject),
@@ -379,9 +379,9 @@ fn same_family_prefill(
 
 /// Parameters a provider cannot honour: refused, or dropped and remembered.
 pub(crate) struct Drops {
-    provider: &'static str,
-    drop: bool,
-    dropped: Vec<String>,
+    pub(crate) provider: &'static str,
+    pub(crate) drop: bool,
+    pub(crate) dropped: Vec<String>,
 }
 
 impl Drops {

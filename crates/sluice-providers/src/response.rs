@@ -7,9 +7,9 @@
 //! over Gemini's `STOP`), tool calls given ids (Gemini's, or made up, carrying any
 //! `thoughtSignature` for the return trip), and usage normalised.
 
-mod anthropic;
+pub(crate) mod anthropic;
 mod gemini;
-mod openai;
+pub(crate) mod openai;
 
 use bytes::Bytes;
 
@@ -149,7 +149,7 @@ impl Choice {
     /// A turn that made tool calls ended because of them, whatever the provider said
     /// (Gemini says `STOP`; some OpenAI-compatible servers say `stop`): the rule streams
     /// follow too ([`Finish::after_tools`]).
-    fn settle_finish(&mut self) {
+    pub(crate) fn settle_finish(&mut self) {
         self.finish = self.finish.after_tools(!self.tool_calls.is_empty());
     }
 }

@@ -66,13 +66,13 @@
 //! upstream's extra fields such as `logprobs` or `system_fingerprint` are not carried): it is
 //! an opt-in, rare path, and rewriting ids inside the upstream's bytes would cost the same.
 
-mod client;
-mod fault;
-mod json;
+pub(crate) mod client;
+pub(crate) mod fault;
+pub(crate) mod json;
 mod passthrough;
 mod scan;
 mod translate;
-mod upstream;
+pub(crate) mod upstream;
 mod wire;
 
 use bytes::Bytes;

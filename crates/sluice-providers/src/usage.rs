@@ -16,29 +16,9 @@ use crate::api::Family;
 use crate::shape::{anthropic, gemini, openai};
 
 mod flat_openai;
+pub(crate) mod record;
 
-/// One request's token usage.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct Usage {
-    /// Prompt tokens, cached ones included.
-    pub input: u64,
-    /// Generated tokens, reasoning included.
-    pub output: u64,
-    /// Prompt tokens read from the provider's cache (a subset of `input`).
-    pub cached_input: u64,
-    /// Reasoning ("thinking") tokens (a subset of `output`).
-    pub reasoning: u64,
-}
-
-impl Usage {
-    /// Adds another attempt's or continuation's usage.
-    pub fn add(&mut self, other: &Usage) {
-        self.input += other.input;
-        self.output += other.output;
-        self.cached_input += other.cached_input;
-        self.reasoning += other.reasoning;
-    }
-}
+pub use record::Usage;
 
 /// The usage a provider's JSON body (or a stream event's data) reports, found without parsing
 /// the body: the last `"usage"` key (`"usageMetadata"` for Gemini) followed by `:` is

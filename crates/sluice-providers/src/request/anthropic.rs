@@ -23,7 +23,7 @@ pub(crate) fn read(map: Map<String, Value>) -> Result<ChatRequest, RequestError>
             "model" => r.model = field::string(v, &"model")?.unwrap_or_default(),
             "messages" => messages = field::array(v, &"messages")?,
             "max_tokens" => r.max_tokens = field::uint(&v, &"max_tokens")?,
-            "system" => read_system(v, &mut r.system)?,
+            "system" => read_system(v, &mut r.system, &mut r.cache_points.system)?,
             "metadata" => {
                 if let Some(mut m) = field::object(v, &"metadata")? {
                     r.user = field::string(
@@ -56,6 +56,20 @@ pub(crate) fn read(map: Map<String, Value>) -> Result<ChatRequest, RequestError>
     let messages = messages.ok_or_else(|| invalid(&"messages", "is required"))?;
     read_messages(messages, &mut r)?;
     if let Some(tools) = tools {
+        // Breakpoints count the function tools before them: server tools are not among
+        // `r.tools` (they are refused or dropped).
+        let mut functions = 0;
+        for t in &tools {
+            if t.get("type")
+                .and_then(Value::as_str)
+                .is_none_or(|k| k == "custom")
+            {
+                functions += 1;
+                if has_cache_control(t) {
+                    r.cache_points.tools.push(functions);
+                }
+            }
+        }
         r.tools = read_tools(tools, &mut r.foreign)?;
     }
     if let Some(c) = tool_choice {
@@ -65,7 +79,16 @@ pub(crate) fn read(map: Map<String, Value>) -> Result<ChatRequest, RequestError>
     Ok(r)
 }
 
-fn read_system(v: Value, system: &mut Vec<String>) -> Result<(), RequestError> {
+/// Whether a block or tool carries a `cache_control` breakpoint.
+fn has_cache_control(v: &Value) -> bool {
+    v.get("cache_control").is_some_and(|c| !c.is_null())
+}
+
+fn read_system(
+    v: Value,
+    system: &mut Vec<String>,
+    cache_points: &mut Vec<usize>,
+) -> Result<(), RequestError> {
     match v {
         Value::Null => {}
         Value::String(s) => {
@@ -81,10 +104,15 @@ fn read_system(v: Value, system: &mut Vec<String>) -> Result<(), RequestError> {
                 if b.get("type").and_then(Value::as_str) != Some("text") {
                     return Err(invalid(&param, "must be a text block"));
                 }
-                // `cache_control` is a caching hint: the text is the same without it.
+                // `cache_control` is a caching hint: the text is the same without it. Kept
+                // aside for the upstreams that take breakpoints (Bedrock).
+                let cached = b.get("cache_control").is_some_and(|c| !c.is_null());
                 let t = field::required_string(b.remove("text"), &format_args!("{param}.text"))?;
                 if !t.is_empty() {
                     system.push(t);
+                }
+                if cached {
+                    cache_points.push(system.len());
                 }
             }
         }
@@ -150,8 +178,14 @@ fn read_messages(messages: Vec<Value>, r: &mut ChatRequest) -> Result<(), Reques
             Value::Array(blocks) => {
                 let mut parts = Vec::with_capacity(blocks.len());
                 for (j, b) in blocks.into_iter().enumerate() {
+                    let cached = has_cache_control(&b);
                     if let Some(p) = read_block(b, i, j, &mut names, &mut r.foreign)? {
                         parts.push(p);
+                    }
+                    if cached {
+                        r.cache_points
+                            .messages
+                            .push((r.messages.len(), parts.len()));
                     }
                 }
                 parts

@@ -49,7 +49,7 @@ pub(super) fn read(body: &[u8], model: &str) -> Result<Answer, String> {
 
 /// The first choice as a message (Anthropic has one answer per request; its clients cannot
 /// ask for more).
-pub(super) fn write(a: Answer) -> Result<Bytes, String> {
+pub(crate) fn write(a: Answer) -> Result<Bytes, String> {
     let c = a.choices.into_iter().next().unwrap_or(Choice {
         index: 0,
         text: String::new(),

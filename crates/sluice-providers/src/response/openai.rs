@@ -52,7 +52,7 @@ pub(super) fn read(body: &[u8], model: &str) -> Result<Answer, String> {
     })
 }
 
-pub(super) fn write(a: Answer, now_unix: u64) -> Result<Bytes, String> {
+pub(crate) fn write(a: Answer, now_unix: u64) -> Result<Bytes, String> {
     let choices = a
         .choices
         .into_iter()

@@ -5,7 +5,7 @@
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use crate::usage::Usage;
+use crate::usage::record::Usage;
 
 /// A request to `POST /messages` or `/messages/count_tokens`, as written by a translation
 /// (APY `message_create_params.py`, `message_count_tokens_params.py`).

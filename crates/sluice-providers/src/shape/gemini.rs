@@ -6,7 +6,7 @@
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use crate::usage::Usage;
+use crate::usage::record::Usage;
 
 /// A `models/{model}:generateContent` (or `:streamGenerateContent`) request body.
 #[derive(Clone, Debug, Default, Serialize)]

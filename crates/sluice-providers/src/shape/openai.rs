@@ -5,7 +5,7 @@
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use crate::usage::Usage;
+use crate::usage::record::Usage;
 
 /// A request to `POST /chat/completions`, as written by a translation (OAS
 /// `CreateChatCompletionRequest`). Only fields some other family can express exist here.

@@ -131,6 +131,11 @@ impl Fault {
         )
     }
 
+    /// An error the caller has already read (a Bedrock exception message's type and text).
+    pub(crate) fn with(status: u16, code: &str, message: &str) -> Fault {
+        Fault::new(status, code, message)
+    }
+
     /// The upstream sent an event this translator cannot read.
     pub(crate) fn malformed(provider: &str, what: &str) -> Fault {
         Fault::new(
