@@ -427,6 +427,46 @@ pub fn sse_error_event(family: Family, status: StatusCode, code: &str, message: 
     sluice_providers::error::sse_error_event(family, status, code, message)
 }
 
+/// Why the gateway stopped reading a request body.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum ClientBodyError {
+    /// No piece of the body for `body_idle`.
+    #[error("no request body bytes for {0:?}")]
+    Idle(Duration),
+    /// The body was not complete within `body`.
+    #[error("the request body was not complete within {0:?}")]
+    Total(Duration),
+    /// The memory budget could not take the next piece.
+    #[error(transparent)]
+    OverBudget(#[from] crate::body_budget::OverBudget),
+}
+
+impl ClientBodyError {
+    /// The client's error.
+    pub(crate) fn to_gateway_error(&self) -> GatewayError {
+        match self {
+            ClientBodyError::Idle(t) => GatewayError::ClientBodyTimeout {
+                timeout: *t,
+                what: "no data from the client for too long",
+            },
+            ClientBodyError::Total(t) => GatewayError::ClientBodyTimeout {
+                timeout: *t,
+                what: "not complete in time",
+            },
+            ClientBodyError::OverBudget(o) => GatewayError::OverBudget { limit: o.limit },
+        }
+    }
+}
+
+/// The client's error for a failed body read, if the gateway itself stopped it (a timeout or
+/// the memory budget); `None` for the client's own failures.
+pub(crate) fn client_body_error(
+    e: &(dyn std::error::Error + Send + Sync + 'static),
+) -> Option<GatewayError> {
+    e.downcast_ref::<ClientBodyError>()
+        .map(ClientBodyError::to_gateway_error)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

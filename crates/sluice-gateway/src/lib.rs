@@ -15,7 +15,6 @@ pub use sluice_config as config;
 /// The access log (`sluice-telemetry`), under the name the gateway's API has always used.
 pub use sluice_telemetry::access_log;
 
-mod admin;
 pub mod admit;
 mod body_budget;
 mod clock;
@@ -23,6 +22,7 @@ pub mod control;
 mod ctx;
 mod edge;
 pub mod error;
+mod gateway;
 mod generation;
 mod headers;
 mod outbound;
@@ -34,5 +34,6 @@ mod request;
 pub mod route;
 pub mod workers;
 
+pub use control::AdminView;
 pub use control::{ConfigSource, Overrides, ReloadError, ReloadOutcome};
-pub use edge::{Gateway, ReloadHandle, StartError};
+pub use gateway::{Gateway, ReloadHandle, StartError};

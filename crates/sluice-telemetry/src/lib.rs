@@ -12,7 +12,8 @@
 //!   written by its own thread);
 //! - [`pools`]: the upstream pools' metrics, read at scrape time;
 //! - [`untrusted`]: how client-supplied text is capped and escaped before it is logged or
-//!   echoed.
+//!   echoed;
+//! - [`view`]: the plain snapshots the admin plane reads (readiness, which config runs).
 #![forbid(unsafe_code)]
 
 pub mod access_log;
@@ -24,6 +25,7 @@ pub mod pools;
 pub mod record;
 pub mod trace;
 pub mod untrusted;
+pub mod view;
 
 pub use end_reason::EndReason;
 pub use metrics::Telemetry;

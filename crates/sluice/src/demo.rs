@@ -18,13 +18,13 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use crate::Server;
 use bytes::Bytes;
 use http::{HeaderName, HeaderValue};
 use http_body_util::BodyExt;
 use serde::Serialize;
 use sluice_bench::{probe, ProbeOpts, ProbeReport, Progress};
 use sluice_gateway::config::Config;
-use sluice_gateway::Gateway;
 use sluice_mock::{MockConfig, MockServer};
 use sluice_upstream::{Protocol, Upstream, UpstreamConfig};
 use tokio::time::{sleep, Instant};
@@ -159,7 +159,7 @@ pub struct Stack {
     /// The upstream.
     pub mock: MockServer,
     /// The gateway, routing every model to the mock.
-    pub gateway: Gateway,
+    pub gateway: Server,
 }
 
 impl Stack {
@@ -178,7 +178,7 @@ impl Stack {
             scenario: setup.name(),
             reason: e.to_string(),
         })?;
-        let gateway = Gateway::start(cfg).await?;
+        let gateway = Server::start(cfg).await?;
         Ok(Stack { mock, gateway })
     }
 

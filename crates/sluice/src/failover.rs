@@ -20,12 +20,12 @@ use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 use std::time::Duration;
 
+use crate::Server;
 use serde::Serialize;
 use sluice_bench::chat::{self, ChatResult};
 use sluice_bench::report::num;
 use sluice_bench::{Causes, Mark, Page, Progress, Sample, Section, Summary};
 use sluice_gateway::config::Config;
-use sluice_gateway::Gateway;
 use sluice_mock::{Behavior, MockConfig, MockServer};
 use tokio::task::JoinSet;
 use tokio::time::Instant;
@@ -286,7 +286,7 @@ pub struct FailoverReport {
 struct Stack {
     primary: MockServer,
     fallback: MockServer,
-    gateway: Gateway,
+    gateway: Server,
     config: String,
 }
 
@@ -310,7 +310,7 @@ impl Stack {
         let config = plan.config_toml(&primary.url(), &fallback.url());
         let cfg = Config::from_toml(&config, &|_| None)
             .map_err(|e| FailoverError::Config(e.to_string()))?;
-        let gateway = Gateway::start(cfg).await?;
+        let gateway = Server::start(cfg).await?;
         Ok(Stack {
             primary,
             fallback,

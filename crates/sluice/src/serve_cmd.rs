@@ -4,8 +4,9 @@ use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 
 use anyhow::Context as _;
+use sluice::Server;
 use sluice_gateway::config::{Config, EnvMode};
-use sluice_gateway::{ConfigSource, Gateway, Overrides, ReloadHandle};
+use sluice_gateway::{ConfigSource, Overrides, ReloadHandle};
 
 /// Log line format.
 #[derive(Clone, Copy, Debug, clap::ValueEnum)]
@@ -185,8 +186,8 @@ pub fn serve(args: ServeArgs) -> anyhow::Result<()> {
         // an uninstalled SIGHUP would end the process.
         let signals = Signals::install();
         let mut gateway = match &workers {
-            Some(w) => Gateway::start_on_workers(cfg, Some(source), w.clone()).await?,
-            None => Gateway::start_with_source(cfg, source).await?,
+            Some(w) => Server::start_on_workers(cfg, Some(source), w.clone()).await?,
+            None => Server::start_with_source(cfg, source).await?,
         };
         if args.watch {
             gateway.watch_config(WATCH_EVERY);

@@ -11,14 +11,8 @@ use sluice_state::{Check, CheckKind, Quota};
 use super::{Keys, ScopeRef, VirtualKey, TRACKING_PERIOD};
 use crate::config::{Limits, RateLimit};
 
-/// An admin answer: a status and a JSON body.
-#[derive(Debug)]
-pub struct AdminReply {
-    /// 200, 404 (no such key) or 503 (the state store failed).
-    pub status: StatusCode,
-    /// The JSON body.
-    pub body: Bytes,
-}
+/// An admin answer: 200, 404 (no such key) or 503 (the state store failed), and a JSON body.
+pub use sluice_telemetry::view::AdminReply;
 
 /// Answers `GET /admin/keys/{rest}`: `rest` empty lists the keys (id, owner, team, revoked);
 /// a key id shows that key with its limits, what is left of them now and its spend (read

@@ -12,7 +12,6 @@ use tokio::time::Instant;
 
 use super::{KeyError, Keys, VirtualKey};
 use crate::headers::REQUEST_ID;
-use crate::request::GatewayBody;
 
 /// The request header (a constant: a `&str` name is parsed and hashed on every use).
 pub(crate) const IDEMPOTENCY_KEY: HeaderName = HeaderName::from_static("idempotency-key");
@@ -125,17 +124,21 @@ fn body_hash(path: &str, body: &[u8]) -> BodyHash {
 /// What of a finished non-streaming response is kept for replay: a success's status, body
 /// and content headers. `None` for anything else, whose record is released so a retry runs
 /// again.
-pub(crate) fn to_store(r: &Response<GatewayBody>) -> Option<StoredResponse> {
-    let body = match r.body() {
-        GatewayBody::Full(Some(b)) if r.status().is_success() => b.clone(),
+pub(crate) fn to_store(
+    status: StatusCode,
+    headers: &http::HeaderMap,
+    body: Option<&Bytes>,
+) -> Option<StoredResponse> {
+    let body = match body {
+        Some(b) if status.is_success() => b.clone(),
         _ => return None,
     };
     let headers = KEPT
         .iter()
-        .filter_map(|n| r.headers().get(n).map(|v| (n.clone(), v.clone())))
+        .filter_map(|n| headers.get(n).map(|v| (n.clone(), v.clone())))
         .collect();
     Some(StoredResponse {
-        status: r.status(),
+        status,
         headers,
         body,
     })
@@ -161,13 +164,13 @@ pub(crate) async fn complete(keys: &Keys, guard: IdempotencyGuard, stored: Optio
 }
 
 /// The stored response, as this request's answer.
-pub(crate) fn replay(stored: StoredResponse, request_id: &HeaderValue) -> Response<GatewayBody> {
+pub(crate) fn replay(stored: StoredResponse, request_id: &HeaderValue) -> Response<Bytes> {
     let StoredResponse {
         status,
         headers,
         body,
     } = stored;
-    let mut r = Response::new(GatewayBody::Full(Some(body)));
+    let mut r = Response::new(body);
     *r.status_mut() = if status.as_u16() < 200 {
         StatusCode::OK
     } else {

@@ -14,50 +14,10 @@ use bytes::Bytes;
 use http_body::{Body, Frame, SizeHint};
 use tokio::time::{Instant, Sleep};
 
-use crate::body_budget::{BodyLease, OverBudget};
-use crate::error::GatewayError;
+use crate::body_budget::BodyLease;
+use crate::error::ClientBodyError;
 
 type BoxError = Box<dyn StdError + Send + Sync>;
-
-/// Why the gateway stopped reading a request body.
-#[derive(Debug, thiserror::Error)]
-pub(crate) enum ClientBodyError {
-    /// No piece of the body for `body_idle`.
-    #[error("no request body bytes for {0:?}")]
-    Idle(Duration),
-    /// The body was not complete within `body`.
-    #[error("the request body was not complete within {0:?}")]
-    Total(Duration),
-    /// The memory budget could not take the next piece.
-    #[error(transparent)]
-    OverBudget(#[from] OverBudget),
-}
-
-impl ClientBodyError {
-    /// The client's error.
-    pub(crate) fn to_gateway_error(&self) -> GatewayError {
-        match self {
-            ClientBodyError::Idle(t) => GatewayError::ClientBodyTimeout {
-                timeout: *t,
-                what: "no data from the client for too long",
-            },
-            ClientBodyError::Total(t) => GatewayError::ClientBodyTimeout {
-                timeout: *t,
-                what: "not complete in time",
-            },
-            ClientBodyError::OverBudget(o) => GatewayError::OverBudget { limit: o.limit },
-        }
-    }
-}
-
-/// The client's error for a failed body read, if the gateway itself stopped it (a timeout or
-/// the memory budget); `None` for the client's own failures.
-pub(crate) fn client_body_error(
-    e: &(dyn StdError + Send + Sync + 'static),
-) -> Option<GatewayError> {
-    e.downcast_ref::<ClientBodyError>()
-        .map(ClientBodyError::to_gateway_error)
-}
 
 struct Timers {
     gap: Pin<Box<Sleep>>,

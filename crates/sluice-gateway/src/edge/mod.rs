@@ -26,12 +26,10 @@ use prometheus_client::metrics::counter::Counter;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::oneshot;
-use tokio::task::JoinHandle;
 use tokio::time::Instant;
 use tokio_rustls::TlsAcceptor;
-use tokio_util::sync::{CancellationToken, DropGuard};
+use tokio_util::sync::CancellationToken;
 
-pub(crate) use body::client_body_error;
 use io::{ConnIo, GOAWAY_ENHANCE_YOUR_CALM, H2_PREFACE_START};
 use limits::{ConnLimits, ConnSlot, Refusal};
 use metrics::{IngressMetrics, RequestRefusal};
@@ -39,11 +37,9 @@ use resets::ResetGuard;
 use watch::{CloseReason, ConnTracker};
 
 use crate::body_budget::BodyBudget;
-use crate::config::{ClientTimeouts, Config, ServerConfig, TlsFiles};
-use crate::control::{ConfigSource, ReloadError, ReloadMetrics, ReloadOutcome, Reloader};
+use crate::config::{ClientTimeouts, ServerConfig, TlsFiles};
 use crate::edge::client_ip::TrustedProxies;
-use crate::generation::GenerationCell;
-use sluice_telemetry::Telemetry;
+use crate::generation::{GenerationCell, Shared};
 
 /// What every connection of the ingress shares: the request path's state, and the edge's
 /// limits and their accounting.
@@ -68,159 +64,24 @@ pub(crate) struct Ingress {
     last_refusal_log_ms: AtomicU64,
 }
 
-/// Why the gateway could not start. Nothing is left half-started.
-#[derive(Debug, thiserror::Error)]
-pub enum StartError {
-    /// The listen address could not be bound.
-    #[error("cannot listen on {addr}")]
-    Bind {
-        /// The address.
-        addr: SocketAddr,
-        /// The OS error.
-        source: std::io::Error,
-    },
-    /// The listener's TLS files are unusable.
-    #[error("server.tls: {0}")]
-    Tls(String),
-    /// An upstream's settings were rejected.
-    #[error("{0}")]
-    Upstream(#[from] sluice_upstream::UpstreamConfigError),
-    /// A route's balancer settings were rejected.
-    #[error("{0}")]
-    Balance(#[from] sluice_upstream::BalanceConfigError),
-    /// The access log's file cannot be opened.
-    #[error("server.access_log: cannot open {sink}")]
-    AccessLog {
-        /// The sink as configured.
-        sink: String,
-        /// The OS error.
-        source: std::io::Error,
-    },
-    /// The admin address is reachable from other hosts and no `server.admin_token` is set.
-    #[error("server.admin_listen: {0} is not loopback: set server.admin_token")]
-    AdminUnprotected(SocketAddr),
-    /// The state store's settings were rejected.
-    #[error("state: {0}")]
-    State(#[from] sluice_state::ConfigError),
+/// The edge's limits and their accounting, set up before the first generation (their
+/// metrics go into the registry while it can still be changed).
+pub(crate) struct EdgeSetup {
+    budget: Arc<BodyBudget>,
+    resets: ResetGuard,
+    trusted: TrustedProxies,
+    timeouts: ClientTimeouts,
+    request_rate: Option<u32>,
+    metrics: IngressMetrics,
+    limits: Arc<ConnLimits>,
+    epoch: Instant,
 }
 
-impl From<crate::generation::BuildError> for StartError {
-    fn from(e: crate::generation::BuildError) -> Self {
-        match e {
-            crate::generation::BuildError::Upstream(e) => StartError::Upstream(e),
-            crate::generation::BuildError::Balance(e) => StartError::Balance(e),
-        }
-    }
-}
-
-/// A running gateway.
-#[derive(Debug)]
-pub struct Gateway {
-    addr: SocketAddr,
-    /// The admin plane; it stops when the gateway is dropped or has shut down.
-    admin: crate::admin::AdminHandle,
-    telemetry: Arc<Telemetry>,
-    reloader: Arc<Reloader>,
-    /// Stops the config file's watch (`--watch`) when the gateway is dropped.
-    watcher: Option<DropGuard>,
-    stop: CancellationToken,
-    task: JoinHandle<()>,
-}
-
-/// Reloads a running gateway's config; a clone of the gateway's (for signal handlers).
-#[derive(Clone, Debug)]
-pub struct ReloadHandle(Arc<Reloader>);
-
-impl ReloadHandle {
-    /// Reads the config file again and applies it: see [`Gateway::reload`].
-    ///
-    /// # Errors
-    /// [`ReloadError`]: the running config stays.
-    pub async fn reload(&self) -> Result<ReloadOutcome, ReloadError> {
-        self.0.reload().await
-    }
-}
-
-impl Gateway {
-    /// Builds the upstreams, binds the listener and starts serving on the current runtime.
-    /// Without a config file, [`Gateway::reload`] (and `POST /admin/reload`) answer
-    /// [`ReloadError::NoSource`]: see [`Gateway::start_with_source`].
-    ///
-    /// # Errors
-    /// [`StartError`] if the address is taken, the TLS files do not load, or an upstream's
-    /// settings are rejected.
-    pub async fn start(config: Config) -> Result<Gateway, StartError> {
-        Gateway::launch(config, None, None).await
-    }
-
-    /// [`Gateway::start`] with the file `config` was read from, which a reload reads again.
-    ///
-    /// # Errors
-    /// As [`Gateway::start`].
-    pub async fn start_with_source(
-        config: Config,
-        source: ConfigSource,
-    ) -> Result<Gateway, StartError> {
-        Gateway::launch(config, Some(source), None).await
-    }
-
-    /// [`Gateway::start_with_source`] (or [`Gateway::start`] without a file), serving each
-    /// client connection on one of `workers`'
-    /// threads instead of the current runtime (what `sluice serve` does; see
-    /// [`Workers`](crate::workers::Workers)). The accept loop, the admin plane and the
-    /// background tasks stay on the current runtime. Keep `workers` until
-    /// [`Gateway::wait`] or [`Gateway::shutdown`] has returned.
-    ///
-    /// # Errors
-    /// As [`Gateway::start`].
-    pub async fn start_on_workers(
-        config: Config,
-        source: Option<ConfigSource>,
-        workers: Arc<crate::workers::Workers>,
-    ) -> Result<Gateway, StartError> {
-        Gateway::launch(config, source, Some(workers)).await
-    }
-
-    async fn launch(
-        config: Config,
-        source: Option<ConfigSource>,
-        workers: Option<Arc<crate::workers::Workers>>,
-    ) -> Result<Gateway, StartError> {
-        let tls = config.server.tls.as_ref().map(tls_acceptor).transpose()?;
-        let listen = config.server.listen;
-        let listener = TcpListener::bind(listen)
-            .await
-            .map_err(|source| StartError::Bind {
-                addr: listen,
-                source,
-            })?;
-        let addr = listener.local_addr().map_err(|source| StartError::Bind {
-            addr: listen,
-            source,
-        })?;
-        let admin_addr = config.server.admin_addr();
-        if config.server.check_admin_exposure().is_err() {
-            return Err(StartError::AdminUnprotected(admin_addr));
-        }
-        let mut telemetry = Telemetry::new();
-        telemetry
-            .start_access_log(
-                &config.server.access_log,
-                config.server.log_format,
-                config.server.access_log_queue,
-            )
-            .map_err(|source| StartError::AccessLog {
-                sink: format!("{:?}", config.server.access_log),
-                source,
-            })?;
-        telemetry.start_tracer(&config.telemetry);
-        // Registered once, filled by each generation.
-        let pools = sluice_telemetry::pools::PoolCollector::new(Vec::new());
-        telemetry.register_pools(pools.clone());
-        let reload_metrics = ReloadMetrics::register(telemetry.registry_mut());
-        let keys = crate::admit::Keys::start(&config).await?;
-        keys.register_metrics(telemetry.registry_mut());
-        let server = &config.server;
+impl EdgeSetup {
+    pub(crate) fn new(
+        server: &ServerConfig,
+        registry: &mut prometheus_client::registry::Registry,
+    ) -> Self {
         let fds = sluice_upstream::fd_limit();
         let max_connections = server
             .max_connections
@@ -230,138 +91,47 @@ impl Gateway {
             memory_budget = server.memory_budget,
             "{fds}; client connections are capped at {max_connections}"
         );
-        let conn_limits = ConnLimits::new(max_connections, server.max_connections_per_ip);
+        let limits = ConnLimits::new(max_connections, server.max_connections_per_ip);
         let budget = BodyBudget::new(server.memory_budget);
-        let metrics = IngressMetrics::register(
-            telemetry.registry_mut(),
-            conn_limits.clone(),
-            budget.clone(),
-        );
+        let metrics = IngressMetrics::register(registry, limits.clone(), budget.clone());
         let epoch = Instant::now();
-        let grace = server.shutdown_grace;
-        let (resets, trusted, timeouts, request_rate) = (
-            ResetGuard::new(server.client_resets, epoch),
-            TrustedProxies::new(server.trusted_proxies.clone()),
-            server.client_timeouts,
-            server.max_connection_request_rate,
-        );
-        let telemetry = Arc::new(telemetry);
-        let parts = crate::generation::Parts {
-            telemetry: telemetry.clone(),
-            keys,
-            shared: Arc::new(crate::generation::Shared::new()),
-            version: 1,
-        };
-        let (state, _) = crate::generation::build(config, None, parts)?;
-        pools.set(state.pool_list());
-        let (draining, streams_deadline) = (
-            state.shared.draining.clone(),
-            state.shared.streams_deadline.clone(),
-        );
-        let cell = Arc::new(GenerationCell::from_pointee(state));
-        let reloader = Arc::new(Reloader::new(cell.clone(), source, pools, reload_metrics));
-        let admin = crate::admin::start(reloader.clone(), admin_addr)
-            .await
-            .map_err(|source| StartError::Bind {
-                addr: admin_addr,
-                source,
-            })?;
-        let ingress = Arc::new(Ingress {
-            state: cell,
-            draining,
-            streams_deadline,
+        EdgeSetup {
             budget,
-            resets,
-            trusted,
-            timeouts,
-            request_rate,
-            malformed: metrics.requests_refused(RequestRefusal::MalformedHead),
+            resets: ResetGuard::new(server.client_resets, epoch),
+            trusted: TrustedProxies::new(server.trusted_proxies.clone()),
+            timeouts: server.client_timeouts,
+            request_rate: server.max_connection_request_rate,
             metrics,
-            limits: conn_limits,
+            limits,
             epoch,
+        }
+    }
+
+    /// The ingress every connection shares, serving the generations of `cell`.
+    pub(crate) fn into_ingress(self, cell: Arc<GenerationCell>, shared: &Shared) -> Arc<Ingress> {
+        Arc::new(Ingress {
+            state: cell,
+            draining: shared.draining.clone(),
+            streams_deadline: shared.streams_deadline.clone(),
+            budget: self.budget,
+            resets: self.resets,
+            trusted: self.trusted,
+            timeouts: self.timeouts,
+            request_rate: self.request_rate,
+            malformed: self.metrics.requests_refused(RequestRefusal::MalformedHead),
+            metrics: self.metrics,
+            limits: self.limits,
+            epoch: self.epoch,
             last_refusal_log_ms: AtomicU64::new(0),
-        });
-        let stop = CancellationToken::new();
-        let task = tokio::spawn(serve(listener, tls, ingress, workers, stop.clone(), grace));
-        Ok(Gateway {
-            addr,
-            admin,
-            telemetry,
-            reloader,
-            watcher: None,
-            stop,
-            task,
         })
-    }
-
-    /// Reads the config file again and, if it is valid and needs no restart, applies it to new
-    /// requests; requests already running finish on the config they started with. What
-    /// `SIGHUP`, `POST /admin/reload` and `--watch` do.
-    ///
-    /// # Errors
-    /// [`ReloadError`]: invalid (with the field and reason), a setting that needs a restart,
-    /// or no config file. The running config stays in force.
-    pub async fn reload(&self) -> Result<ReloadOutcome, ReloadError> {
-        self.reloader.reload().await
-    }
-
-    /// A handle that reloads this gateway's config (for signal handlers).
-    pub fn reload_handle(&self) -> ReloadHandle {
-        ReloadHandle(self.reloader.clone())
-    }
-
-    /// Polls the config file every `every` and reloads it when it has changed (and stayed
-    /// the same for one more poll, so a file caught half-written is not loaded). Stops when
-    /// the gateway shuts down or is dropped. Does nothing without a config file.
-    pub fn watch_config(&mut self, every: Duration) {
-        let stop = self.stop.child_token();
-        tokio::spawn(crate::control::watch_file(
-            self.reloader.clone(),
-            every,
-            stop.clone(),
-        ));
-        self.watcher = Some(stop.drop_guard());
-    }
-
-    /// The bound address.
-    pub fn addr(&self) -> SocketAddr {
-        self.addr
-    }
-
-    /// The admin plane's bound address (`/metrics`, `/admin/*`, `/readyz`).
-    pub fn admin_addr(&self) -> SocketAddr {
-        self.admin.addr()
-    }
-
-    /// The metrics registry.
-    pub fn telemetry(&self) -> &Arc<Telemetry> {
-        &self.telemetry
-    }
-
-    /// Graceful shutdown: stop accepting, GOAWAY to HTTP/2 clients, let streams run for up to
-    /// `shutdown_grace`, then end the rest with an error event. Returns when every connection
-    /// has closed.
-    pub async fn shutdown(self) {
-        self.stop.cancel();
-        let _ = self.task.await;
-    }
-
-    /// A handle that starts the graceful shutdown when cancelled (for signal handlers).
-    pub fn stop_token(&self) -> CancellationToken {
-        self.stop.clone()
-    }
-
-    /// Waits until the gateway has stopped.
-    pub async fn wait(self) {
-        let _ = self.task.await;
     }
 }
 
-fn tls_acceptor(files: &TlsFiles) -> Result<TlsAcceptor, StartError> {
+pub(crate) fn tls_acceptor(files: &TlsFiles) -> Result<TlsAcceptor, String> {
     // The same loading `check-config` runs, so a config that checks ok also starts.
     crate::config::tls::server_config(files)
         .map(|cfg| TlsAcceptor::from(Arc::new(cfg)))
-        .map_err(|e| StartError::Tls(e.to_string()))
+        .map_err(|e| e.to_string())
 }
 
 /// hyper's connection settings. HTTP/1.1's own header-read timeout is off: it starts when a
@@ -423,7 +193,7 @@ async fn all_closed(conns: &mut tokio::task::JoinSet<()>) {
     while conns.join_next().await.is_some() {}
 }
 
-async fn serve(
+pub(crate) async fn serve(
     listener: TcpListener,
     tls: Option<TlsAcceptor>,
     ing: Arc<Ingress>,

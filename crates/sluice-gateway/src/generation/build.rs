@@ -200,7 +200,7 @@ pub(crate) fn build(
         loaded_at: SystemTime::now(),
     };
     let generation = Generation {
-        config,
+        config: Arc::new(config),
         info,
         upstreams,
         routes,

@@ -86,7 +86,7 @@ pub(crate) struct UpstreamRt {
 
 /// Everything requests share: one config's worth.
 pub(crate) struct Generation {
-    pub(crate) config: Config,
+    pub(crate) config: Arc<Config>,
     /// Which config this is.
     pub(crate) info: GenerationInfo,
     /// Indexed by [`UpstreamId`], as `config.upstreams`.

@@ -215,7 +215,7 @@ where
     match collect(Limited::new(body, limit as usize)).await {
         Ok(b) => Ok(b),
         Err(e) if e.is::<http_body_util::LengthLimitError>() => Err(too_large()),
-        Err(e) => match crate::edge::client_body_error(&*e) {
+        Err(e) => match crate::error::client_body_error(&*e) {
             // A timeout or the memory budget, decided by the ingress.
             Some(g) => {
                 let reason = g.end_reason();
@@ -348,7 +348,8 @@ where
         crate::admit::IdempotencyStart::None => None,
         crate::admit::IdempotencyStart::Run(g) => Some(g),
         crate::admit::IdempotencyStart::Replay(stored) => {
-            return Ok(Admitted::Replay(crate::admit::replay(stored, &request_id)));
+            let r = crate::admit::replay(stored, &request_id);
+            return Ok(Admitted::Replay(r.map(|b| GatewayBody::Full(Some(b)))));
         }
     };
     let reserve = crate::admit::reservation(max_tokens, bytes.len());

@@ -57,7 +57,11 @@ pub(crate) async fn with_limits(
         h.insert(name, value);
     }
     if let Some((g, keys)) = store {
-        let stored = crate::admit::to_store(&r);
+        let body = match r.body() {
+            GatewayBody::Full(Some(b)) => Some(b),
+            _ => None,
+        };
+        let stored = crate::admit::to_store(r.status(), r.headers(), body);
         // Boxed: a rare wait, which would otherwise take room in every keyed request's
         // future.
         Box::pin(crate::admit::complete(&keys, g, stored)).await;

@@ -28,12 +28,12 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
+use crate::Server;
 use serde::Serialize;
 use sluice_bench::chat::{self, ChatResult, Kind};
 use sluice_bench::report::num;
 use sluice_bench::{Causes, Mark, Progress, Sample, Summary};
 use sluice_gateway::config::Config;
-use sluice_gateway::Gateway;
 use sluice_mock::{Behavior, MockConfig, MockServer, ReqRecord, Stats};
 use sluice_upstream::{BalancePolicy, Upstream};
 use tokio::task::JoinSet;
@@ -420,10 +420,10 @@ async fn gateway(
     plan: &LbPlan,
     replicas: &[(&str, String)],
     policy: BalancePolicy,
-) -> Result<(Gateway, String), LbError> {
+) -> Result<(Server, String), LbError> {
     let text = plan.config_toml(replicas, policy);
     let cfg = Config::from_toml(&text, &|_| None).map_err(|e| LbError::Config(e.to_string()))?;
-    Ok((Gateway::start(cfg).await?, text))
+    Ok((Server::start(cfg).await?, text))
 }
 
 /// The clients' requests in a mock's records.

@@ -2,14 +2,14 @@
 //! each provider's format: OpenAI clients reach Anthropic and Gemini upstreams, Anthropic
 //! clients reach OpenAI and Gemini ones; usage for every request; errors re-expressed.
 
+use sluice::Server;
 use sluice_gateway::config::Config;
-use sluice_gateway::Gateway;
 use sluice_mock::MockServer;
 
 use crate::support::*;
 
 /// A gateway whose one upstream is the mock speaking `provider` (`none`: passthrough).
-async fn gateway_as(mock: &MockServer, provider: &str, route_extra: &str) -> Gateway {
+async fn gateway_as(mock: &MockServer, provider: &str, route_extra: &str) -> Server {
     let (base, provider_line) = match provider {
         "gemini" => (format!("{}/v1beta", mock.url()), "provider = \"gemini\""),
         "none" => (format!("{}/v1", mock.url()), ""),
@@ -25,7 +25,7 @@ async fn gateway_as(mock: &MockServer, provider: &str, route_extra: &str) -> Gat
         "[server]\nlisten = \"127.0.0.1:0\"\naccess_log = \"off\"\n[[upstream]]\nname = \"up\"\nbase_url = \"{base}\"\nprotocol = \"h2c\"\n{provider_line}\n[[route]]\nmodels = [\"*\"]\nupstream = \"up\"\n{route_extra}\n"
     );
     let cfg = Config::from_toml(&text, &|_| None).unwrap_or_else(|e| panic!("{e}\n{text}"));
-    Gateway::start(cfg).await.unwrap()
+    Server::start(cfg).await.unwrap()
 }
 
 const OPENAI_CHAT: &str = r#"{"model":"m","messages":[{"role":"system","content":"be brief"},{"role":"user","content":"hi"}],"max_tokens":50}"#;

@@ -4,8 +4,8 @@
 use std::time::Duration;
 
 use http_body_util::BodyExt;
+use sluice::Server;
 use sluice_gateway::config::Config;
-use sluice_gateway::Gateway;
 
 use crate::support::*;
 use crate::{gateway, Setup, CHAT, STREAM};
@@ -168,7 +168,7 @@ async fn a_non_loopback_admin_address_needs_a_token() {
         (k == "ADMIN_TOKEN").then(|| TOKEN.to_string())
     })
     .unwrap();
-    let gw = Gateway::start(cfg).await.unwrap();
+    let gw = Server::start(cfg).await.unwrap();
     assert!(gw.admin_addr().ip().is_unspecified());
     let local = std::net::SocketAddr::from(([127, 0, 0, 1], gw.admin_addr().port()));
     assert_eq!(h1(local, get("/metrics")).await.status, 401);
@@ -184,7 +184,7 @@ async fn a_non_loopback_admin_address_needs_a_token() {
     })
     .unwrap();
     cfg.server.admin_token = None;
-    let err = Gateway::start(cfg).await.unwrap_err();
+    let err = Server::start(cfg).await.unwrap_err();
     assert!(err.to_string().contains("admin_token"), "{err}");
 }
 

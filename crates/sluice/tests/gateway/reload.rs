@@ -5,8 +5,9 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
+use sluice::Server;
 use sluice_gateway::config::Config;
-use sluice_gateway::{ConfigSource, Gateway, Overrides};
+use sluice_gateway::{ConfigSource, Overrides};
 use sluice_mock::MockServer;
 
 use crate::support::*;
@@ -36,9 +37,9 @@ impl Drop for ConfigFile {
     }
 }
 
-async fn start(file: &ConfigFile) -> Gateway {
+async fn start(file: &ConfigFile) -> Server {
     let cfg = Config::load(&file.0).unwrap_or_else(|e| panic!("{e}"));
-    Gateway::start_with_source(
+    Server::start_with_source(
         cfg,
         ConfigSource {
             path: file.0.clone(),
@@ -364,7 +365,7 @@ async fn post_admin_reload_takes_the_admin_token_and_post_only() {
         None
     })
     .unwrap();
-    let gw = Gateway::start(cfg).await.unwrap();
+    let gw = Server::start(cfg).await.unwrap();
     let r = h1(gw.admin_addr(), admin_post("/admin/reload", None)).await;
     assert_eq!(r.status, 409);
     assert_eq!(r.json()["error"]["code"], "no_config_file");
@@ -405,7 +406,7 @@ async fn watch_reloads_a_changed_file_once_it_is_whole() {
 }
 
 /// The config version `/admin/config` reports.
-async fn config_version(gw: &Gateway) -> u64 {
+async fn config_version(gw: &Server) -> u64 {
     h1(gw.admin_addr(), admin_get("/admin/config", None))
         .await
         .json()["version"]
@@ -413,7 +414,7 @@ async fn config_version(gw: &Gateway) -> u64 {
         .unwrap()
 }
 
-async fn wait_config_version(gw: &Gateway, want: u64) {
+async fn wait_config_version(gw: &Server, want: u64) {
     let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
     while config_version(gw).await != want {
         assert!(
@@ -425,9 +426,9 @@ async fn wait_config_version(gw: &Gateway, want: u64) {
 }
 
 /// What `sluice serve` does: the config made from the text it read, that text handed on.
-async fn start_from_text(file: &ConfigFile, text: &str) -> Gateway {
+async fn start_from_text(file: &ConfigFile, text: &str) -> Server {
     let cfg = Config::from_toml(text, &|_| None).unwrap_or_else(|e| panic!("{e}"));
-    Gateway::start_with_source(
+    Server::start_with_source(
         cfg,
         ConfigSource {
             path: file.0.clone(),

@@ -15,8 +15,8 @@ mod limits;
 
 use bytes::Bytes;
 use http::Request;
+use sluice::Server;
 use sluice_gateway::config::Config;
-use sluice_gateway::Gateway;
 use sluice_mock::MockServer;
 
 /// `sha256:<hex>` of a key, as `[[key]] hash` takes it.
@@ -28,8 +28,8 @@ pub fn hash(key: &str) -> String {
 
 /// A gateway in front of the mock (upstream `mock`, h2c, its own bearer key `sk-upstream`),
 /// with `routes` (whole `[[route]]` tables) and `rest` (keys, prices, state) appended.
-pub async fn gateway(mock: &MockServer, routes: &str, rest: &str) -> Gateway {
-    Gateway::start(config(mock, routes, rest)).await.unwrap()
+pub async fn gateway(mock: &MockServer, routes: &str, rest: &str) -> Server {
+    Server::start(config(mock, routes, rest)).await.unwrap()
 }
 
 pub fn config(mock: &MockServer, routes: &str, rest: &str) -> Config {

@@ -11,16 +11,16 @@ use http::{Method, Request, Response, StatusCode};
 use http_body::{Body, Frame, SizeHint};
 
 use super::feed::{Feed, FeedBody};
-use crate::control::{ReloadError, Reloader};
+use super::source::AdminSource;
 
 /// The admin plane's shared state.
-pub(super) struct Admin {
-    pub(super) reloader: Arc<Reloader>,
+pub(crate) struct Admin {
+    pub(super) source: Arc<dyn AdminSource>,
     pub(super) feed: Arc<Feed>,
 }
 
 /// An admin response body: a whole buffer, or the dashboard's feed.
-pub(super) enum AdminBody {
+pub(crate) enum AdminBody {
     Full(Option<Bytes>),
     Feed(Box<FeedBody>),
 }
@@ -88,7 +88,7 @@ enum Access {
 
 impl Admin {
     /// Answers one admin request. Never fails.
-    pub(super) async fn handle<B>(&self, req: Request<B>) -> Response<AdminBody> {
+    pub(crate) async fn handle<B>(&self, req: Request<B>) -> Response<AdminBody> {
         let path = req.uri().path();
         let access = match path {
             "/healthz" | "/readyz" => Access::Open,
@@ -115,11 +115,10 @@ impl Admin {
                 .insert(header::ALLOW, HeaderValue::from_static(allow));
             return r;
         }
-        // The generation in force now: this request's answer is about it.
-        let current = self.reloader.current();
-        let state = &*current;
+        // The config in force now: this request's answer is about it.
+        let config = self.source.config();
         if access == Access::Token {
-            if let Some(token) = &state.config.server.admin_token {
+            if let Some(token) = &config.server.admin_token {
                 let given = req.headers().get(header::AUTHORIZATION);
                 if !given.is_some_and(|v| token.matches_header(v.as_bytes())) {
                     let mut r = error(
@@ -142,7 +141,7 @@ impl Admin {
                 &b"{\"status\":\"ok\"}"[..],
             ),
             "/readyz" => {
-                let r = super::ready::readiness(state);
+                let r = self.source.readiness();
                 let status = if r.ready {
                     StatusCode::OK
                 } else {
@@ -153,38 +152,26 @@ impl Admin {
             "/metrics" => full(
                 StatusCode::OK,
                 "application/openmetrics-text; version=1.0.0; charset=utf-8",
-                state.telemetry.encode(),
+                self.source.telemetry().encode(),
             ),
-            "/admin/pools" => json(
-                StatusCode::OK,
-                &sluice_telemetry::pools::snapshot_json(&state.pool_list()),
-            ),
-            "/admin/targets" => json(StatusCode::OK, &crate::route::targets::snapshot_json(state)),
+            "/admin/pools" => json(StatusCode::OK, &self.source.pools()),
+            "/admin/targets" => json(StatusCode::OK, &self.source.targets()),
             "/admin/config" => {
-                let mut v = state.config.view();
-                let g = &state.info;
+                let mut v = config.view();
+                let g = self.source.generation();
                 v["version"] = g.version.into();
                 v["loaded_at"] = humantime::format_rfc3339_seconds(g.loaded_at)
                     .to_string()
                     .into();
                 json(StatusCode::OK, &v)
             }
-            "/admin/reload" => match self.reloader.reload().await {
-                Ok(outcome) => json(StatusCode::OK, &outcome.json()),
-                Err(e) => {
-                    let status = match e {
-                        ReloadError::Invalid(_) | ReloadError::NeedsRestart { .. } => {
-                            StatusCode::BAD_REQUEST
-                        }
-                        ReloadError::NoSource => StatusCode::CONFLICT,
-                        ReloadError::Build(_) => StatusCode::INTERNAL_SERVER_ERROR,
-                    };
-                    error(status, e.code(), &e.to_string())
-                }
-            },
+            "/admin/reload" => {
+                let reply = self.source.reload().await;
+                full(reply.status, "application/json", reply.body)
+            }
             p if p == "/admin/keys" || p.starts_with("/admin/keys/") => {
                 // Reads the state store (Redis when shared), so across every instance.
-                let reply = crate::admit::admin_keys(&state.keys, &p["/admin/keys".len()..]).await;
+                let reply = self.source.keys(&p["/admin/keys".len()..]).await;
                 full(reply.status, "application/json", reply.body)
             }
             "/admin/feed" => match self.feed.subscribe() {

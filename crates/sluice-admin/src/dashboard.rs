@@ -1,8 +1,8 @@
 //! The dashboard's static files, compiled into the binary (no CDN, nothing to install).
 
-const INDEX: &str = include_str!("../../assets/dashboard/index.html");
-const SCRIPT: &str = include_str!("../../assets/dashboard/dashboard.js");
-const STYLE: &str = include_str!("../../assets/dashboard/dashboard.css");
+const INDEX: &str = include_str!("../assets/dashboard/index.html");
+const SCRIPT: &str = include_str!("../assets/dashboard/dashboard.js");
+const STYLE: &str = include_str!("../assets/dashboard/dashboard.css");
 
 /// The content type and bytes of a dashboard file, by path.
 pub(super) fn asset(path: &str) -> Option<(&'static str, &'static [u8])> {

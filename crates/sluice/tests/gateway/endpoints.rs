@@ -1,8 +1,8 @@
 //! The endpoints SDKs and tools call besides completions: model lists, Anthropic's
 //! count_tokens, paths without `/v1`, and clear errors for wrongly typed fields.
 
+use sluice::Server;
 use sluice_gateway::config::Config;
-use sluice_gateway::Gateway;
 
 use crate::support::*;
 
@@ -27,7 +27,7 @@ async fn models_lists_literal_routes_and_what_glob_routes_reach() {
          [[route]]\nmodels = [\"alias-1\", \"alias-2\"]\nupstream = \"m\"\n",
         m.url()
     );
-    let gw = Gateway::start(Config::from_toml(&text, &|_| None).unwrap())
+    let gw = Server::start(Config::from_toml(&text, &|_| None).unwrap())
         .await
         .unwrap();
     let v = h1(gw.addr(), request("GET", "/v1/models", "", ""))

@@ -33,8 +33,8 @@ mod trace;
 mod translate;
 mod workers;
 
+use sluice::Server;
 use sluice_gateway::config::Config;
-use sluice_gateway::Gateway;
 use sluice_mock::MockServer;
 
 /// Settings of one test's gateway; empty strings keep the defaults.
@@ -56,12 +56,12 @@ pub struct Setup<'a> {
 }
 
 /// A gateway whose one upstream is the mock.
-pub async fn gateway(mock: &MockServer, s: Setup<'_>) -> Gateway {
+pub async fn gateway(mock: &MockServer, s: Setup<'_>) -> Server {
     gateway_at(&format!("{}/v1", mock.url()), s).await
 }
 
 /// A gateway whose one upstream (named `mock`) is at `base_url`.
-pub async fn gateway_at(base_url: &str, s: Setup<'_>) -> Gateway {
+pub async fn gateway_at(base_url: &str, s: Setup<'_>) -> Server {
     let or = |v: &'static str, given: &str| {
         if given.is_empty() {
             v.to_string()
@@ -85,8 +85,8 @@ pub async fn gateway_at(base_url: &str, s: Setup<'_>) -> Gateway {
     let cfg = Config::from_toml(&text, &|k| (k == "TEST_KEY").then(|| "sk-test".to_string()))
         .unwrap_or_else(|e| panic!("{e}\n{text}"));
     match s.workers {
-        Some(w) => Gateway::start_on_workers(cfg, None, w).await.unwrap(),
-        None => Gateway::start(cfg).await.unwrap(),
+        Some(w) => Server::start_on_workers(cfg, None, w).await.unwrap(),
+        None => Server::start(cfg).await.unwrap(),
     }
 }
 

@@ -47,7 +47,7 @@ async fn refusals_for_keys_limits_and_the_state_store_count_as_errors_on_the_das
         "[[key]]\nid = \"k\"\nhash = \"{}\"\nrequests = {{ limit = 1, per = \"1m\" }}\n",
         hash("sk-k")
     );
-    let gw = sluice_gateway::Gateway::start(config(&mock, route, &key))
+    let gw = sluice::Server::start(config(&mock, route, &key))
         .await
         .unwrap();
     let chat = |key| post("/v1/chat/completions", key, CHAT);
@@ -65,7 +65,7 @@ async fn refusals_for_keys_limits_and_the_state_store_count_as_errors_on_the_das
     let dead = format!(
         "{key}\n[state]\nredis = \"redis://127.0.0.1:1/0\"\non_failure = \"fail_closed\"\ncall_timeout = \"100ms\"\n"
     );
-    let gw = sluice_gateway::Gateway::start(config(&mock, route, &dead))
+    let gw = sluice::Server::start(config(&mock, route, &dead))
         .await
         .unwrap();
     let r = h1(gw.addr(), chat(bearer("sk-k"))).await;

@@ -3,15 +3,15 @@
 
 use std::time::Duration;
 
+use sluice::Server;
 use sluice_gateway::config::Config;
-use sluice_gateway::Gateway;
 use sluice_mock::MockServer;
 use tokio::time::Instant;
 
 use crate::support::*;
 
 /// A gateway with one upstream per mock (`a`, `b`, ...) and `route` as its only route.
-async fn gateway_over(mocks: &[&MockServer], upstream_extra: &str, route: &str) -> Gateway {
+async fn gateway_over(mocks: &[&MockServer], upstream_extra: &str, route: &str) -> Server {
     gateway_logging_to("off", mocks, upstream_extra, route).await
 }
 
@@ -21,7 +21,7 @@ async fn gateway_logging_to(
     mocks: &[&MockServer],
     upstream_extra: &str,
     route: &str,
-) -> Gateway {
+) -> Server {
     let mut text = format!(
         "[server]\nlisten = \"127.0.0.1:0\"\naccess_log = \"{log}\"\nlog_format = \"json\"\n"
     );
@@ -34,7 +34,7 @@ async fn gateway_logging_to(
     }
     text.push_str(&format!("\n[[route]]\nmodels = [\"*\"]\n{route}\n"));
     let cfg = Config::from_toml(&text, &|_| None).unwrap_or_else(|e| panic!("{e}\n{text}"));
-    Gateway::start(cfg).await.unwrap()
+    Server::start(cfg).await.unwrap()
 }
 
 fn requests(m: &MockServer) -> u64 {
@@ -328,7 +328,7 @@ async fn never_sent_failures_go_to_another_target() {
         "[server]\nlisten = \"127.0.0.1:0\"\naccess_log = \"off\"\n[[upstream]]\nname = \"a\"\nbase_url = \"http://127.0.0.1:{port}/v1\"\nprotocol = \"http1\"\n[[upstream]]\nname = \"b\"\nbase_url = \"{}/v1\"\n[[route]]\nmodels = [\"*\"]\ntargets = [{{ upstream = \"a\" }}, {{ upstream = \"b\" }}]\n",
         b.url()
     );
-    let gw = Gateway::start(Config::from_toml(&text, &|_| None).unwrap())
+    let gw = Server::start(Config::from_toml(&text, &|_| None).unwrap())
         .await
         .unwrap();
     for _ in 0..4 {
@@ -353,7 +353,7 @@ fn openai_text(body: &[u8]) -> String {
 
 /// `a` serves, `b` (with `b_extra`, e.g. its prefill capability) is the fallback, and the
 /// route continues cut streams.
-async fn continuing(a: &MockServer, b: &MockServer, b_extra: &str) -> Gateway {
+async fn continuing(a: &MockServer, b: &MockServer, b_extra: &str) -> Server {
     let text = format!(
         "[server]\nlisten = \"127.0.0.1:0\"\naccess_log = \"off\"\n\
          [[upstream]]\nname = \"a\"\nbase_url = \"{}/v1\"\nprotocol = \"h2c\"\n\
@@ -363,7 +363,7 @@ async fn continuing(a: &MockServer, b: &MockServer, b_extra: &str) -> Gateway {
         a.url(),
         b.url()
     );
-    Gateway::start(Config::from_toml(&text, &|_| None).unwrap())
+    Server::start(Config::from_toml(&text, &|_| None).unwrap())
         .await
         .unwrap()
 }
@@ -526,7 +526,7 @@ async fn an_upstream_without_done_ends_cleanly_at_its_eof() {
     let text = format!(
         "[server]\nlisten = \"127.0.0.1:0\"\naccess_log = \"off\"\n[[upstream]]\nname = \"raw\"\nbase_url = \"http://{addr}/v1\"\nprotocol = \"http1\"\n[[route]]\nmodels = [\"*\"]\nupstream = \"raw\"\n"
     );
-    let gw = Gateway::start(Config::from_toml(&text, &|_| None).unwrap())
+    let gw = Server::start(Config::from_toml(&text, &|_| None).unwrap())
         .await
         .unwrap();
     let r = h1(

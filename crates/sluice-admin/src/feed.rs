@@ -25,9 +25,8 @@ use tokio::sync::{watch, OwnedSemaphorePermit, Semaphore};
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
-use crate::control::Reloader;
-use crate::generation::Generation;
-use sluice_telemetry::live::{quantile_ms, LATENCY_BUCKETS};
+use crate::source::AdminSource;
+use sluice_telemetry::live::{quantile_ms, Live, LATENCY_BUCKETS};
 use sluice_telemetry::EndReason;
 
 /// How often the feed samples.
@@ -72,7 +71,7 @@ struct Sampler {
 
 /// The feed shared by the admin routes and the ticker.
 pub(crate) struct Feed {
-    reloader: Arc<Reloader>,
+    source: Arc<dyn AdminSource>,
     started: Instant,
     frames: watch::Sender<Bytes>,
     history: Mutex<VecDeque<Point>>,
@@ -85,10 +84,10 @@ fn unix_ms() -> u64 {
         .map_or(0, |d| d.as_millis() as u64)
 }
 
-fn errors_total(state: &Generation) -> u64 {
+fn errors_total(live: &Live) -> u64 {
     EndReason::ALL
         .iter()
-        .zip(state.telemetry.live.end_reasons.iter())
+        .zip(live.end_reasons.iter())
         .filter(|(r, _)| {
             !matches!(
                 r,
@@ -107,10 +106,10 @@ fn window(ring: &VecDeque<[u64; LATENCY_BUCKETS]>) -> [u64; LATENCY_BUCKETS] {
 }
 
 impl Feed {
-    pub(crate) fn new(reloader: Arc<Reloader>) -> Arc<Feed> {
+    pub(crate) fn new(source: Arc<dyn AdminSource>) -> Arc<Feed> {
         let (frames, _) = watch::channel(Bytes::new());
         Arc::new(Feed {
-            reloader,
+            source,
             started: Instant::now(),
             frames,
             history: Mutex::new(VecDeque::with_capacity(HISTORY)),
@@ -122,12 +121,12 @@ impl Feed {
     pub(crate) async fn run(self: Arc<Self>, stop: CancellationToken) {
         let mut s = {
             // Not held past this block: that would keep a generation alive across reloads.
-            let state = self.reloader.current();
-            let live = &state.telemetry.live;
+            let telemetry = self.source.telemetry();
+            let live = &telemetry.live;
             Sampler {
                 at: Instant::now(),
                 requests: live.requests.load(Ordering::Relaxed),
-                errors: errors_total(&state),
+                errors: errors_total(live),
                 retries: live.retries.load(Ordering::Relaxed)
                     + live.fallbacks.load(Ordering::Relaxed),
                 fb: VecDeque::from([live.first_byte.read()]),
@@ -157,12 +156,12 @@ impl Feed {
     }
 
     fn sample(&self, s: &mut Sampler) -> Point {
-        let state = self.reloader.current();
-        let live = &state.telemetry.live;
+        let telemetry = self.source.telemetry();
+        let live = &telemetry.live;
         let now = Instant::now();
         let secs = now.duration_since(s.at).as_secs_f64().max(1e-3);
         let requests = live.requests.load(Ordering::Relaxed);
-        let errors = errors_total(&state);
+        let errors = errors_total(live);
         let retries = live.retries.load(Ordering::Relaxed) + live.fallbacks.load(Ordering::Relaxed);
         let rate = |new: u64, old: u64| (new.saturating_sub(old)) as f64 / secs;
         for (ring, h) in [
@@ -181,7 +180,7 @@ impl Feed {
             errors: rate(errors, s.errors),
             retries: rate(retries, s.retries),
             active: live.stream_ages(now).count,
-            pending: pending(&state),
+            pending: self.source.pending(),
             fb_p50: quantile_ms(&fb, 0.5),
             fb_p99: quantile_ms(&fb, 0.99),
             fe_p50: quantile_ms(&fe, 0.5),
@@ -195,35 +194,15 @@ impl Feed {
     }
 }
 
-fn pending(state: &Generation) -> usize {
-    state
-        .upstreams()
-        .map(|u| {
-            u.handle
-                .pool_snapshot()
-                .lanes
-                .iter()
-                .map(|l| l.pending)
-                .sum::<usize>()
-        })
-        .sum()
-}
-
 impl Feed {
     /// The whole state as one `tick` event.
     fn frame_event(&self, point: &Point) -> Bytes {
-        let current = self.reloader.current();
-        let state = &*current;
-        let live = &state.telemetry.live;
+        let telemetry = self.source.telemetry();
+        let live = &telemetry.live;
+        let config = self.source.config();
+        let generation = self.source.generation();
         let ages = live.stream_ages(Instant::now());
-        let pairs: Vec<(String, sluice_upstream::Upstream)> = state
-            .config
-            .upstreams
-            .iter()
-            .map(|u| u.name.clone())
-            .zip(state.upstreams().map(|u| u.handle.clone()))
-            .collect();
-        let pools = sluice_telemetry::pools::snapshot_json(&pairs);
+        let pools = self.source.pools();
         let end_reasons: serde_json::Map<String, Value> = EndReason::ALL
             .iter()
             .zip(live.end_reasons.iter())
@@ -231,16 +210,15 @@ impl Feed {
             .filter(|(_, n)| *n > 0)
             .map(|(r, n)| (r, Value::from(n)))
             .collect();
-        let routes: Vec<Value> = state
-            .config
+        let routes: Vec<Value> = config
             .routes
             .iter()
             .map(|r| {
-                let tier = |ts: &[crate::config::TargetConfig]| {
+                let tier = |ts: &[sluice_config::TargetConfig]| {
                     ts.iter()
                         .map(|t| {
                             json!({
-                                "upstream": state.config.upstream(t.upstream).name,
+                                "upstream": config.upstream(t.upstream).name,
                                 "model": t.model,
                                 "weight": t.weight,
                             })
@@ -268,21 +246,21 @@ impl Feed {
                 })
             })
             .collect();
-        let ready = super::ready::readiness(state);
+        let ready = self.source.readiness();
         let frame = json!({
             "t": point.t,
             "uptime_s": self.started.elapsed().as_secs(),
             "version": env!("CARGO_PKG_VERSION"),
-            "config_hash": state.info.hash,
-            "config_version": state.info.version,
+            "config_hash": generation.hash,
+            "config_version": generation.version,
             "ready": ready.ready,
-            "draining": state.draining(),
+            "draining": generation.draining,
             "point": point,
             "totals": {
                 "requests": live.requests.load(Ordering::Relaxed),
                 "retries": live.retries.load(Ordering::Relaxed),
                 "fallbacks": live.fallbacks.load(Ordering::Relaxed),
-                "errors": errors_total(state),
+                "errors": errors_total(live),
                 "end_reasons": end_reasons,
             },
             "streams": {

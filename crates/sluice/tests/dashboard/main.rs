@@ -13,8 +13,8 @@ mod webdriver;
 
 use std::time::Duration;
 
+use sluice::Server;
 use sluice_gateway::config::Config;
-use sluice_gateway::Gateway;
 use tokio::time::Instant;
 
 use support::*;
@@ -53,7 +53,7 @@ async fn dashboard_shows_live_streams_in_chromium() {
          [[route]]\nname = \"chat\"\nmodels = [\"gpt-*\"]\nupstream = \"mock\"\n\n[[route]]\nname = \"claude\"\nmodels = [\"claude-*\"]\nupstream = \"mock\"\n",
         mock.url()
     );
-    let gw = Gateway::start(Config::from_toml(&text, &|_| None).unwrap())
+    let gw = Server::start(Config::from_toml(&text, &|_| None).unwrap())
         .await
         .unwrap();
     let (addr, admin) = (gw.addr(), gw.admin_addr());

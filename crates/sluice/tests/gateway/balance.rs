@@ -4,8 +4,8 @@
 use std::net::SocketAddr;
 use std::time::Duration;
 
+use sluice::Server;
 use sluice_gateway::config::Config;
-use sluice_gateway::Gateway;
 use sluice_mock::{Behavior, MockConfig, MockServer};
 use tokio::time::{sleep, Instant};
 
@@ -32,7 +32,7 @@ async fn gateway_over(
     upstream_extra: &str,
     targets: &str,
     route_extra: &str,
-) -> Gateway {
+) -> Server {
     let mut text = String::from("[server]\nlisten = \"127.0.0.1:0\"\naccess_log = \"off\"\n");
     let mut all = Vec::new();
     for (i, m) in mocks.iter().enumerate() {
@@ -53,7 +53,7 @@ async fn gateway_over(
     ));
     let cfg = Config::from_toml(&text, &|k| Some(format!("sk-{k}")))
         .unwrap_or_else(|e| panic!("{e}\n{text}"));
-    Gateway::start(cfg).await.unwrap()
+    Server::start(cfg).await.unwrap()
 }
 
 fn served(m: &MockServer) -> u64 {
@@ -62,7 +62,7 @@ fn served(m: &MockServer) -> u64 {
 
 const CHAT: &str = r#"{"model":"m"}"#;
 
-async fn call(gw: &Gateway) -> Resp {
+async fn call(gw: &Server) -> Resp {
     h1(gw.addr(), request("POST", "/v1/chat/completions", "", CHAT)).await
 }
 

@@ -3,8 +3,8 @@
 
 use std::time::Duration;
 
+use sluice::Server;
 use sluice_gateway::config::Config;
-use sluice_gateway::Gateway;
 use sluice_mock::MockServer;
 
 use crate::collector::{Collector, Span};
@@ -13,7 +13,7 @@ use crate::support::*;
 const CLIENT_TRACE: &str = "4bf92f3577b34da6a3ce929d0e0e4736";
 const CLIENT_SPAN: &str = "00f067aa0ba902b7";
 
-async fn traced_gateway(mock: &MockServer, endpoint: &str, telemetry: &str) -> Gateway {
+async fn traced_gateway(mock: &MockServer, endpoint: &str, telemetry: &str) -> Server {
     let text = format!(
         "[server]\nlisten = \"127.0.0.1:0\"\naccess_log = \"off\"\n\n[[upstream]]\nname = \"mock\"\nbase_url = \"{}/v1\"\nprotocol = \"h2c\"\n\n[[route]]\nmodels = [\"*\"]\nupstream = \"mock\"\n\n[telemetry]\nendpoint = \"{endpoint}\"\nbatch_interval = \"50ms\"\nservice_name = \"sluice-test\"\nheaders = {{ \"x-collector-key\" = \"${{COLLECTOR_KEY}}\" }}\n{telemetry}\n",
         mock.url()
@@ -22,7 +22,7 @@ async fn traced_gateway(mock: &MockServer, endpoint: &str, telemetry: &str) -> G
         (k == "COLLECTOR_KEY").then(|| "ck-secret".to_string())
     })
     .unwrap_or_else(|e| panic!("{e}\n{text}"));
-    Gateway::start(cfg).await.unwrap()
+    Server::start(cfg).await.unwrap()
 }
 
 fn hex(b: &[u8]) -> String {

@@ -129,7 +129,7 @@ async fn route_limits_hold_for_requests_without_keys_and_key_model_limits_per_mo
 }
 
 /// Tokens used so far by `id`'s own token limit, from the admin view.
-async fn tokens_used(gw: &sluice_gateway::Gateway, id: &str) -> u64 {
+async fn tokens_used(gw: &sluice::Server, id: &str) -> u64 {
     let r = h1(
         gw.admin_addr(),
         request("GET", &format!("/admin/keys/{id}"), "", ""),

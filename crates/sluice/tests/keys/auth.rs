@@ -295,7 +295,7 @@ async fn the_access_log_names_the_key_and_never_its_secret() {
     let path = dir.join("access.log");
     let mut config = crate::config(&mock, ROUTES, &keys());
     config.server.access_log = sluice_gateway::access_log::AccessLogSink::File(path.clone());
-    let gw = sluice_gateway::Gateway::start(config).await.unwrap();
+    let gw = sluice::Server::start(config).await.unwrap();
     let r = h1(
         gw.addr(),
         post("/v1/chat/completions", bearer("sk-alpha"), CHAT),

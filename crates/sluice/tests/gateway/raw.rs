@@ -4,7 +4,7 @@
 use std::net::{IpAddr, SocketAddr};
 use std::time::Duration;
 
-use sluice_gateway::Gateway;
+use sluice::Server;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpSocket, TcpStream};
 
@@ -61,7 +61,7 @@ pub fn split_response(raw: &str) -> (u16, String, String) {
 }
 
 /// The value of one metric line (`name{labels}` as exposed), or 0 when absent.
-pub fn metric(gw: &Gateway, series: &str) -> f64 {
+pub fn metric(gw: &Server, series: &str) -> f64 {
     gw.telemetry()
         .encode()
         .lines()

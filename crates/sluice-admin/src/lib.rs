@@ -1,4 +1,4 @@
-//! The admin plane: its own listener (default `127.0.0.1:9901`), serving `/metrics`,
+//! The admin plane, beside the data plane: its own listener (default `127.0.0.1:9901`), serving `/metrics`,
 //! `/admin/*` (pools, config, reload, the dashboard and its feed), `/healthz` and `/readyz`. The
 //! client listener serves only the APIs and `/healthz`, so a client can reach neither the
 //! metrics nor the config.
@@ -6,11 +6,21 @@
 //! With `server.admin_token` every admin route but `/healthz`, `/readyz` and the dashboard's
 //! static page asks for `Authorization: Bearer <token>`; a non-loopback admin address
 //! requires the token (config validation and startup refuse otherwise).
+//!
+//! It reads the gateway only through an [`AdminSource`]: plain snapshots (the config in force,
+//! readiness, pools, balancers, keys) and the reload, never the request path's types. The
+//! `sluice` binary composes the two.
+//!
+//! Modules, in the order an admin request meets them: `routes` (who may ask, what each path
+//! answers), `feed` (the dashboard's server-sent events, sampled once a tick), `dashboard`
+//! (the static page); `source` is the seam to the gateway.
+#![forbid(unsafe_code)]
 
 mod dashboard;
 mod feed;
-pub(crate) mod ready;
+
 mod routes;
+mod source;
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -22,18 +32,18 @@ use hyper_util::server::conn::auto;
 use tokio::net::TcpListener;
 use tokio_util::sync::{CancellationToken, DropGuard};
 
-use crate::control::Reloader;
+pub use source::{AdminSource, Pending};
 
 /// The running admin plane; dropping it stops the listener, its connections and the feed.
 #[derive(Debug)]
-pub(crate) struct AdminHandle {
+pub struct AdminHandle {
     addr: SocketAddr,
     _stop: DropGuard,
 }
 
 impl AdminHandle {
     /// The bound address.
-    pub(crate) fn addr(&self) -> SocketAddr {
+    pub fn addr(&self) -> SocketAddr {
         self.addr
     }
 }
@@ -42,16 +52,13 @@ impl AdminHandle {
 ///
 /// # Errors
 /// The OS error when `addr` cannot be bound.
-pub(crate) async fn start(
-    reloader: Arc<Reloader>,
-    addr: SocketAddr,
-) -> std::io::Result<AdminHandle> {
+pub async fn start(source: Arc<dyn AdminSource>, addr: SocketAddr) -> std::io::Result<AdminHandle> {
     let listener = TcpListener::bind(addr).await?;
     let addr = listener.local_addr()?;
     let stop = CancellationToken::new();
-    let feed = feed::Feed::new(reloader.clone());
+    let feed = feed::Feed::new(source.clone());
     tokio::spawn(feed.clone().run(stop.clone()));
-    let app = Arc::new(routes::Admin { reloader, feed });
+    let app = Arc::new(routes::Admin { source, feed });
     tokio::spawn(serve(listener, app, stop.clone()));
     Ok(AdminHandle {
         addr,

@@ -1,0 +1,273 @@
+//! The data plane's handle: start (the listener, the first generation, the edge), reload,
+//! shutdown. The admin plane is not started here: it sits beside the gateway and reads it
+//! through [`Gateway::admin_view`]; the `sluice` binary composes the two.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::net::TcpListener;
+use tokio::task::JoinHandle;
+use tokio_util::sync::{CancellationToken, DropGuard};
+
+use crate::config::Config;
+use crate::control::{
+    AdminView, ConfigSource, ReloadError, ReloadMetrics, ReloadOutcome, Reloader,
+};
+use crate::edge::EdgeSetup;
+use crate::generation::{build, GenerationCell, Parts, Shared};
+use sluice_telemetry::Telemetry;
+
+/// Why the gateway could not start. Nothing is left half-started.
+#[derive(Debug, thiserror::Error)]
+pub enum StartError {
+    /// The listen address could not be bound.
+    #[error("cannot listen on {addr}")]
+    Bind {
+        /// The address.
+        addr: SocketAddr,
+        /// The OS error.
+        source: std::io::Error,
+    },
+    /// The listener's TLS files are unusable.
+    #[error("server.tls: {0}")]
+    Tls(String),
+    /// An upstream's settings were rejected.
+    #[error("{0}")]
+    Upstream(#[from] sluice_upstream::UpstreamConfigError),
+    /// A route's balancer settings were rejected.
+    #[error("{0}")]
+    Balance(#[from] sluice_upstream::BalanceConfigError),
+    /// The access log's file cannot be opened.
+    #[error("server.access_log: cannot open {sink}")]
+    AccessLog {
+        /// The sink as configured.
+        sink: String,
+        /// The OS error.
+        source: std::io::Error,
+    },
+    /// The admin address is reachable from other hosts and no `server.admin_token` is set.
+    #[error("server.admin_listen: {0} is not loopback: set server.admin_token")]
+    AdminUnprotected(SocketAddr),
+    /// The state store's settings were rejected.
+    #[error("state: {0}")]
+    State(#[from] sluice_state::ConfigError),
+}
+
+impl From<crate::generation::BuildError> for StartError {
+    fn from(e: crate::generation::BuildError) -> Self {
+        match e {
+            crate::generation::BuildError::Upstream(e) => StartError::Upstream(e),
+            crate::generation::BuildError::Balance(e) => StartError::Balance(e),
+        }
+    }
+}
+
+/// A running gateway.
+#[derive(Debug)]
+pub struct Gateway {
+    addr: SocketAddr,
+    telemetry: Arc<Telemetry>,
+    reloader: Arc<Reloader>,
+    /// Stops the config file's watch (`--watch`) when the gateway is dropped.
+    watcher: Option<DropGuard>,
+    stop: CancellationToken,
+    task: JoinHandle<()>,
+}
+
+/// Reloads a running gateway's config; a clone of the gateway's (for signal handlers).
+#[derive(Clone, Debug)]
+pub struct ReloadHandle(Arc<Reloader>);
+
+impl ReloadHandle {
+    /// Reads the config file again and applies it: see [`Gateway::reload`].
+    ///
+    /// # Errors
+    /// [`ReloadError`]: the running config stays.
+    pub async fn reload(&self) -> Result<ReloadOutcome, ReloadError> {
+        self.0.reload().await
+    }
+}
+
+impl Gateway {
+    /// Builds the upstreams, binds the listener and starts serving on the current runtime.
+    /// Without a config file, [`Gateway::reload`] (and `POST /admin/reload`) answer
+    /// [`ReloadError::NoSource`]: see [`Gateway::start_with_source`].
+    ///
+    /// # Errors
+    /// [`StartError`] if the address is taken, the TLS files do not load, or an upstream's
+    /// settings are rejected.
+    pub async fn start(config: Config) -> Result<Gateway, StartError> {
+        Gateway::launch(config, None, None).await
+    }
+
+    /// [`Gateway::start`] with the file `config` was read from, which a reload reads again.
+    ///
+    /// # Errors
+    /// As [`Gateway::start`].
+    pub async fn start_with_source(
+        config: Config,
+        source: ConfigSource,
+    ) -> Result<Gateway, StartError> {
+        Gateway::launch(config, Some(source), None).await
+    }
+
+    /// [`Gateway::start_with_source`] (or [`Gateway::start`] without a file), serving each
+    /// client connection on one of `workers`'
+    /// threads instead of the current runtime (what `sluice serve` does; see
+    /// [`Workers`](crate::workers::Workers)). The accept loop, the admin plane and the
+    /// background tasks stay on the current runtime. Keep `workers` until
+    /// [`Gateway::wait`] or [`Gateway::shutdown`] has returned.
+    ///
+    /// # Errors
+    /// As [`Gateway::start`].
+    pub async fn start_on_workers(
+        config: Config,
+        source: Option<ConfigSource>,
+        workers: Arc<crate::workers::Workers>,
+    ) -> Result<Gateway, StartError> {
+        Gateway::launch(config, source, Some(workers)).await
+    }
+
+    async fn launch(
+        config: Config,
+        source: Option<ConfigSource>,
+        workers: Option<Arc<crate::workers::Workers>>,
+    ) -> Result<Gateway, StartError> {
+        let tls = config
+            .server
+            .tls
+            .as_ref()
+            .map(crate::edge::tls_acceptor)
+            .transpose()
+            .map_err(StartError::Tls)?;
+        let listen = config.server.listen;
+        let listener = TcpListener::bind(listen)
+            .await
+            .map_err(|source| StartError::Bind {
+                addr: listen,
+                source,
+            })?;
+        let addr = listener.local_addr().map_err(|source| StartError::Bind {
+            addr: listen,
+            source,
+        })?;
+        let admin_addr = config.server.admin_addr();
+        if config.server.check_admin_exposure().is_err() {
+            return Err(StartError::AdminUnprotected(admin_addr));
+        }
+        let mut telemetry = Telemetry::new();
+        telemetry
+            .start_access_log(
+                &config.server.access_log,
+                config.server.log_format,
+                config.server.access_log_queue,
+            )
+            .map_err(|source| StartError::AccessLog {
+                sink: format!("{:?}", config.server.access_log),
+                source,
+            })?;
+        telemetry.start_tracer(&config.telemetry);
+        // Registered once, filled by each generation.
+        let pools = sluice_telemetry::pools::PoolCollector::new(Vec::new());
+        telemetry.register_pools(pools.clone());
+        let reload_metrics = ReloadMetrics::register(telemetry.registry_mut());
+        let keys = crate::admit::Keys::start(&config).await?;
+        keys.register_metrics(telemetry.registry_mut());
+        let grace = config.server.shutdown_grace;
+        let edge = EdgeSetup::new(&config.server, telemetry.registry_mut());
+        let telemetry = Arc::new(telemetry);
+        let shared = Arc::new(Shared::new());
+        let parts = Parts {
+            telemetry: telemetry.clone(),
+            keys,
+            shared: shared.clone(),
+            version: 1,
+        };
+        let (state, _) = build(config, None, parts)?;
+        pools.set(state.pool_list());
+        let cell = Arc::new(GenerationCell::from_pointee(state));
+        let reloader = Arc::new(Reloader::new(cell.clone(), source, pools, reload_metrics));
+        let ingress = edge.into_ingress(cell, &shared);
+        let stop = CancellationToken::new();
+        let task = tokio::spawn(crate::edge::serve(
+            listener,
+            tls,
+            ingress,
+            workers,
+            stop.clone(),
+            grace,
+        ));
+        Ok(Gateway {
+            addr,
+            telemetry,
+            reloader,
+            watcher: None,
+            stop,
+            task,
+        })
+    }
+
+    /// Reads the config file again and, if it is valid and needs no restart, applies it to new
+    /// requests; requests already running finish on the config they started with. What
+    /// `SIGHUP`, `POST /admin/reload` and `--watch` do.
+    ///
+    /// # Errors
+    /// [`ReloadError`]: invalid (with the field and reason), a setting that needs a restart,
+    /// or no config file. The running config stays in force.
+    pub async fn reload(&self) -> Result<ReloadOutcome, ReloadError> {
+        self.reloader.reload().await
+    }
+
+    /// A handle that reloads this gateway's config (for signal handlers).
+    pub fn reload_handle(&self) -> ReloadHandle {
+        ReloadHandle(self.reloader.clone())
+    }
+
+    /// Polls the config file every `every` and reloads it when it has changed (and stayed
+    /// the same for one more poll, so a file caught half-written is not loaded). Stops when
+    /// the gateway shuts down or is dropped. Does nothing without a config file.
+    pub fn watch_config(&mut self, every: Duration) {
+        let stop = self.stop.child_token();
+        tokio::spawn(crate::control::watch_file(
+            self.reloader.clone(),
+            every,
+            stop.clone(),
+        ));
+        self.watcher = Some(stop.drop_guard());
+    }
+
+    /// The bound address.
+    pub fn addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    /// What the admin plane may see of this gateway (`sluice-admin` serves it; the `sluice`
+    /// binary composes the two).
+    pub fn admin_view(&self) -> AdminView {
+        AdminView::new(self.reloader.clone())
+    }
+
+    /// The metrics registry.
+    pub fn telemetry(&self) -> &Arc<Telemetry> {
+        &self.telemetry
+    }
+
+    /// Graceful shutdown: stop accepting, GOAWAY to HTTP/2 clients, let streams run for up to
+    /// `shutdown_grace`, then end the rest with an error event. Returns when every connection
+    /// has closed.
+    pub async fn shutdown(self) {
+        self.stop.cancel();
+        let _ = self.task.await;
+    }
+
+    /// A handle that starts the graceful shutdown when cancelled (for signal handlers).
+    pub fn stop_token(&self) -> CancellationToken {
+        self.stop.clone()
+    }
+
+    /// Waits until the gateway has stopped.
+    pub async fn wait(self) {
+        let _ = self.task.await;
+    }
+}
