@@ -164,7 +164,7 @@ pub enum GatewayError {
     #[error(
         "too many requests from this client were cancelled right after they started; new \
          requests are refused for {} s",
-        retry_after.as_secs().max(1)
+        crate::headers::retry_after_secs(*retry_after)
     )]
     TooManyCancels {
         /// How much longer the block lasts.

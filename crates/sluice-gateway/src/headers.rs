@@ -397,6 +397,18 @@ pub(crate) fn is_event_stream(h: &HeaderMap) -> bool {
     })
 }
 
+/// Whole seconds to wait, rounded up (a client told 0.2 s must not come back at once), and
+/// at least 1: the one rounding of `Retry-After` for every refusal and passed-on upstream
+/// error.
+pub(crate) fn retry_after_secs(d: std::time::Duration) -> u64 {
+    (d.as_secs() + u64::from(d.subsec_nanos() > 0)).max(1)
+}
+
+/// `Retry-After` for a wait of `d` (see [`retry_after_secs`]).
+pub(crate) fn retry_after(d: std::time::Duration) -> HeaderValue {
+    HeaderValue::from(retry_after_secs(d))
+}
+
 #[cfg(test)]
 mod tests {
 
@@ -410,6 +422,21 @@ mod tests {
     }
 
     use super::*;
+
+    #[test]
+    fn retry_after_is_whole_seconds_rounded_up_and_at_least_one() {
+        use std::time::Duration;
+        for (d, s) in [
+            (Duration::ZERO, 1),
+            (Duration::from_millis(200), 1),
+            (Duration::from_secs(1), 1),
+            (Duration::from_millis(1001), 2),
+            (Duration::from_secs(20), 20),
+        ] {
+            assert_eq!(retry_after_secs(d), s, "{d:?}");
+            assert_eq!(retry_after(d), HeaderValue::from(s), "{d:?}");
+        }
+    }
 
     #[test]
     fn a_stream_is_told_by_its_type_as_the_text_reading_told_it() {

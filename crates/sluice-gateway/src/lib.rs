@@ -1,4 +1,23 @@
-//! The Sluice server: ingress, routing, the SSE relay and telemetry.
+//! The Sluice gateway: the data plane (accept, admit, route, attempt, relay) and its control
+//! (reload). The admin plane (`sluice-admin`) sits beside it and reads it through
+//! [`AdminView`]; the `sluice` binary composes the two.
+//!
+//! A request meets the modules in this order (each uses only those after it; the layers are
+//! written down in `docs/layers.toml` and checked by `crates/sluice/tests/layers.rs`):
+//! - [`Gateway`] (`gateway`) and `control` (reload, `--watch`, [`AdminView`]);
+//! - `edge`: accept, TLS, protocol, connection limits and timeouts, the client's address;
+//! - `request`: admission (endpoint, bounded body, model → route, key, idempotency, limits),
+//!   then the attempts and the answer; every error response is built in `request::reply`;
+//! - `relay`: a stream's response (hold the preamble, commit at first content, forward);
+//! - `policy`: the attempt loop (classify, retry, back off, fall back);
+//! - `outbound`: one attempt's request (translation, headers, auth);
+//! - `generation`: one config's worth of state (upstreams by `UpstreamId`, balancers, keys);
+//! - [`route`]: endpoints, a route's targets, the fuzzed request head;
+//! - `ctx` (the client's request, read once) and `outcome` (the `Finish` guard that settles the
+//!   key's ticket, then the telemetry record, exactly once);
+//! - `probe` (the body's routing fields), [`error`] (the gateway's errors, mapped to status and
+//!   body in one place), [`admit`] (keys, limits, budgets, idempotency);
+//! - leaves: `headers`, `clock`, `body_budget`, [`workers`].
 //!
 //! ```no_run
 //! # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
@@ -15,23 +34,38 @@ pub use sluice_config as config;
 /// The access log (`sluice-telemetry`), under the name the gateway's API has always used.
 pub use sluice_telemetry::access_log;
 
+// The handle and its control.
+pub mod control;
+mod gateway;
+
+// The stages, in the order a request meets them.
+mod edge;
+
+mod request;
+
+mod relay;
+
+mod policy;
+
+mod outbound;
+
+mod generation;
+
+pub mod route;
+
+mod ctx;
+mod outcome;
+
+mod probe;
+
+pub mod error;
+
 pub mod admit;
+
+// Leaves.
 mod body_budget;
 mod clock;
-pub mod control;
-mod ctx;
-mod edge;
-pub mod error;
-mod gateway;
-mod generation;
 mod headers;
-mod outbound;
-mod outcome;
-mod policy;
-mod probe;
-mod relay;
-mod request;
-pub mod route;
 pub mod workers;
 
 pub use control::AdminView;

@@ -146,7 +146,7 @@ fn round_up(d: Duration) -> String {
     if d < Duration::from_secs(1) {
         format!("{}ms", d.as_millis().max(1))
     } else {
-        let secs = d.as_secs() + u64::from(d.subsec_nanos() > 0);
+        let secs = crate::headers::retry_after_secs(d);
         humantime::format_duration(Duration::from_secs(secs)).to_string()
     }
 }
@@ -208,8 +208,7 @@ impl KeyError {
             KeyError::Limited(l) => {
                 quota_headers::insert(h, &l.refusal.quotas, l.hidden);
                 if let Some(ra) = l.refusal.retry_after {
-                    let secs = ra.as_secs() + u64::from(ra.subsec_nanos() > 0);
-                    h.insert(RETRY_AFTER, HeaderValue::from(secs.max(1)));
+                    h.insert(RETRY_AFTER, crate::headers::retry_after(ra));
                 }
             }
             KeyError::State(e) if e.is_unavailable() => {

@@ -24,7 +24,7 @@ use super::watch::{CloseReason, ConnTracker};
 use super::Ingress;
 use crate::body_budget::BodyLease;
 use crate::error::GatewayError;
-use crate::headers::{self, REQUEST_ID};
+use crate::headers;
 use crate::request::{self, GatewayBody};
 
 /// A non-streaming response goes to the connection in pieces of this size, so that a client
@@ -212,17 +212,11 @@ fn refusal(
     retry_after: Option<Duration>,
 ) -> Response<GatewayBody> {
     let family = crate::route::family_of(parts.uri.path());
-    let mut r = Response::new(GatewayBody::Full(Some(e.body(family))));
-    *r.status_mut() = e.status();
+    let request_id = ing.state.load().request_id(parts);
+    let mut r = crate::request::error_response(family, e, &request_id);
     let h = r.headers_mut();
-    h.insert(
-        header::CONTENT_TYPE,
-        HeaderValue::from_static("application/json"),
-    );
-    h.insert(REQUEST_ID, ing.state.load().request_id(parts));
     if let Some(d) = retry_after {
-        let secs = d.as_secs() + u64::from(d.subsec_nanos() > 0);
-        h.insert(header::RETRY_AFTER, HeaderValue::from(secs.max(1)));
+        h.insert(header::RETRY_AFTER, crate::headers::retry_after(d));
     }
     if parts.version < Version::HTTP_2 {
         h.insert(header::CONNECTION, HeaderValue::from_static("close"));

@@ -16,6 +16,7 @@ mod whole;
 
 pub(crate) use admission::{admission, Admission, EdgeFacts};
 pub(crate) use body::GatewayBody;
+pub(crate) use reply::error_response;
 
 use body::*;
 use reply::*;

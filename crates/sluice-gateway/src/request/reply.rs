@@ -90,9 +90,8 @@ pub(crate) fn answer_failure(
             let mut r = full(status, "application/json", body);
             r.headers_mut().insert(REQUEST_ID, request_id.clone());
             if let Some(ra) = a.error.retry_after {
-                let secs = ra.as_secs() + u64::from(ra.subsec_nanos() > 0);
                 r.headers_mut()
-                    .insert(header::RETRY_AFTER, HeaderValue::from(secs));
+                    .insert(header::RETRY_AFTER, headers::retry_after(ra));
             }
             attempts_header(&mut r, log);
             r
