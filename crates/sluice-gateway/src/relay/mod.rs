@@ -666,6 +666,246 @@ type Never = std::convert::Infallible;
 /// What `poll_frame` returns.
 type Polled = Poll<Option<Result<Frame<Bytes>, Never>>>;
 
+/// What a phase of [`SseRelay::poll_frame`] decided.
+enum Step {
+    /// Answer the client with this.
+    Out(Polled),
+    /// Start over from the top: something the earlier phases read changed.
+    Again,
+    /// Nothing here: go on to the next phase.
+    Next,
+    /// Nothing until a wake-up; only the clock may be due.
+    Wait,
+}
+
+// === impl SseRelay: the phases of poll_frame ===
+
+impl SseRelay {
+    /// The next attempt being made (a retry, a fallback, a continuation), if any.
+    fn poll_next_attempt(&mut self, cx: &mut Context<'_>) -> Step {
+        let Some(next) = self.next.as_mut() else {
+            return Step::Next;
+        };
+        match next.as_mut().poll(cx) {
+            Poll::Pending => Step::Wait,
+            Poll::Ready((policy, Ok(attempt))) => {
+                self.next = None;
+                if self.pending_cut.is_some() {
+                    self.install_continuation(policy, attempt);
+                } else {
+                    self.install(policy, attempt);
+                }
+                Step::Again
+            }
+            Poll::Ready((policy, Err(g))) => {
+                self.next = None;
+                if self.pending_cut.is_some() {
+                    self.log.attempts = policy.records();
+                    let _ = g;
+                    return Step::Out(self.fail_reason(EndReason::UpstreamReset, ""));
+                }
+                Step::Out(self.give_up(policy, g))
+            }
+        }
+    }
+
+    /// The upstream's events decoded so far: translated and accepted (held before the
+    /// commit, ready after), blocks without an event passed on, a decode error ended.
+    fn take_decoded(&mut self) -> Step {
+        let mut failure = None;
+        while let Some(item) = self.decoder.next_item() {
+            match item {
+                Ok(Item::Event(ev)) => {
+                    let mut scratch = std::mem::take(&mut self.scratch);
+                    self.translator.event(&ev, &mut scratch);
+                    for e in scratch.drain(..) {
+                        if let Err(f) = self.accept(e) {
+                            // An error event before the first content: what it means
+                            // decides the retry (overloaded: retry; filtered: final).
+                            failure = Some(
+                                sluice_providers::error::classify_stream_error(
+                                    self.upstream_family,
+                                    &ev,
+                                )
+                                .map(AttemptFailure::stream_error)
+                                .unwrap_or(f),
+                            );
+                            break;
+                        }
+                    }
+                    scratch.clear();
+                    self.scratch = scratch;
+                    self.upstream_alive();
+                    self.check_token_cap();
+                    if failure.is_some() || self.has_ready() {
+                        break;
+                    }
+                }
+                Ok(Item::Comment(c)) => {
+                    if c.in_event() {
+                        // Its bytes travel inside the event's raw span.
+                        continue;
+                    }
+                    // An upstream heartbeat: proof of life, and the client gets it too.
+                    self.upstream_alive();
+                    if let Some(out) = self.pass_block(c.raw().clone()) {
+                        return Step::Out(out);
+                    }
+                }
+                Ok(Item::Skipped(s)) => {
+                    if let Some(out) = self.pass_block(s.raw().clone()) {
+                        return Step::Out(out);
+                    }
+                }
+                Err(DecodeError::EventTooLarge { limit }) => {
+                    return Step::Out(self.fail_reason(
+                        EndReason::EventTooLarge,
+                        &format!("an upstream event exceeded the gateway's limit of {limit} bytes"),
+                    ));
+                }
+                Err(DecodeError::Truncated { .. }) => {
+                    if self.uncommitted.is_some() {
+                        failure = Some(AttemptFailure::before_content(
+                            "the upstream closed the stream in the middle of an event".into(),
+                        ));
+                        break;
+                    }
+                    let msg = "the upstream closed the stream in the middle of an event";
+                    if self.try_continue(EndReason::UpstreamEofMidEvent, msg) {
+                        // A continuation was started: go back to the top to poll it.
+                        return Step::Again;
+                    }
+                    return Step::Out(self.fail_reason(EndReason::UpstreamEofMidEvent, msg));
+                }
+            }
+        }
+        match failure {
+            Some(_) if self.pending_cut.is_some() => {
+                Step::Out(self.fail_reason(EndReason::UpstreamReset, ""))
+            }
+            Some(f) => {
+                self.retry(f);
+                Step::Again
+            }
+            None => Step::Next,
+        }
+    }
+
+    /// The upstream's body has ended: the translator's last events, then the end of the
+    /// stream (or, before the commit, another attempt).
+    fn at_upstream_end(&mut self) -> Step {
+        let mut scratch = std::mem::take(&mut self.scratch);
+        self.translator.end(&mut scratch);
+        let mut failure = None;
+        for e in scratch.drain(..) {
+            if let Err(f) = self.accept(e) {
+                failure = Some(f);
+                break;
+            }
+        }
+        self.scratch = scratch;
+        if let Some(f) = failure {
+            self.retry(f);
+            return Step::Again;
+        }
+        if self.uncommitted.is_some() {
+            self.retry(AttemptFailure::before_content(
+                "the upstream ended the stream before any content".into(),
+            ));
+            return Step::Again;
+        }
+        if self.has_ready() {
+            return Step::Again;
+        }
+        Step::Out(self.complete())
+    }
+
+    /// The next piece of the upstream's body, unless the gateway is shutting down.
+    fn poll_upstream(&mut self, cx: &mut Context<'_>) -> Step {
+        if self.shutdown.as_mut().poll(cx).is_ready() {
+            return Step::Out(
+                self.fail_reason(EndReason::Shutdown, "the gateway is shutting down"),
+            );
+        }
+        let Some(upstream) = self.upstream.as_mut() else {
+            return Step::Out(self.complete());
+        };
+        match Pin::new(upstream).poll_frame(cx) {
+            Poll::Ready(Some(Ok(frame))) => {
+                if let Ok(data) = frame.into_data() {
+                    self.decoder.feed(data);
+                    self.peak_buffered = self.peak_buffered.max(self.decoder.buffered_bytes());
+                }
+                Step::Again
+            }
+            Poll::Ready(Some(Err(e))) => {
+                // The client reads no OS error or address; the log has it whole.
+                self.log.error = Some(format!("the upstream broke off the stream: {e}"));
+                let msg = format!(
+                    "the upstream broke off the stream: {}",
+                    crate::error::public_body_error(&e)
+                );
+                if self.uncommitted.is_some() {
+                    self.retry(AttemptFailure::before_content(msg));
+                    return Step::Again;
+                }
+                if self.try_continue(EndReason::UpstreamReset, &msg) {
+                    return Step::Again;
+                }
+                Step::Out(self.fail_reason(EndReason::UpstreamReset, &msg))
+            }
+            Poll::Ready(None) => {
+                self.decoder.finish();
+                self.upstream_done = true;
+                Step::Again
+            }
+            Poll::Pending => Step::Wait,
+        }
+    }
+
+    /// Nothing to read: the total deadline, the idle (or first-token) deadline and the
+    /// heartbeat, on one timer.
+    fn on_due(&mut self, cx: &mut Context<'_>) -> Polled {
+        // While another attempt is being made, its own deadlines bound it.
+        match self.clock.poll_due(cx, self.next.is_none()) {
+            Poll::Pending => Poll::Pending,
+            Poll::Ready(Due::Total) => self.fail_reason(
+                EndReason::TotalTimeout,
+                "the stream exceeded the gateway's total timeout",
+            ),
+            Poll::Ready(Due::Idle) => {
+                if let Some(u) = &self.uncommitted {
+                    let failure = if Instant::now() >= u.first_token_by {
+                        AttemptFailure::first_token_timeout(u.policy.first_token_timeout(u.target))
+                    } else {
+                        AttemptFailure::idle_before_content(self.clock.idle())
+                    };
+                    self.retry(failure);
+                    // Poll the new attempt (registers its waker) before returning.
+                    cx.waker().wake_by_ref();
+                    return Poll::Pending;
+                }
+                let msg = format!(
+                    "no event from the upstream for {:?} (idle timeout)",
+                    self.clock.idle()
+                );
+                if self.try_continue(EndReason::IdleTimeout, &msg) {
+                    cx.waker().wake_by_ref();
+                    return Poll::Pending;
+                }
+                self.fail_reason(EndReason::IdleTimeout, &msg)
+            }
+            Poll::Ready(Due::Heartbeat) => {
+                self.telemetry.heartbeat();
+                // A heartbeat is not upstream progress; it only keeps the client's side alive.
+                let out = self.forward(Bytes::from_static(HEARTBEAT), 0);
+                self.last_yield = None;
+                out
+            }
+        }
+    }
+}
+
 impl Body for SseRelay {
     type Data = Bytes;
     type Error = Never;
@@ -683,6 +923,9 @@ impl Body for SseRelay {
                 this.telemetry.backpressure_pause();
             }
         }
+        // Each phase either answers the client (`Out`), asks to start over (`Again`: it
+        // changed what the earlier phases see), hands on to the next phase (`Next`), or has
+        // nothing until a wake-up (`Wait`, then only the clock is due).
         loop {
             if let Some(b) = this.ready() {
                 return this.forward(b, 1);
@@ -690,215 +933,22 @@ impl Body for SseRelay {
             if let (true, Some(cap)) = (this.cap_hit, this.token_cap) {
                 return this.cut_at_token_cap(cap);
             }
-            if let Some(next) = this.next.as_mut() {
-                match next.as_mut().poll(cx) {
-                    Poll::Pending => break,
-                    Poll::Ready((policy, Ok(attempt))) => {
-                        this.next = None;
-                        if this.pending_cut.is_some() {
-                            this.install_continuation(policy, attempt);
-                        } else {
-                            this.install(policy, attempt);
-                        }
-                        continue;
-                    }
-                    Poll::Ready((policy, Err(g))) => {
-                        this.next = None;
-                        if this.pending_cut.is_some() {
-                            this.log.attempts = policy.records();
-                            let _ = g;
-                            return this.fail_reason(EndReason::UpstreamReset, "");
-                        }
-                        return this.give_up(policy, g);
-                    }
-                }
-            }
-            let mut failure = None;
-            // A continuation was started: go back to the top to poll it.
-            let mut restart = false;
-            while let Some(item) = this.decoder.next_item() {
-                match item {
-                    Ok(Item::Event(ev)) => {
-                        let mut scratch = std::mem::take(&mut this.scratch);
-                        this.translator.event(&ev, &mut scratch);
-                        for e in scratch.drain(..) {
-                            if let Err(f) = this.accept(e) {
-                                // An error event before the first content: what it means
-                                // decides the retry (overloaded: retry; filtered: final).
-                                failure = Some(
-                                    sluice_providers::error::classify_stream_error(
-                                        this.upstream_family,
-                                        &ev,
-                                    )
-                                    .map(AttemptFailure::stream_error)
-                                    .unwrap_or(f),
-                                );
-                                break;
-                            }
-                        }
-                        scratch.clear();
-                        this.scratch = scratch;
-                        this.upstream_alive();
-                        this.check_token_cap();
-                        if failure.is_some() || this.has_ready() {
-                            break;
-                        }
-                    }
-                    Ok(Item::Comment(c)) => {
-                        if c.in_event() {
-                            // Its bytes travel inside the event's raw span.
-                            continue;
-                        }
-                        // An upstream heartbeat: proof of life, and the client gets it too.
-                        this.upstream_alive();
-                        if let Some(out) = this.pass_block(c.raw().clone()) {
-                            return out;
-                        }
-                    }
-                    Ok(Item::Skipped(s)) => {
-                        if let Some(out) = this.pass_block(s.raw().clone()) {
-                            return out;
-                        }
-                    }
-                    Err(DecodeError::EventTooLarge { limit }) => {
-                        return this.fail_reason(
-                            EndReason::EventTooLarge,
-                            &format!(
-                                "an upstream event exceeded the gateway's limit of {limit} bytes"
-                            ),
-                        );
-                    }
-                    Err(DecodeError::Truncated { .. }) => {
-                        if this.uncommitted.is_some() {
-                            failure = Some(AttemptFailure::before_content(
-                                "the upstream closed the stream in the middle of an event".into(),
-                            ));
-                            break;
-                        }
-                        let msg = "the upstream closed the stream in the middle of an event";
-                        if this.try_continue(EndReason::UpstreamEofMidEvent, msg) {
-                            restart = true;
-                            break;
-                        }
-                        return this.fail_reason(EndReason::UpstreamEofMidEvent, msg);
-                    }
-                }
-            }
-            if restart {
-                continue;
-            }
-            if let Some(f) = failure {
-                if this.pending_cut.is_some() {
-                    return this.fail_reason(EndReason::UpstreamReset, "");
-                }
-                this.retry(f);
-                continue;
-            }
-            if this.has_ready() {
-                continue;
-            }
-            if this.upstream_done {
-                let mut scratch = std::mem::take(&mut this.scratch);
-                this.translator.end(&mut scratch);
-                let mut failure = None;
-                for e in scratch.drain(..) {
-                    if let Err(f) = this.accept(e) {
-                        failure = Some(f);
-                        break;
-                    }
-                }
-                this.scratch = scratch;
-                if let Some(f) = failure {
-                    this.retry(f);
-                    continue;
-                }
-                if this.uncommitted.is_some() {
-                    this.retry(AttemptFailure::before_content(
-                        "the upstream ended the stream before any content".into(),
-                    ));
-                    continue;
-                }
-                if this.has_ready() {
-                    continue;
-                }
-                return this.complete();
-            }
-            if this.shutdown.as_mut().poll(cx).is_ready() {
-                return this.fail_reason(EndReason::Shutdown, "the gateway is shutting down");
-            }
-            let Some(upstream) = this.upstream.as_mut() else {
-                return this.complete();
+            let step = match this.poll_next_attempt(cx) {
+                Step::Next => match this.take_decoded() {
+                    Step::Next if this.has_ready() => Step::Again,
+                    Step::Next if this.upstream_done => this.at_upstream_end(),
+                    Step::Next => this.poll_upstream(cx),
+                    other => other,
+                },
+                other => other,
             };
-            match Pin::new(upstream).poll_frame(cx) {
-                Poll::Ready(Some(Ok(frame))) => {
-                    if let Ok(data) = frame.into_data() {
-                        this.decoder.feed(data);
-                        this.peak_buffered = this.peak_buffered.max(this.decoder.buffered_bytes());
-                    }
-                }
-                Poll::Ready(Some(Err(e))) => {
-                    // The client reads no OS error or address; the log has it whole.
-                    this.log.error = Some(format!("the upstream broke off the stream: {e}"));
-                    let msg = format!(
-                        "the upstream broke off the stream: {}",
-                        crate::error::public_body_error(&e)
-                    );
-                    if this.uncommitted.is_some() {
-                        this.retry(AttemptFailure::before_content(msg));
-                        continue;
-                    }
-                    if this.try_continue(EndReason::UpstreamReset, &msg) {
-                        continue;
-                    }
-                    return this.fail_reason(EndReason::UpstreamReset, &msg);
-                }
-                Poll::Ready(None) => {
-                    this.decoder.finish();
-                    this.upstream_done = true;
-                }
-                Poll::Pending => break,
+            match step {
+                Step::Out(out) => return out,
+                Step::Again | Step::Next => continue,
+                Step::Wait => break,
             }
         }
-        // While another attempt is being made, its own deadlines bound it.
-        match this.clock.poll_due(cx, this.next.is_none()) {
-            Poll::Pending => {}
-            Poll::Ready(Due::Total) => {
-                return this.fail_reason(
-                    EndReason::TotalTimeout,
-                    "the stream exceeded the gateway's total timeout",
-                );
-            }
-            Poll::Ready(Due::Idle) => {
-                if let Some(u) = &this.uncommitted {
-                    let failure = if Instant::now() >= u.first_token_by {
-                        AttemptFailure::first_token_timeout(u.policy.first_token_timeout(u.target))
-                    } else {
-                        AttemptFailure::idle_before_content(this.clock.idle())
-                    };
-                    this.retry(failure);
-                    // Poll the new attempt (registers its waker) before returning.
-                    cx.waker().wake_by_ref();
-                    return Poll::Pending;
-                }
-                let msg = format!(
-                    "no event from the upstream for {:?} (idle timeout)",
-                    this.clock.idle()
-                );
-                if this.try_continue(EndReason::IdleTimeout, &msg) {
-                    cx.waker().wake_by_ref();
-                    return Poll::Pending;
-                }
-                return this.fail_reason(EndReason::IdleTimeout, &msg);
-            }
-            Poll::Ready(Due::Heartbeat) => {
-                this.telemetry.heartbeat();
-                // A heartbeat is not upstream progress; it only keeps the client's side alive.
-                let out = this.forward(Bytes::from_static(HEARTBEAT), 0);
-                this.last_yield = None;
-                return out;
-            }
-        }
-        Poll::Pending
+        this.on_due(cx)
     }
 
     fn is_end_stream(&self) -> bool {
