@@ -65,7 +65,7 @@ count() { # name pid url out
   echo "$name: $reqs requests, $((total / reqs)) instructions per request ($out)"
 }
 
-valgrind --tool=callgrind --callgrind-out-file="$WORK/sluice.cg" "$BIN" serve --config "$WORK/gw.toml" \
+valgrind --tool=callgrind ${CG_OPTS:-} --callgrind-out-file="$WORK/sluice.cg" "$BIN" serve --config "$WORK/gw.toml" \
   >/dev/null 2>"$WORK/sluice.vg" &
 GP=$!
 PIDS+=($GP)
