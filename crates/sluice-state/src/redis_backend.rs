@@ -851,8 +851,8 @@ impl RedisBackend {
 /// The store's one background task: runs queued settles and releases (up to [`JOB_BATCH`] at
 /// once: the settles in one script call, the releases pipelined), renews live leases every
 /// third of their TTL, probes Redis while it is down or (Sentinel, Cluster) not connected,
-/// looks the Sentinel primary up again as soon as a call loses it, and pays owed spend once
-/// Redis is up. It ends when the store is dropped (its queue closes), after running what was
+/// looks the Sentinel primary up again as soon as a call loses it and asks the sentinels every
+/// probe interval whether it moved, and pays owed spend once Redis is up. It ends when the store is dropped (its queue closes), after running what was
 /// queued.
 pub(crate) async fn background(backend: Arc<RedisBackend>, mut jobs: mpsc::Receiver<Job>) {
     let mut renew = tokio::time::interval(backend.config.lease_ttl / 3);
@@ -876,8 +876,14 @@ pub(crate) async fn background(backend: Arc<RedisBackend>, mut jobs: mpsc::Recei
             // Always armed: a precondition would only be looked at when another branch wakes
             // the loop, which can be a lease renewal tens of seconds later.
             _ = probe.tick() => {
-                if backend.wants_probe() && !backend.probe().await {
-                    continue;
+                if backend.wants_probe() {
+                    if !backend.probe().await {
+                        continue;
+                    }
+                } else if backend.link.primary_moved().await {
+                    // The old primary is still up (a planned failover, a partition): move
+                    // before Sentinel demotes it, which throws away what it took meanwhile.
+                    backend.probe().await;
                 }
                 backend.pay_owed().await;
             }

@@ -3,13 +3,13 @@
 //! here waits on a request's behalf beyond the call it is part of.
 //!
 //! - **One server**: the redis crate's `ConnectionManager`, which reconnects by itself.
-//! - **Sentinel**: a multiplexed connection to the primary. The sentinels are asked for its
-//!   address (`SENTINEL GET-MASTER-ADDR-BY-NAME`, all at once, the first address that answers
-//!   `ROLE` as a primary wins) by [`Link::connect`], which the
-//!   store's background task runs at startup, when a call loses the connection or lands on a
-//!   replica (`READONLY`, as after a failover: Sentinel also disconnects the clients of a demoted
-//!   primary), and while Redis is marked down. Meanwhile calls fail at once, so a failover
-//!   costs a request at most the call deadline and then the configured failure mode.
+//! - **Sentinel**: a multiplexed connection to the primary the sentinels name (see
+//!   `redis_sentinel.rs`), made by [`Link::connect`], which the store's background task runs at
+//!   startup, at once when a call loses the connection or lands on a replica (`READONLY`), while
+//!   Redis is marked down, and when the sentinels name another primary (asked every probe
+//!   interval: a planned failover leaves the old primary up and writable for seconds). Calls
+//!   without a connection fail at once, so a failover costs a request at most the call
+//!   deadline, then the configured failure mode until the promoted replica is found.
 //! - **Cluster**: the redis crate's cluster connection, which follows `MOVED`/`ASK`, refreshes
 //!   its slot map and reconnects to nodes by itself; it is made by [`Link::connect`] too, so an
 //!   unreachable cluster at startup is not an error.
@@ -19,18 +19,18 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::RwLock;
 use std::time::Duration;
 
-use futures_util::future::select_ok;
 use redis::aio::{
     ConnectionLike, ConnectionManager, ConnectionManagerConfig, MultiplexedConnection,
 };
 use redis::cluster::ClusterClient;
 use redis::cluster_async::ClusterConnection;
 use redis::{
-    AsyncConnectionConfig, Cmd, ConnectionAddr, ConnectionInfo, ErrorKind, IntoConnectionInfo,
-    Pipeline, RedisConnectionInfo, RedisError, RedisFuture, RedisResult, ServerErrorKind, Value,
+    Cmd, ConnectionAddr, ConnectionInfo, ErrorKind, IntoConnectionInfo, Pipeline,
+    RedisConnectionInfo, RedisError, RedisFuture, RedisResult, ServerErrorKind, Value,
 };
 use tokio::sync::Notify;
 
+use crate::redis_sentinel::Sentinels;
 use crate::redis_url::{RedisUrl, Topology};
 use crate::{ConfigError, RedisConfig};
 
@@ -109,22 +109,24 @@ pub(crate) fn is_unavailable(e: &RedisError) -> bool {
 
 enum Kind {
     Single(ConnectionManager),
-    Sentinel {
-        sentinels: Vec<ConnectionInfo>,
-        master: String,
-        /// The primary's credentials and db.
-        credentials: RedisConnectionInfo,
-        config: AsyncConnectionConfig,
-    },
+    Sentinel(Sentinels),
     Cluster(ClusterClient),
+}
+
+/// The connection in use (Sentinel, Cluster).
+struct Current {
+    /// Its number, so a failure seen on an old connection does not throw away its
+    /// replacement.
+    n: u64,
+    conn: Conn,
+    /// Sentinel: the primary's address.
+    primary: Option<(String, u16)>,
 }
 
 /// The connection to Redis of one store.
 pub(crate) struct Link {
     kind: Kind,
-    /// Sentinel and Cluster: the connection in use and its number, so a failure seen on an
-    /// old connection does not throw away its replacement.
-    current: RwLock<Option<(u64, Conn)>>,
+    current: RwLock<Option<Current>>,
     numbers: AtomicU64,
     /// Woken when a call lost the Sentinel primary, so it is looked up again at once rather
     /// than at the next probe.
@@ -136,7 +138,7 @@ impl std::fmt::Debug for Link {
         // Never the URL or the credentials.
         let kind = match &self.kind {
             Kind::Single(_) => "single",
-            Kind::Sentinel { .. } => "sentinel",
+            Kind::Sentinel(_) => "sentinel",
             Kind::Cluster(_) => "cluster",
         };
         f.debug_struct("Link")
@@ -157,50 +159,6 @@ fn node(host: &str, port: u16, redis: &RedisConnectionInfo) -> Result<Connection
         .into_connection_info()
         .map_err(|_| url_error())?
         .set_redis_settings(redis.clone()))
-}
-
-/// Asks one sentinel where `master` is, connects there, and keeps the connection if that
-/// server says it is a primary.
-async fn primary_from(
-    sentinel: &ConnectionInfo,
-    master: &str,
-    credentials: &RedisConnectionInfo,
-    config: &AsyncConnectionConfig,
-) -> RedisResult<MultiplexedConnection> {
-    let mut asked = redis::Client::open(sentinel.clone())?
-        .get_multiplexed_async_connection_with_config(config)
-        .await?;
-    let address: Option<(String, u16)> = redis::cmd("SENTINEL")
-        .arg("GET-MASTER-ADDR-BY-NAME")
-        .arg(master)
-        .query_async(&mut asked)
-        .await?;
-    let Some((host, port)) = address else {
-        return Err(RedisError::from((
-            ErrorKind::MasterNameNotFoundBySentinel,
-            "a sentinel does not monitor the master name of redis.url",
-        )));
-    };
-    let primary = ConnectionAddr::Tcp(host, port)
-        .into_connection_info()?
-        .set_redis_settings(credentials.clone());
-    let mut conn = redis::Client::open(primary)?
-        .get_multiplexed_async_connection_with_config(config)
-        .await?;
-    let role: Vec<Value> = redis::cmd("ROLE").query_async(&mut conn).await?;
-    let is_primary = match role.first() {
-        Some(Value::BulkString(b)) => b == b"master",
-        Some(Value::SimpleString(s)) => s == "master",
-        _ => false,
-    };
-    if !is_primary {
-        // A sentinel that has not yet seen the failover names the demoted primary.
-        return Err(RedisError::from((
-            ErrorKind::Server(ServerErrorKind::ReadOnly),
-            "the server a sentinel named is not a primary",
-        )));
-    }
-    Ok(conn)
 }
 
 impl Link {
@@ -236,14 +194,12 @@ impl Link {
                     .iter()
                     .map(|(host, port)| node(host, *port, &RedisConnectionInfo::default()))
                     .collect::<Result<Vec<_>, _>>()?;
-                Kind::Sentinel {
+                Kind::Sentinel(Sentinels::new(
                     sentinels,
                     master,
                     credentials,
-                    config: AsyncConnectionConfig::new()
-                        .set_connection_timeout(Some(config.connect_timeout))
-                        .set_response_timeout(None),
-                }
+                    config.connect_timeout,
+                ))
             }
             Topology::Cluster => {
                 let nodes = url
@@ -275,7 +231,7 @@ impl Link {
             return (Conn::Manager(manager.clone()), 0);
         }
         match &*self.current.read().unwrap_or_else(|p| p.into_inner()) {
-            Some((n, conn)) => (conn.clone(), *n),
+            Some(current) => (current.conn.clone(), current.n),
             None => (Conn::Missing, 0),
         }
     }
@@ -294,11 +250,11 @@ impl Link {
     /// replica's answer means the primary is elsewhere (or gone): the connection is dropped
     /// and the background task looks the primary up again.
     pub fn failed(&self, n: u64, e: &RedisError) {
-        if n == 0 || !matches!(self.kind, Kind::Sentinel { .. }) || !is_unavailable(e) {
+        if n == 0 || !matches!(self.kind, Kind::Sentinel(_)) || !is_unavailable(e) {
             return;
         }
         let mut current = self.current.write().unwrap_or_else(|p| p.into_inner());
-        if current.as_ref().is_some_and(|(m, _)| *m == n) {
+        if current.as_ref().is_some_and(|c| c.n == n) {
             *current = None;
             drop(current);
             self.lost.notify_one();
@@ -314,34 +270,42 @@ impl Link {
     /// connects to it, replacing any connection; with Cluster, connects if not connected. The
     /// caller bounds it with a deadline; dropped midway, it leaves the link as it was.
     pub async fn connect(&self) -> RedisResult<()> {
-        let conn = match &self.kind {
+        let (conn, primary) = match &self.kind {
             Kind::Single(_) => return Ok(()),
-            Kind::Sentinel {
-                sentinels,
-                master,
-                credentials,
-                config,
-            } => {
-                // All at once, first verified primary wins: a hung sentinel costs nothing while
-                // another answers, and a sentinel that still names the dead primary (before it
-                // sees the failover) loses to one that names the promoted replica.
-                // NOTE: the redis crate's `Sentinel` asks in list order and waits for each
-                // answer in turn, so one hung sentinel would stall every lookup.
-                let asks = sentinels
-                    .iter()
-                    .map(|sentinel| Box::pin(primary_from(sentinel, master, credentials, config)));
-                let (conn, _) = select_ok(asks).await?;
-                Conn::Direct(conn)
+            Kind::Sentinel(sentinels) => {
+                let (primary, conn) = sentinels.find_primary().await?;
+                (Conn::Direct(conn), Some(primary))
             }
             Kind::Cluster(client) => {
                 if !self.wants_connect() {
                     return Ok(());
                 }
-                Conn::Cluster(client.get_async_connection().await?)
+                (Conn::Cluster(client.get_async_connection().await?), None)
             }
         };
         let n = self.numbers.fetch_add(1, Ordering::Relaxed);
-        *self.current.write().unwrap_or_else(|p| p.into_inner()) = Some((n, conn));
+        *self.current.write().unwrap_or_else(|p| p.into_inner()) =
+            Some(Current { n, conn, primary });
         Ok(())
+    }
+
+    /// Sentinel: whether the sentinels now name another primary than the one connected to
+    /// (the highest configuration epoch wins). Bounded by the sentinels' answer timeout; false
+    /// when none answers, and always false without Sentinel.
+    pub async fn primary_moved(&self) -> bool {
+        let Kind::Sentinel(sentinels) = &self.kind else {
+            return false;
+        };
+        let Ok(named) = sentinels.ask().await else {
+            return false;
+        };
+        let current = self.current.read().unwrap_or_else(|p| p.into_inner());
+        match (
+            named.first(),
+            current.as_ref().and_then(|c| c.primary.as_ref()),
+        ) {
+            (Some(best), Some(primary)) => best.address != *primary,
+            _ => false,
+        }
     }
 }

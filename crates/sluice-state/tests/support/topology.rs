@@ -227,7 +227,7 @@ impl SentinelSet {
                     dir.path(""),
                 ),
             )
-            .unwrap();
+            .unwrap_or_else(|e| panic!("cannot write {config}: {e}"));
             let args = vec![
                 config,
                 "--sentinel".to_string(),
@@ -281,9 +281,9 @@ impl SentinelSet {
         format!("redis+sentinel://{}/{MASTER}", hosts.join(","))
     }
 
-    /// The primary's port as the first sentinel reports it.
-    pub async fn primary_port(&self) -> Option<u16> {
-        let mut conn = connect(self.sentinels[0].port()).await;
+    /// The primary's port as sentinel `i` reports it.
+    pub async fn primary_port(&self, i: usize) -> Option<u16> {
+        let mut conn = connect(self.sentinels[i].port()).await;
         let address: Option<(String, u16)> = redis::cmd("SENTINEL")
             .arg("GET-MASTER-ADDR-BY-NAME")
             .arg(MASTER)
