@@ -341,4 +341,70 @@ mod tests {
         assert_eq!("fail_closed".parse(), Ok(FailureMode::FailClosed));
         assert!("closed".parse::<FailureMode>().is_err());
     }
+
+    fn with_url(url: &str) -> StateConfig {
+        StateConfig {
+            backend: BackendConfig::Redis(RedisConfig {
+                url: url.into(),
+                ..RedisConfig::default()
+            }),
+            ..StateConfig::default()
+        }
+    }
+
+    #[test]
+    fn sentinel_and_cluster_urls_are_checked_and_shown_without_credentials() {
+        for url in [
+            "redis+sentinel://:pw@10.0.0.1:26379,10.0.0.2:26379/mymaster",
+            "redis+sentinel://s1,s2,s3/mymaster/2",
+            "redis+cluster://user:pw@10.0.0.1:6379,10.0.0.2:6379",
+        ] {
+            assert_eq!(with_url(url).validate(), Ok(()), "{url}");
+        }
+        let err = with_url("redis+cluster://:s3cret@n1:6379/2")
+            .validate()
+            .unwrap_err();
+        assert_eq!(err.field, "redis.url");
+        assert!(err.reason.contains("only db 0"), "{err}");
+        let err = with_url("redis+sentinel://:s3cret@s1:26379")
+            .validate()
+            .unwrap_err();
+        assert!(err.reason.contains("master name"), "{err}");
+        assert!(!err.to_string().contains("s3cret"));
+
+        let config = RedisConfig {
+            url: "redis+sentinel://user:s3cret@s1:26379,s2:26379/mymaster".into(),
+            ..RedisConfig::default()
+        };
+        assert_eq!(
+            config.redacted_url(),
+            "redis+sentinel://***@s1:26379,s2:26379/mymaster"
+        );
+        assert!(!format!("{config:?}").contains("s3cret"));
+    }
+
+    #[test]
+    fn only_a_cluster_needs_an_admissions_counters_in_one_slot() {
+        let minute = Duration::from_secs(60);
+        let rate = |key: &str| crate::Check::Rate {
+            key: key.into(),
+            limit: 10,
+            period: minute,
+        };
+        let one_key = [rate("k42"), rate("k42/gpt-4o")];
+        let two_keys = [rate("k42"), rate("route:chat")];
+        let config = |url: &str, prefix: &str| RedisConfig {
+            url: url.into(),
+            prefix: prefix.into(),
+            ..RedisConfig::default()
+        };
+        for url in ["redis://h:6379", "redis+sentinel://s1/m"] {
+            assert!(config(url, "sluice").shares_slot(&two_keys));
+        }
+        let cluster = config("redis+cluster://n1,n2", "sluice");
+        assert!(cluster.shares_slot(&one_key));
+        assert!(!cluster.shares_slot(&two_keys));
+        // A hash tag in the prefix puts everything in one slot.
+        assert!(config("redis+cluster://n1,n2", "{sluice}").shares_slot(&two_keys));
+    }
 }

@@ -178,7 +178,13 @@ impl RedisBackend {
     ///
     /// Must run inside a tokio runtime.
     pub fn new(config: RedisConfig, stats: Arc<Stats>) -> Result<Self, ConfigError> {
-        let link = Link::new(&config)?;
+        let link = Link::new(
+            &config,
+            config
+                .call_timeout
+                .max(SETTLE_BATCH_DEADLINE)
+                .max(config.connect_timeout),
+        )?;
         let keys = KeyLayout::new(&config.prefix, layout_of(&config)?);
         let instance = format!(
             "{:016x}",

@@ -147,6 +147,10 @@ impl std::fmt::Debug for Link {
     }
 }
 
+fn millis_of(d: Duration) -> u64 {
+    d.as_millis().clamp(1, u128::from(u64::MAX)) as u64
+}
+
 fn url_error() -> ConfigError {
     ConfigError {
         field: "redis.url",
@@ -162,8 +166,9 @@ fn node(host: &str, port: u16, redis: &RedisConnectionInfo) -> Result<Connection
 }
 
 impl Link {
-    /// Builds the link without connecting. Must run inside a tokio runtime.
-    pub fn new(config: &RedisConfig) -> Result<Link, ConfigError> {
+    /// Builds the link without connecting. `longest_call` is the longest deadline any call
+    /// is given. Must run inside a tokio runtime.
+    pub fn new(config: &RedisConfig, longest_call: Duration) -> Result<Link, ConfigError> {
         let url = RedisUrl::parse(&config.url)?;
         let mut credentials = RedisConnectionInfo::default().set_db(url.db);
         if let Some(user) = &url.username {
@@ -207,10 +212,16 @@ impl Link {
                     .iter()
                     .map(|(host, port)| node(host, *port, &credentials))
                     .collect::<Result<Vec<_>, _>>()?;
-                // No response timeout of its own: every call has the store's deadline, and a
-                // dropped call is dropped inside the cluster connection too.
+                // A call the store gave up on (its deadline passed) lives on inside the cluster
+                // connection, retrying (by default 16 times, waiting up to minutes): bound it by
+                // the longest deadline, and keep the retries to what a redirect or a slot map
+                // refresh needs.
                 let client = ClusterClient::builder(nodes)
                     .connection_timeout(config.connect_timeout)
+                    .overall_response_timeout(Some(longest_call))
+                    .retries(2)
+                    .min_retry_wait(1)
+                    .max_retry_wait(millis_of(config.probe_interval))
                     .build()
                     .map_err(|_| url_error())?;
                 Kind::Cluster(client)

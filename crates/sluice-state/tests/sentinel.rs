@@ -31,6 +31,44 @@ async fn two_stores_keep_one_rate_limit_through_sentinels() {
     support::two_stores_keep_one_rate_limit(&a, &b, "k").await;
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[cfg_attr(
+    no_redis,
+    ignore = "no redis-server: install it (apt-get install redis-server) or set REDIS_SERVER"
+)]
+async fn a_hung_sentinel_is_skipped_and_an_unknown_master_is_a_failure_mode() {
+    let set = SentinelSet::start().await;
+    // The first sentinel listed answers nothing; the others do.
+    set.sentinels[0].freeze();
+    let config = RedisConfig {
+        connect_timeout: Duration::from_millis(400),
+        on_failure: FailureMode::FailClosed,
+        ..redis_config(&set.url())
+    };
+    let started = Instant::now();
+    let store = redis_store(config.clone()).await;
+    assert!(
+        started.elapsed() < config.connect_timeout,
+        "{:?}",
+        started.elapsed()
+    );
+    assert_eq!(store.mode(), StoreMode::Shared);
+    assert!(matches!(
+        store.admit(load_checks()).await,
+        Ok(Decision::Admitted(a)) if a.is_shared()
+    ));
+    set.sentinels[0].thaw();
+
+    let unknown = RedisConfig {
+        url: set.url().replace("/mymaster", "/nosuchmaster"),
+        ..config
+    };
+    let store = redis_store(unknown).await;
+    assert_eq!(store.mode(), StoreMode::Unavailable);
+    let err = store.admit(load_checks()).await.unwrap_err();
+    assert_eq!(err.metric_label(), "state_unavailable");
+}
+
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Outcome {
     Shared,
