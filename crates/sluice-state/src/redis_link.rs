@@ -295,8 +295,17 @@ impl Link {
             }
         };
         let n = self.numbers.fetch_add(1, Ordering::Relaxed);
-        *self.current.write().unwrap_or_else(|p| p.into_inner()) =
-            Some(Current { n, conn, primary });
+        let mut current = self.current.write().unwrap_or_else(|p| p.into_inner());
+        let before = current.as_ref().and_then(|c| c.primary.as_ref());
+        if let (Some(before), Some((host, port))) = (before, &primary) {
+            if *before != (host.clone(), *port) {
+                tracing::info!(
+                    primary = %format!("{host}:{port}"),
+                    "shared state store (redis): the sentinels name a new primary; following it"
+                );
+            }
+        }
+        *current = Some(Current { n, conn, primary });
         Ok(())
     }
 

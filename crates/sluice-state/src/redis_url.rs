@@ -129,13 +129,16 @@ impl RedisUrl {
                          {SENTINEL_FORM} or {CLUSTER_FORM}"
                     )));
                 }
-                // The parser's message may quote the URL, which may hold a password.
-                redis::Client::open(url).map_err(|_| {
-                    invalid(format!(
-                        "not a valid Redis URL: expected {SINGLE_FORM}, {SENTINEL_FORM} or \
+                if scheme.starts_with("redis") && scheme.contains('+') && scheme != "redis+unix" {
+                    // Only the scheme is quoted: the rest may hold a password.
+                    return Err(invalid(format!(
+                        "unknown scheme `{scheme}`: expected {SINGLE_FORM}, {SENTINEL_FORM} or \
                          {CLUSTER_FORM}"
-                    ))
-                })?;
+                    )));
+                }
+                // The parser's message may quote the URL, which may hold a password.
+                redis::Client::open(url)
+                    .map_err(|_| invalid(format!("not a valid redis:// URL ({SINGLE_FORM})")))?;
                 Ok(RedisUrl {
                     topology: Topology::Single,
                     hosts: Vec::new(),
@@ -336,7 +339,8 @@ mod tests {
         assert!(reason("rediss+cluster://:s3cret@n1").contains("TLS"));
         assert!(reason("rediss://:s3cret@n1").contains("TLS"));
         assert!(reason("redis://:s3cret@n1:6379,n2:6379").contains("several hosts"));
-        assert!(reason("http://:s3cret@n1").contains("not a valid Redis URL"));
+        assert!(reason("http://:s3cret@n1").contains("not a valid redis:// URL"));
+        assert!(reason("redis+sentinal://:s3cret@s1/m").contains("unknown scheme `redis+sentinal`"));
         assert!(reason("n1:6379").contains("not a Redis URL"));
         assert!(reason("redis+cluster://:s3cret@n1?x=1").contains("query"));
         assert!(reason("redis+sentinel://:s3cr%2@s1/m").contains("hex"));
