@@ -187,12 +187,29 @@ pub struct SentinelSet {
 impl SentinelSet {
     pub async fn start() -> SentinelSet {
         let dir = TempDir::new("sentinel");
-        let primary = RedisServer::start().await;
+        // Replication writes an RDB file (a full sync, a demoted primary's resync) even without
+        // `save`: into the private directory, not the test's working directory.
+        let (primary_dir, replica_dir) = (dir.path("primary"), dir.path("replica"));
+        for d in [&primary_dir, &replica_dir] {
+            std::fs::create_dir(d).expect("cannot create a server's directory");
+        }
+        let port = free_port();
+        let primary =
+            RedisServer::start_with(port, RedisServer::args(port, &["--dir", &primary_dir])).await;
         let port = free_port();
         let primary_port = primary.port().to_string();
         let replica = RedisServer::start_with(
             port,
-            RedisServer::args(port, &["--replicaof", "127.0.0.1", &primary_port]),
+            RedisServer::args(
+                port,
+                &[
+                    "--dir",
+                    &replica_dir,
+                    "--replicaof",
+                    "127.0.0.1",
+                    &primary_port,
+                ],
+            ),
         )
         .await;
         let conn = connect(replica.port()).await;
