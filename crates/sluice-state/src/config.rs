@@ -3,6 +3,9 @@
 
 use std::time::Duration;
 
+use crate::redis_keys::{KeyLayout, Layout};
+use crate::redis_url::{RedisUrl, Topology};
+
 /// The whole state store configuration.
 #[derive(Clone, Debug, Default)]
 pub struct StateConfig {
@@ -63,8 +66,16 @@ impl std::str::FromStr for FailureMode {
 /// The Redis backend. Its `Debug` hides the URL's credentials.
 #[derive(Clone)]
 pub struct RedisConfig {
-    /// `redis://[user:password@]host:port[/db]` (or `rediss://` is not supported: no TLS
-    /// feature is built). Never logged: it may hold a password. Required.
+    /// Where Redis is; never logged (it may hold a password). Required. One of:
+    /// - `redis://[user:password@]host:port[/db]`: one server;
+    /// - `redis+sentinel://[user:password@]host:26379[,host:26379...]/<master name>[/db]`: the
+    ///   primary the sentinels name, followed across failovers (the credentials are the
+    ///   primary's; the sentinels are asked without any);
+    /// - `redis+cluster://[user:password@]host:6379[,host:6379...]`: a Redis Cluster, found
+    ///   through any of the listed nodes (db 0 only). The counters of one admission must share
+    ///   a hash slot: see the README's Cluster section and [`RedisConfig::shares_slot`].
+    ///
+    /// TLS (`rediss://`) is not built in.
     pub url: String,
     /// Prefix of every key this store writes (`<prefix>:r:<key>` ...). Instances that share
     /// limits must use the same prefix. Default `sluice`.
@@ -119,11 +130,28 @@ impl std::fmt::Debug for RedisConfig {
     }
 }
 
-/// The URL without its user and password: `redis://***@host:6379/0`.
 impl RedisConfig {
-    /// The URL with any user and password replaced by `***`, fit for logs and admin views.
+    /// The URL with any user and password replaced by `***`, fit for logs and admin views:
+    /// `redis+sentinel://***@s1:26379,s2:26379/mymaster`.
     pub fn redacted_url(&self) -> String {
         redact(&self.url)
+    }
+
+    /// Whether one admission may carry `checks`: always, except with Redis Cluster when their
+    /// counters fall in several hash slots (the store then refuses the admission as an
+    /// invalid check). For the gateway's config check: with Cluster, every admission it can
+    /// build must pass this.
+    ///
+    /// A counter's slot is picked by its key's group: the key's hash tag (`{team-a}k42` →
+    /// `team-a`) if it has one, else its text before the first `/` (`k42/gpt-4o` → `k42`),
+    /// else the whole key; unless `prefix` has a hash tag of its own (`{sluice}`), which puts
+    /// every counter in one slot.
+    pub fn shares_slot(&self, checks: &[crate::Check]) -> bool {
+        let layout = match RedisUrl::parse(&self.url).map(|u| u.topology) {
+            Ok(Topology::Cluster) => Layout::Tagged,
+            _ => Layout::Plain,
+        };
+        KeyLayout::new(&self.prefix, layout).one_slot(checks)
     }
 }
 
@@ -246,13 +274,7 @@ impl StateConfig {
             if redis.url.is_empty() {
                 return fail("redis.url", "required for the redis backend");
             }
-            if redis::Client::open(redis.url.as_str()).is_err() {
-                // The parser's message may quote the URL, which may hold a password.
-                return fail(
-                    "redis.url",
-                    "not a valid redis:// URL (redis://[user:password@]host:port[/db])",
-                );
-            }
+            RedisUrl::parse(&redis.url)?;
             if redis.prefix.is_empty() {
                 return fail("redis.prefix", "must not be empty");
             }
@@ -318,5 +340,71 @@ mod tests {
         assert_eq!(config.validate(), Ok(()));
         assert_eq!("fail_closed".parse(), Ok(FailureMode::FailClosed));
         assert!("closed".parse::<FailureMode>().is_err());
+    }
+
+    fn with_url(url: &str) -> StateConfig {
+        StateConfig {
+            backend: BackendConfig::Redis(RedisConfig {
+                url: url.into(),
+                ..RedisConfig::default()
+            }),
+            ..StateConfig::default()
+        }
+    }
+
+    #[test]
+    fn sentinel_and_cluster_urls_are_checked_and_shown_without_credentials() {
+        for url in [
+            "redis+sentinel://:pw@10.0.0.1:26379,10.0.0.2:26379/mymaster",
+            "redis+sentinel://s1,s2,s3/mymaster/2",
+            "redis+cluster://user:pw@10.0.0.1:6379,10.0.0.2:6379",
+        ] {
+            assert_eq!(with_url(url).validate(), Ok(()), "{url}");
+        }
+        let err = with_url("redis+cluster://:s3cret@n1:6379/2")
+            .validate()
+            .unwrap_err();
+        assert_eq!(err.field, "redis.url");
+        assert!(err.reason.contains("only db 0"), "{err}");
+        let err = with_url("redis+sentinel://:s3cret@s1:26379")
+            .validate()
+            .unwrap_err();
+        assert!(err.reason.contains("master name"), "{err}");
+        assert!(!err.to_string().contains("s3cret"));
+
+        let config = RedisConfig {
+            url: "redis+sentinel://user:s3cret@s1:26379,s2:26379/mymaster".into(),
+            ..RedisConfig::default()
+        };
+        assert_eq!(
+            config.redacted_url(),
+            "redis+sentinel://***@s1:26379,s2:26379/mymaster"
+        );
+        assert!(!format!("{config:?}").contains("s3cret"));
+    }
+
+    #[test]
+    fn only_a_cluster_needs_an_admissions_counters_in_one_slot() {
+        let minute = Duration::from_secs(60);
+        let rate = |key: &str| crate::Check::Rate {
+            key: key.into(),
+            limit: 10,
+            period: minute,
+        };
+        let one_key = [rate("k42"), rate("k42/gpt-4o")];
+        let two_keys = [rate("k42"), rate("route:chat")];
+        let config = |url: &str, prefix: &str| RedisConfig {
+            url: url.into(),
+            prefix: prefix.into(),
+            ..RedisConfig::default()
+        };
+        for url in ["redis://h:6379", "redis+sentinel://s1/m"] {
+            assert!(config(url, "sluice").shares_slot(&two_keys));
+        }
+        let cluster = config("redis+cluster://n1,n2", "sluice");
+        assert!(cluster.shares_slot(&one_key));
+        assert!(!cluster.shares_slot(&two_keys));
+        // A hash tag in the prefix puts everything in one slot.
+        assert!(config("redis+cluster://n1,n2", "{sluice}").shares_slot(&two_keys));
     }
 }

@@ -18,14 +18,19 @@
 //! store.rs          the Store, and the handles it gives a request: Admission, IdempotencyGuard
 //! check.rs          what a request asks (Check) and is told (Quota, Refusal, Usage)
 //! redis_backend.rs  the shared backend: one Lua script per call, each with a deadline
+//! redis_keys.rs     the Redis key of every counter and record (hash-tagged with Cluster)
+//! redis_link.rs     the connection: one server, the primary the sentinels name, a Cluster
+//! redis_sentinel.rs asking the sentinels where the primary is
+//! redis_url.rs      the URL's schemes: redis://, redis+sentinel://, redis+cluster://
 //! memory.rs         this process's backend, and the Redis backend's fail-open fallback
 //! gcra.rs           the rate and token arithmetic of both backends
 //! idempotency.rs    a record's name, the stored response, what a backend found
 //! stats.rs, config.rs, error.rs
 //! ```
 //!
-//! Imports point down that list and never back: store → redis_backend → memory → gcra,
-//! idempotency, check → error.
+//! Imports point down that list and never back: store → redis_backend → redis_keys,
+//! redis_link → redis_sentinel, redis_url; redis_backend → memory → gcra, idempotency, check
+//! → error.
 //!
 //! Shared state never hangs a request: every Redis call has a deadline
 //! ([`RedisConfig::call_timeout`]); when Redis is slow or down the store answers from local
@@ -42,6 +47,10 @@ mod gcra;
 mod idempotency;
 mod memory;
 mod redis_backend;
+mod redis_keys;
+mod redis_link;
+mod redis_sentinel;
+mod redis_url;
 mod stats;
 mod store;
 

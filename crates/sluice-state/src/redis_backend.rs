@@ -3,14 +3,16 @@
 //! and while it is down no call waits for it (the store falls back or refuses at once) until a
 //! background probe finds it back.
 //!
-//! Keys: `<prefix>:r:<key>` (rate TAT), `<prefix>:t:<key>` (tokens TAT), `<prefix>:c:<key>`
-//! (a sorted set of leases scored by expiry, ms), `<prefix>:b:<key>` (a hash: budget window
-//! and spend), `<prefix>:i:<scope len>:<scope>:<key>` (an idempotency record). Every key has a
-//! TTL: a GCRA key until its bucket is full again, a lease set twice the lease TTL, a budget the
-//! end of its period plus a minute, a record its in-flight or replay TTL.
+//! Keys (named by `redis_keys.rs`; with Cluster they carry a hash tag): `<prefix>:r:<key>`
+//! (rate TAT), `<prefix>:t:<key>` (tokens TAT), `<prefix>:c:<key>` (a sorted set of leases
+//! scored by expiry, ms), `<prefix>:b:<key>` (a hash: budget window and spend),
+//! `<prefix>:i:<scope len>:<scope>:<key>` (an idempotency record). Every key has a TTL: a GCRA
+//! key until its bucket is full again, a lease set twice the lease TTL, a budget the end of its
+//! period plus a minute, a record its in-flight or replay TTL.
 //!
-//! NOTE: the scripts touch several keys of arbitrary names, so this works with one Redis
-//! (or a primary with replicas), not Redis Cluster.
+//! With Cluster a script's keys must share a hash slot: an admission's do by construction (or
+//! it is refused as an invalid check), and the batches of many admissions (queued settles,
+//! lease renewals, owed spend) are split into one script call per slot, sent at once.
 
 use std::collections::hash_map::{HashMap, RandomState};
 use std::future::Future;
@@ -21,14 +23,17 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use bytes::Bytes;
 use futures_util::future::join_all;
-use redis::aio::{ConnectionManager, ConnectionManagerConfig};
-use redis::{RedisError, RedisResult, Script};
+use redis::cluster_routing::Slot;
+use redis::{RedisResult, Script, ScriptInvocation};
 use tokio::sync::mpsc;
 use tokio::time::{Instant, MissedTickBehavior};
 
 use crate::check::{Check, CheckKind, Quota, Refusal, RefusalReason, Usage, MAX_LIMIT};
 use crate::idempotency::{BeginRaw, BodyHash, RecordId, StoredResponse};
 use crate::memory::budget_window;
+use crate::redis_keys::{KeyLayout, Layout};
+use crate::redis_link::{is_unavailable, Conn, Link};
+use crate::redis_url::{RedisUrl, Topology};
 use crate::stats::{Stats, StoreMode};
 use crate::{ConfigError, FailureMode, RedisConfig, StateError};
 
@@ -77,6 +82,47 @@ impl Scripts {
 /// A budget counter in one period: key, period µs, window.
 type OwedCounter = (Arc<str>, u64, u64);
 
+/// One counter update of the settle script.
+struct Update {
+    /// The Redis key.
+    key: String,
+    op: Op,
+}
+
+enum Op {
+    /// Charge (or refund, negative) GCRA units.
+    Tokens { limit: u64, period: u64, delta: i64 },
+    /// Release a lease.
+    Release { member: String },
+    /// Add spend to a budget's `window` (0: the current one).
+    Spend {
+        budget: Arc<str>,
+        period: u64,
+        window: u64,
+        spend: u64,
+    },
+}
+
+impl Update {
+    fn push(&self, inv: &mut ScriptInvocation<'_>) {
+        inv.key(&self.key);
+        match &self.op {
+            Op::Tokens {
+                limit,
+                period,
+                delta,
+            } => inv.arg("g").arg(*limit).arg(*period).arg(*delta),
+            Op::Release { member } => inv.arg("c").arg(0u64).arg(0u64).arg(member),
+            Op::Spend {
+                period,
+                window,
+                spend,
+                ..
+            } => inv.arg("b").arg(*window).arg(*period).arg(*spend),
+        };
+    }
+}
+
 /// Work queued from `Drop` paths, run by the store's background task.
 pub(crate) enum Job {
     Settle {
@@ -90,7 +136,8 @@ pub(crate) enum Job {
 }
 
 pub(crate) struct RedisBackend {
-    conn: ConnectionManager,
+    link: Link,
+    keys: KeyLayout,
     config: RedisConfig,
     /// Names this store's leases and record tokens, so stores never take each other's.
     instance: String,
@@ -111,6 +158,7 @@ impl std::fmt::Debug for RedisBackend {
         // Not the URL: it may hold a password.
         f.debug_struct("RedisBackend")
             .field("prefix", &self.config.prefix)
+            .field("link", &self.link)
             .field("instance", &self.instance)
             .field("down", &self.down)
             .finish_non_exhaustive()
@@ -125,38 +173,26 @@ fn millis(d: Duration) -> u64 {
     d.as_millis().clamp(1, u128::from(u64::MAX)) as u64
 }
 
-fn is_connection_failure(e: &RedisError) -> bool {
-    e.is_io_error()
-        || e.is_connection_dropped()
-        || e.is_connection_refusal()
-        || e.is_timeout()
-        || e.is_unrecoverable_error()
-}
-
 impl RedisBackend {
     /// Builds the client without connecting (it connects on the first call).
     ///
     /// Must run inside a tokio runtime.
     pub fn new(config: RedisConfig, stats: Arc<Stats>) -> Result<Self, ConfigError> {
-        let url_error = || ConfigError {
-            field: "redis.url",
-            reason: "not a valid redis:// URL (redis://[user:password@]host:port[/db])".into(),
-        };
-        let client = redis::Client::open(config.url.as_str()).map_err(|_| url_error())?;
-        let manager_config = ConnectionManagerConfig::new()
-            .set_connection_timeout(Some(config.connect_timeout))
-            .set_response_timeout(None)
-            .set_number_of_retries(1)
-            .set_min_delay(Duration::from_millis(10))
-            .set_max_delay(config.probe_interval);
-        let conn = ConnectionManager::new_lazy_with_config(client, manager_config)
-            .map_err(|_| url_error())?;
+        let link = Link::new(
+            &config,
+            config
+                .call_timeout
+                .max(SETTLE_BATCH_DEADLINE)
+                .max(config.connect_timeout),
+        )?;
+        let keys = KeyLayout::new(&config.prefix, layout_of(&config)?);
         let instance = format!(
             "{:016x}",
             RandomState::new().hash_one((std::process::id(), Instant::now()))
         );
         Ok(RedisBackend {
-            conn,
+            link,
+            keys,
             config,
             instance,
             scripts: Scripts::new(),
@@ -185,42 +221,51 @@ impl RedisBackend {
         }
     }
 
-    fn counter_key(&self, check: &Check) -> String {
-        let tag = match check.kind() {
-            CheckKind::Requests => 'r',
-            CheckKind::Tokens => 't',
-            CheckKind::Concurrency => 'c',
-            CheckKind::Budget => 'b',
-        };
-        format!("{}:{tag}:{}", self.config.prefix, check.key())
-    }
-
-    fn budget_key(&self, key: &str) -> String {
-        format!("{}:b:{key}", self.config.prefix)
-    }
-
-    fn record_key(&self, record: &RecordId) -> String {
-        format!("{}:i:{}", self.config.prefix, record.name)
-    }
-
     fn member(&self, n: u64) -> String {
         format!("{}:{n}", self.instance)
     }
 
+    /// With Cluster, refuses checks whose counters fall in several hash slots: no script could
+    /// take them at once. A configuration bug (the gateway names counters so they share one).
+    pub fn check_slots(&self, checks: &[Check]) -> Result<(), StateError> {
+        if self.keys.layout() == Layout::Tagged && !self.keys.one_slot(checks) {
+            return Err(StateError::InvalidCheck(
+                "the checks of one admission fall in several Redis Cluster hash slots; name \
+                 their keys with one group (see the sluice-state README, Cluster)",
+            ));
+        }
+        Ok(())
+    }
+
     /// One call with the call deadline; refused at once while Redis is down.
-    async fn call<T>(&self, call: impl Future<Output = RedisResult<T>>) -> Result<T, StateError> {
+    async fn call<T, F, Fut>(&self, call: F) -> Result<T, StateError>
+    where
+        F: FnOnce(Conn) -> Fut,
+        Fut: Future<Output = RedisResult<T>>,
+    {
+        self.call_for(self.config.call_timeout, call).await
+    }
+
+    /// [`RedisBackend::call`] with another deadline.
+    async fn call_for<T, F, Fut>(&self, deadline: Duration, call: F) -> Result<T, StateError>
+    where
+        F: FnOnce(Conn) -> Fut,
+        Fut: Future<Output = RedisResult<T>>,
+    {
         if self.is_down() {
             return Err(StateError::Unavailable);
         }
-        self.call_within(self.config.call_timeout, call).await
+        self.call_within(deadline, call).await
     }
 
-    async fn call_within<T>(
-        &self,
-        deadline: Duration,
-        call: impl Future<Output = RedisResult<T>>,
-    ) -> Result<T, StateError> {
-        match tokio::time::timeout(deadline, call).await {
+    /// One call with `deadline`, even while Redis is marked down (probes).
+    async fn call_within<T, F, Fut>(&self, deadline: Duration, call: F) -> Result<T, StateError>
+    where
+        F: FnOnce(Conn) -> Fut,
+        Fut: Future<Output = RedisResult<T>>,
+    {
+        let (conn, n) = self.link.get();
+        match tokio::time::timeout(deadline, call(conn)).await {
             Ok(Ok(value)) => {
                 Stats::add(&self.stats.round_trips);
                 if self.failures.load(Ordering::Relaxed) != 0 {
@@ -230,8 +275,9 @@ impl RedisBackend {
             }
             Ok(Err(e)) => {
                 Stats::add(&self.stats.errors);
-                if is_connection_failure(&e) {
+                if is_unavailable(&e) {
                     self.note_failure();
+                    self.link.failed(n, &e);
                 }
                 Err(StateError::Redis(e))
             }
@@ -279,11 +325,29 @@ impl RedisBackend {
         }
     }
 
-    /// Pings Redis and loads the scripts; marks it up when both work.
+    /// Whether the background task should probe now: Redis is marked down, or (Sentinel,
+    /// Cluster) there is no connection.
+    pub fn wants_probe(&self) -> bool {
+        self.is_down() || self.link.wants_connect()
+    }
+
+    /// (Re)connects (with Sentinel: finds the primary again), pings Redis and loads the
+    /// scripts; marks it up when all work.
     pub async fn probe(&self) -> bool {
         let deadline = self.config.connect_timeout;
-        let mut conn = self.conn.clone();
-        let ping = async {
+        match tokio::time::timeout(deadline, self.link.connect()).await {
+            Ok(Ok(())) => {}
+            Ok(Err(e)) => {
+                Stats::add(&self.stats.errors);
+                tracing::debug!(error = %e, "shared state store (redis): cannot connect");
+                return false;
+            }
+            Err(_) => {
+                Stats::add(&self.stats.timeouts);
+                return false;
+            }
+        }
+        let ping = |mut conn: Conn| async move {
             redis::cmd("PING")
                 .query_async::<redis::Value>(&mut conn)
                 .await
@@ -291,10 +355,10 @@ impl RedisBackend {
         if self.call_within(deadline, ping).await.is_err() {
             return false;
         }
-        // Loaded now, the first calls after a restart do not pay for NOSCRIPT.
+        // Loaded now, the first calls after a restart or failover do not pay for NOSCRIPT
+        // (with Cluster, SCRIPT LOAD goes to every node).
         for script in self.scripts.all() {
-            let mut conn = self.conn.clone();
-            let load = async move { script.load_async(&mut conn).await };
+            let load = |mut conn: Conn| async move { script.load_async(&mut conn).await };
             if self.call_within(deadline, load).await.is_err() {
                 return false;
             }
@@ -319,7 +383,7 @@ impl RedisBackend {
             .arg(lease.map(|n| self.member(n)).unwrap_or_default())
             .arg(millis(self.config.lease_ttl));
         for check in checks {
-            inv.key(self.counter_key(check));
+            inv.key(self.keys.check(check));
             match check {
                 Check::Rate { limit, period, .. } => {
                     inv.arg("g").arg(*limit).arg(micros(*period)).arg(1u64)
@@ -342,9 +406,8 @@ impl RedisBackend {
                     .arg(0u64),
             };
         }
-        let mut conn = self.conn.clone();
         let reply: Vec<i64> = self
-            .call(async move { inv.invoke_async(&mut conn).await })
+            .call(|mut conn| async move { inv.invoke_async(&mut conn).await })
             .await?;
         if reply.len() != 3 + 4 * checks.len() {
             return Err(StateError::Corrupt("admission reply"));
@@ -389,7 +452,7 @@ impl RedisBackend {
         let keys: Vec<String> = checks
             .iter()
             .filter(|c| c.kind() == CheckKind::Concurrency)
-            .map(|c| self.counter_key(c))
+            .map(|c| self.keys.check(c))
             .collect();
         self.leases
             .lock()
@@ -405,34 +468,36 @@ impl RedisBackend {
             .remove(&n);
     }
 
-    /// Runs the settle script; no round trip when there is nothing to update.
-    pub async fn settle(
+    /// Runs the settle script; no round trip when there is nothing to update. If Redis fails,
+    /// the spend is owed.
+    pub async fn settle_or_owe(
         &self,
         checks: &[Check],
         lease: Option<u64>,
         usage: Usage,
     ) -> Result<(), StateError> {
-        let mut inv = self.scripts.settle.prepare_invoke();
-        if self.push_settle(&mut inv, checks, lease, usage) == 0 {
-            return Ok(());
+        let mut updates = Vec::new();
+        self.settle_updates(&mut updates, checks, lease, usage);
+        let failed = self.run_settle(updates, self.config.call_timeout).await;
+        match failed {
+            None => Ok(()),
+            Some((updates, e)) => {
+                self.owe_updates(&updates);
+                Err(e)
+            }
         }
-        let mut conn = self.conn.clone();
-        self.call(async move { inv.invoke_async::<i64>(&mut conn).await })
-            .await
-            .map(drop)
     }
 
-    /// Adds one admission's updates to a settle script call; returns how many keys it added.
-    fn push_settle(
+    /// One admission's settle updates: token reconciliation, lease release, spend.
+    fn settle_updates(
         &self,
-        inv: &mut redis::ScriptInvocation<'_>,
+        out: &mut Vec<Update>,
         checks: &[Check],
         lease: Option<u64>,
         usage: Usage,
-    ) -> usize {
-        let mut updates = 0;
+    ) {
         for check in checks {
-            match check {
+            let op = match check {
                 Check::Rate { .. } => continue,
                 Check::Tokens {
                     limit,
@@ -445,58 +510,104 @@ impl RedisBackend {
                     if delta == 0 {
                         continue;
                     }
-                    inv.arg("g").arg(*limit).arg(micros(*period)).arg(delta);
+                    Op::Tokens {
+                        limit: *limit,
+                        period: micros(*period),
+                        delta,
+                    }
                 }
                 Check::Concurrency { .. } => {
                     let Some(n) = lease else { continue };
-                    inv.arg("c").arg(0u64).arg(0u64).arg(self.member(n));
+                    Op::Release {
+                        member: self.member(n),
+                    }
                 }
-                Check::Budget { period, .. } => {
+                Check::Budget { key, period, .. } => {
                     if usage.spend_micros == 0 {
                         continue;
                     }
-                    inv.arg("b")
-                        .arg(0u64)
-                        .arg(micros(*period))
-                        .arg(usage.spend_micros.min(MAX_LIMIT));
+                    Op::Spend {
+                        budget: key.clone(),
+                        period: micros(*period),
+                        window: 0,
+                        spend: usage.spend_micros.min(MAX_LIMIT),
+                    }
                 }
-            }
-            inv.key(self.counter_key(check));
-            updates += 1;
+            };
+            out.push(Update {
+                key: self.keys.check(check),
+                op,
+            });
         }
-        updates
     }
 
-    /// Settles many admissions in one script call (the queued settles of the background
-    /// task): at saturation this is one round trip, and one script run, for a whole batch
-    /// instead of one each. If the call fails, every settle's spend is owed.
-    async fn settle_batch(&self, settles: &[(Vec<Check>, Option<u64>, Usage)]) {
-        let mut inv = self.scripts.settle.prepare_invoke();
-        let mut updates = 0;
-        for (checks, lease, usage) in settles {
-            updates += self.push_settle(&mut inv, checks, *lease, *usage);
+    /// Runs the settle script over `updates` within `deadline` (refused at once while Redis
+    /// is down): one call, or with Cluster one per hash slot, all sent at once. Returns the
+    /// updates of the calls that failed, and the first error.
+    async fn run_settle(
+        &self,
+        updates: Vec<Update>,
+        deadline: Duration,
+    ) -> Option<(Vec<Update>, StateError)> {
+        if updates.is_empty() {
+            return None;
         }
-        if updates == 0 {
-            return;
-        }
-        let settled = if self.is_down() {
-            Err(StateError::Unavailable)
-        } else {
-            // Off the request path, so it may wait longer than a request's call: a batch that
-            // timed out but ran would have its spend owed, and paid, twice.
-            let deadline = self.config.call_timeout.max(SETTLE_BATCH_DEADLINE);
-            let mut conn = self.conn.clone();
-            self.call_within(
-                deadline,
-                async move { inv.invoke_async::<i64>(&mut conn).await },
-            )
-            .await
-        };
-        if settled.is_err() {
-            // Failures are counted by `call_within`; leases then expire by their TTL.
-            for (checks, _, usage) in settles {
-                self.owe(checks, usage.spend_micros);
+        let groups = self.by_slot(updates, |u| &u.key);
+        let calls = groups.iter().map(|group| {
+            let mut inv = self.scripts.settle.prepare_invoke();
+            for update in group {
+                update.push(&mut inv);
             }
+            self.call_for(deadline, |mut conn| async move {
+                inv.invoke_async::<i64>(&mut conn).await
+            })
+        });
+        let results = join_all(calls).await;
+        let mut failed: Option<(Vec<Update>, StateError)> = None;
+        for (group, result) in groups.into_iter().zip(results) {
+            if let Err(e) = result {
+                match &mut failed {
+                    None => failed = Some((group, e)),
+                    Some((updates, _)) => updates.extend(group),
+                }
+            }
+        }
+        failed
+    }
+
+    /// `items` split by the hash slot of their key with Cluster, in their order; one group
+    /// otherwise.
+    fn by_slot<T>(&self, items: Vec<T>, key: impl Fn(&T) -> &str) -> Vec<Vec<T>> {
+        if self.keys.layout() == Layout::Plain {
+            return vec![items];
+        }
+        let mut index: HashMap<Option<Slot>, usize> = HashMap::new();
+        let mut groups: Vec<Vec<T>> = Vec::new();
+        for item in items {
+            let slot = self.keys.slot(key(&item));
+            let i = *index.entry(slot).or_insert_with(|| {
+                groups.push(Vec::new());
+                groups.len() - 1
+            });
+            groups[i].push(item);
+        }
+        groups
+    }
+
+    /// Settles many admissions at once (the queued settles of the background task): at
+    /// saturation this is one round trip, and one script run, for a whole batch instead of one
+    /// each (with Cluster, one per slot). The spend of calls that fail is owed.
+    async fn settle_batch(&self, settles: &[(Vec<Check>, Option<u64>, Usage)]) {
+        let mut updates = Vec::new();
+        for (checks, lease, usage) in settles {
+            self.settle_updates(&mut updates, checks, *lease, *usage);
+        }
+        // Off the request path, so it may wait longer than a request's call: a batch that
+        // timed out but ran would have its spend owed, and paid, twice.
+        let deadline = self.config.call_timeout.max(SETTLE_BATCH_DEADLINE);
+        // Failures are counted by `call_within`; leases then expire by their TTL.
+        if let Some((failed, _)) = self.run_settle(updates, deadline).await {
+            self.owe_updates(&failed);
         }
     }
 
@@ -506,10 +617,6 @@ impl RedisBackend {
         if spend_micros == 0 {
             return;
         }
-        let unix_us = SystemTime::now()
-            .duration_since(UNIX_EPOCH)
-            .unwrap_or_default()
-            .as_micros() as f64;
         let mut owed = self
             .owed
             .lock()
@@ -518,29 +625,55 @@ impl RedisBackend {
             let Check::Budget { key, period, .. } = check else {
                 continue;
             };
-            let (window, _) = budget_window(unix_us, *period);
-            let counter = (key.clone(), micros(*period), window);
-            if owed.len() >= MAX_OWED && !owed.contains_key(&counter) {
-                Stats::add(&self.stats.spend_dropped);
-                continue;
-            }
-            let total = owed.entry(counter).or_default();
-            *total = total.saturating_add(spend_micros);
+            let period = micros(*period);
+            self.owe_counter(&mut owed, key, period, 0, spend_micros);
         }
     }
 
-    /// Settles; if Redis fails, owes the spend.
-    pub async fn settle_or_owe(
-        &self,
-        checks: &[Check],
-        lease: Option<u64>,
-        usage: Usage,
-    ) -> Result<(), StateError> {
-        let settled = self.settle(checks, lease, usage).await;
-        if settled.is_err() {
-            self.owe(checks, usage.spend_micros);
+    /// Owes the spend of settle updates that did not reach Redis.
+    fn owe_updates(&self, updates: &[Update]) {
+        let mut owed = self
+            .owed
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        for update in updates {
+            if let Op::Spend {
+                budget,
+                period,
+                window,
+                spend,
+            } = &update.op
+            {
+                self.owe_counter(&mut owed, budget, *period, *window, *spend);
+            }
         }
-        settled
+    }
+
+    /// Adds `spend` to a budget's `window` (0: the current one) in `owed`.
+    fn owe_counter(
+        &self,
+        owed: &mut HashMap<OwedCounter, u64>,
+        budget: &Arc<str>,
+        period: u64,
+        window: u64,
+        spend: u64,
+    ) {
+        let window = if window == 0 {
+            let unix_us = SystemTime::now()
+                .duration_since(UNIX_EPOCH)
+                .unwrap_or_default()
+                .as_micros() as f64;
+            budget_window(unix_us, Duration::from_micros(period)).0
+        } else {
+            window
+        };
+        let counter = (budget.clone(), period, window);
+        if owed.len() >= MAX_OWED && !owed.contains_key(&counter) {
+            Stats::add(&self.stats.spend_dropped);
+            return;
+        }
+        let total = owed.entry(counter).or_default();
+        *total = total.saturating_add(spend);
     }
 
     /// Adds owed spend to its period, if that period is still current (a past period no longer
@@ -549,7 +682,7 @@ impl RedisBackend {
         if self.is_down() {
             return;
         }
-        let owed: Vec<_> = {
+        let owed: Vec<Update> = {
             let mut owed = self
                 .owed
                 .lock()
@@ -557,43 +690,38 @@ impl RedisBackend {
             if owed.is_empty() {
                 return;
             }
-            owed.drain().collect()
+            owed.drain()
+                .map(|((budget, period, window), spend)| Update {
+                    key: self.keys.counter(CheckKind::Budget, &budget),
+                    op: Op::Spend {
+                        budget,
+                        period,
+                        window,
+                        spend: spend.min(MAX_LIMIT),
+                    },
+                })
+                .collect()
         };
-        for (n, batch) in owed.chunks(RENEW_BATCH).enumerate() {
-            let mut inv = self.scripts.settle.prepare_invoke();
-            for ((key, period, window), spend) in batch {
-                inv.key(self.budget_key(key))
-                    .arg("b")
-                    .arg(*window)
-                    .arg(*period)
-                    .arg((*spend).min(MAX_LIMIT));
-            }
-            let mut conn = self.conn.clone();
-            if self
-                .call(async move { inv.invoke_async::<i64>(&mut conn).await })
-                .await
-                .is_err()
-            {
+        let mut batches = Vec::new();
+        let mut rest = owed.into_iter().peekable();
+        while rest.peek().is_some() {
+            batches.push(rest.by_ref().take(RENEW_BATCH).collect::<Vec<_>>());
+        }
+        let mut batches = batches.into_iter();
+        while let Some(batch) = batches.next() {
+            if let Some((failed, _)) = self.run_settle(batch, self.config.call_timeout).await {
                 // Keep what is still unpaid. A timed-out batch may have been applied: paying
                 // twice is the safer error for a budget than not paying.
-                let mut unpaid = self
-                    .owed
-                    .lock()
-                    .unwrap_or_else(|poisoned| poisoned.into_inner());
-                for (counter, spend) in owed.into_iter().skip(n * RENEW_BATCH) {
-                    if unpaid.len() >= MAX_OWED && !unpaid.contains_key(&counter) {
-                        Stats::add(&self.stats.spend_dropped);
-                        continue;
-                    }
-                    let total = unpaid.entry(counter).or_default();
-                    *total = total.saturating_add(spend);
+                self.owe_updates(&failed);
+                for batch in batches {
+                    self.owe_updates(&batch);
                 }
                 return;
             }
         }
     }
 
-    /// Renews every live lease, a batch per round trip.
+    /// Renews every live lease, a batch per round trip (with Cluster, per slot too).
     pub async fn renew_leases(&self) {
         if self.is_down() {
             return;
@@ -610,24 +738,35 @@ impl RedisBackend {
                 .collect()
         };
         for batch in live.chunks(RENEW_BATCH) {
-            let mut inv = self.scripts.renew.prepare_invoke();
-            inv.arg(millis(self.config.lease_ttl));
-            for (key, member) in batch {
-                inv.key(key).arg(member);
-            }
-            let mut conn = self.conn.clone();
-            match self
-                .call(async move { inv.invoke_async::<u64>(&mut conn).await })
-                .await
-            {
-                Ok(lost) => {
-                    let lost = lost.min(batch.len() as u64);
-                    self.stats
-                        .leases_renewed
-                        .fetch_add(batch.len() as u64 - lost, Ordering::Relaxed);
-                    self.stats.leases_lost.fetch_add(lost, Ordering::Relaxed);
+            let groups = self.by_slot(batch.iter().collect(), |(key, _)| key);
+            let calls = groups.iter().map(|group| {
+                let mut inv = self.scripts.renew.prepare_invoke();
+                inv.arg(millis(self.config.lease_ttl));
+                for (key, member) in group {
+                    inv.key(key).arg(member);
                 }
-                Err(_) => return,
+                let keys = group.len() as u64;
+                async move {
+                    let lost = self
+                        .call(|mut conn| async move { inv.invoke_async::<u64>(&mut conn).await })
+                        .await?;
+                    Ok::<_, StateError>((keys, lost.min(keys)))
+                }
+            });
+            let mut failed = false;
+            for result in join_all(calls).await {
+                match result {
+                    Ok((keys, lost)) => {
+                        self.stats
+                            .leases_renewed
+                            .fetch_add(keys - lost, Ordering::Relaxed);
+                        self.stats.leases_lost.fetch_add(lost, Ordering::Relaxed);
+                    }
+                    Err(_) => failed = true,
+                }
+            }
+            if failed {
+                return;
             }
         }
     }
@@ -639,13 +778,12 @@ impl RedisBackend {
         in_flight_ttl: Duration,
     ) -> Result<BeginRaw, StateError> {
         let mut inv = self.scripts.begin.prepare_invoke();
-        inv.key(self.record_key(record))
+        inv.key(self.keys.record(record))
             .arg(&hash.0[..])
             .arg(self.member(record.token))
             .arg(millis(in_flight_ttl));
-        let mut conn = self.conn.clone();
         let reply: Vec<Vec<u8>> = self
-            .call(async move { inv.invoke_async(&mut conn).await })
+            .call(|mut conn| async move { inv.invoke_async(&mut conn).await })
             .await?;
         match reply.first().map(Vec::as_slice) {
             Some(b"fresh") => Ok(BeginRaw::Fresh),
@@ -674,25 +812,23 @@ impl RedisBackend {
         ttl: Duration,
     ) -> Result<bool, StateError> {
         let mut inv = self.scripts.complete.prepare_invoke();
-        inv.key(self.record_key(record))
+        inv.key(self.keys.record(record))
             .arg(self.member(record.token))
             .arg(response.status.as_u16())
             .arg(response.encode_headers())
             .arg(&response.body[..])
             .arg(millis(ttl));
-        let mut conn = self.conn.clone();
         let stored: i64 = self
-            .call(async move { inv.invoke_async(&mut conn).await })
+            .call(|mut conn| async move { inv.invoke_async(&mut conn).await })
             .await?;
         Ok(stored == 1)
     }
 
     pub async fn idempotency_release(&self, record: &RecordId) -> Result<(), StateError> {
         let mut inv = self.scripts.release.prepare_invoke();
-        inv.key(self.record_key(record))
+        inv.key(self.keys.record(record))
             .arg(self.member(record.token));
-        let mut conn = self.conn.clone();
-        self.call(async move { inv.invoke_async::<i64>(&mut conn).await })
+        self.call(|mut conn| async move { inv.invoke_async::<i64>(&mut conn).await })
             .await
             .map(drop)
     }
@@ -720,8 +856,10 @@ impl RedisBackend {
 
 /// The store's one background task: runs queued settles and releases (up to [`JOB_BATCH`] at
 /// once: the settles in one script call, the releases pipelined), renews live leases every
-/// third of their TTL, probes Redis while it is down, and pays owed spend once it is up. It
-/// ends when the store is dropped (its queue closes), after running what was queued.
+/// third of their TTL, probes Redis while it is down or (Sentinel, Cluster) not connected,
+/// looks the Sentinel primary up again as soon as a call loses it and asks the sentinels every
+/// probe interval whether it moved, and pays owed spend once Redis is up. It ends when the store is dropped (its queue closes), after running what was
+/// queued.
 pub(crate) async fn background(backend: Arc<RedisBackend>, mut jobs: mpsc::Receiver<Job>) {
     let mut renew = tokio::time::interval(backend.config.lease_ttl / 3);
     renew.set_missed_tick_behavior(MissedTickBehavior::Delay);
@@ -737,14 +875,33 @@ pub(crate) async fn background(backend: Arc<RedisBackend>, mut jobs: mpsc::Recei
                 backend.run_jobs(batch.drain(..)).await;
             }
             _ = renew.tick() => backend.renew_leases().await,
+            // A call lost the Sentinel primary: look it up now, not at the next tick.
+            () = backend.link.lost() => {
+                backend.probe().await;
+            }
             // Always armed: a precondition would only be looked at when another branch wakes
             // the loop, which can be a lease renewal tens of seconds later.
             _ = probe.tick() => {
-                if backend.is_down() && !backend.probe().await {
-                    continue;
+                if backend.wants_probe() {
+                    if !backend.probe().await {
+                        continue;
+                    }
+                } else if backend.link.primary_moved().await {
+                    // The old primary is still up (a planned failover, a partition): move
+                    // before Sentinel demotes it, which throws away what it took meanwhile.
+                    backend.probe().await;
                 }
                 backend.pay_owed().await;
             }
         }
     }
+}
+
+/// The key layout of a config's topology: tagged with Cluster, plain otherwise (the layout
+/// from before Cluster support, so an upgrade keeps its counters).
+fn layout_of(config: &RedisConfig) -> Result<Layout, ConfigError> {
+    Ok(match RedisUrl::parse(&config.url)?.topology {
+        Topology::Cluster => Layout::Tagged,
+        Topology::Single | Topology::Sentinel { .. } => Layout::Plain,
+    })
 }

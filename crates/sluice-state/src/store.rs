@@ -191,6 +191,7 @@ impl Store {
             Backend::Redis {
                 shared, fallback, ..
             } => {
+                shared.check_slots(&checks)?;
                 let lease = checks
                     .iter()
                     .any(|c| matches!(c, Check::Concurrency { .. }))
@@ -251,14 +252,17 @@ impl Store {
             Backend::Memory(local) => local.limits.quotas(checks),
             Backend::Redis {
                 shared, fallback, ..
-            } => match shared.admit(checks, None, true).await {
-                Ok(Ok(quotas)) => Ok(quotas),
-                Ok(Err(refusal)) => Ok(refusal.quotas),
-                Err(e) => {
-                    self.inner.fall_back(shared, e)?;
-                    fallback.limits.quotas(checks)
+            } => {
+                shared.check_slots(checks)?;
+                match shared.admit(checks, None, true).await {
+                    Ok(Ok(quotas)) => Ok(quotas),
+                    Ok(Err(refusal)) => Ok(refusal.quotas),
+                    Err(e) => {
+                        self.inner.fall_back(shared, e)?;
+                        fallback.limits.quotas(checks)
+                    }
                 }
-            },
+            }
         }
     }
 

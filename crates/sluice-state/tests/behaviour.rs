@@ -1,5 +1,6 @@
 //! One behaviour suite, run against both backends: the memory store, and a Redis store talking
-//! to a real `redis-server` started for the test.
+//! to a real `redis-server` started for the test, or to a real three-node Redis Cluster (with
+//! its hash-tagged keys and scripts routed by slot).
 
 mod support;
 
@@ -12,6 +13,7 @@ use sluice_state::{
     Admission, Begin, BodyHash, Check, CheckKind, Completion, Decision, IdempotencyConfig,
     MemoryConfig, Refusal, RefusalReason, StateError, Store, Usage,
 };
+use support::topology::RedisCluster;
 use support::{eventually, redis_config, redis_store, RedisServer};
 use tokio::time::Instant;
 
@@ -19,6 +21,7 @@ use tokio::time::Instant;
 struct Env {
     store: Store,
     _redis: Option<RedisServer>,
+    _cluster: Option<RedisCluster>,
 }
 
 impl Env {
@@ -26,6 +29,7 @@ impl Env {
         Some(Env {
             store: Store::in_memory(&MemoryConfig::default(), &IdempotencyConfig::default()),
             _redis: None,
+            _cluster: None,
         })
     }
 
@@ -35,6 +39,17 @@ impl Env {
         Env {
             store,
             _redis: Some(server),
+            _cluster: None,
+        }
+    }
+
+    async fn cluster() -> Env {
+        let cluster = RedisCluster::start().await;
+        let store = redis_store(redis_config(&cluster.url())).await;
+        Env {
+            store,
+            _redis: None,
+            _cluster: Some(cluster),
         }
     }
 }
@@ -56,6 +71,16 @@ macro_rules! both_backends {
                 #[cfg_attr(no_redis, ignore = "no redis-server: install it (apt-get install redis-server) or set REDIS_SERVER")]
                 async fn $name() {
                     let env = super::Env::redis().await;
+                    super::$name(env.store.clone()).await;
+                }
+            )*
+        }
+        mod cluster {
+            $(
+                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+                #[cfg_attr(any(no_redis, no_redis_cli), ignore = "no redis-server or redis-cli: install them (apt-get install redis-server redis-tools) or set REDIS_SERVER and REDIS_CLI")]
+                async fn $name() {
+                    let env = super::Env::cluster().await;
                     super::$name(env.store.clone()).await;
                 }
             )*

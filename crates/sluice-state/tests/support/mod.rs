@@ -1,10 +1,14 @@
 //! A real `redis-server` per test, on a free loopback port, with no persistence; killed when
 //! dropped. The tests that start one are `#[ignore]`d when the crate was built without the
-//! binary (see build.rs), except under `CI=true`, where they run and fail.
+//! binary (see build.rs), except under `CI=true`, where they run and fail. `topology.rs` starts
+//! several: a Cluster, a primary with a replica and sentinels.
 
 #![allow(dead_code)]
 
+pub mod topology;
+
 use std::process::{Child, Command, Stdio};
+use std::sync::Arc;
 use std::time::Duration;
 
 use sluice_state::{BackendConfig, FailureMode, RedisConfig, StateConfig, Store};
@@ -15,9 +19,19 @@ use tokio::time::Instant;
 pub struct RedisServer {
     child: Option<Child>,
     port: u16,
+    /// `redis-server`'s arguments.
+    args: Vec<String>,
 }
 
-fn binary() -> String {
+/// A loopback port nothing listens on now.
+pub fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .expect("no free port")
+        .port()
+}
+
+pub fn binary() -> String {
     std::env::var("REDIS_SERVER").unwrap_or_else(|_| "redis-server".into())
 }
 
@@ -37,17 +51,47 @@ impl RedisServer {
     /// Without `redis-server` (removed since the build, or the ignored tests were asked for,
     /// or CI lacks it), or if it does not come up.
     pub async fn start() -> RedisServer {
+        let port = free_port();
+        RedisServer::start_with(port, RedisServer::args(port, &[])).await
+    }
+
+    /// The arguments of a server on `port` without persistence, then `extra`.
+    pub fn args(port: u16, extra: &[&str]) -> Vec<String> {
+        let port = port.to_string();
+        [
+            "--port",
+            &port,
+            "--bind",
+            "127.0.0.1",
+            "--save",
+            "",
+            "--appendonly",
+            "no",
+        ]
+        .iter()
+        .chain(&["--protected-mode", "no", "--loglevel", "warning"])
+        .chain(extra)
+        .map(|s| s.to_string())
+        .collect()
+    }
+
+    /// A server on `port` run with `args` (a config file first, if any), answering PING.
+    pub async fn start_with(port: u16, args: Vec<String>) -> RedisServer {
         assert!(
             available(),
             "redis-server is not installed: install it (CI: .ci/run does) or set $REDIS_SERVER"
         );
-        let port = std::net::TcpListener::bind("127.0.0.1:0")
-            .and_then(|l| l.local_addr())
-            .expect("no free port")
-            .port();
-        let mut server = RedisServer { child: None, port };
+        let mut server = RedisServer {
+            child: None,
+            port,
+            args,
+        };
         server.restart().await;
         server
+    }
+
+    pub fn port(&self) -> u16 {
+        self.port
     }
 
     pub fn url(&self) -> String {
@@ -58,9 +102,7 @@ impl RedisServer {
     pub async fn restart(&mut self) {
         assert!(self.child.is_none(), "already running");
         let child = Command::new(binary())
-            .args(["--port", &self.port.to_string()])
-            .args(["--bind", "127.0.0.1", "--save", "", "--appendonly", "no"])
-            .args(["--protected-mode", "no", "--loglevel", "warning"])
+            .args(&self.args)
             .stdout(Stdio::null())
             .stderr(Stdio::inherit())
             .spawn()
@@ -76,7 +118,7 @@ impl RedisServer {
         panic!("redis-server did not answer on port {}", self.port);
     }
 
-    async fn ping(&self) -> bool {
+    pub async fn ping(&self) -> bool {
         let Ok(mut conn) = TcpStream::connect(("127.0.0.1", self.port)).await else {
             return false;
         };
@@ -165,4 +207,60 @@ where
         }
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
+}
+
+fn key(s: &str) -> Arc<str> {
+    Arc::from(s)
+}
+
+/// Two stores (two gateway instances) admitting at once against one 600/min limit named
+/// `name`, 400 requests each from 4 tasks, as fast as they can: together they admit the
+/// limit, give or take the refills while the test runs.
+pub async fn two_stores_keep_one_rate_limit(a: &Store, b: &Store, name: &str) {
+    let check = {
+        let name = key(name);
+        move || {
+            vec![sluice_state::Check::Rate {
+                key: name.clone(),
+                limit: 600,
+                period: Duration::from_secs(60),
+            }]
+        }
+    };
+    let admit = |store: Store, checks| async move {
+        match store.admit(checks).await.expect("redis answers") {
+            sluice_state::Decision::Admitted(_) => true,
+            sluice_state::Decision::Refused(_) => false,
+        }
+    };
+    let started = Instant::now();
+    let tasks: Vec<_> = (0..8)
+        .map(|i| {
+            let store = if i % 2 == 0 { a.clone() } else { b.clone() };
+            let check = check.clone();
+            tokio::spawn(async move {
+                let mut admitted = 0u32;
+                for _ in 0..100 {
+                    admitted += u32::from(admit(store.clone(), check()).await);
+                }
+                admitted
+            })
+        })
+        .collect();
+    let mut total = 0;
+    for task in tasks {
+        total += task.await.unwrap();
+    }
+    let elapsed = started.elapsed();
+    // One request refills every 100 ms while the test runs: 600 to 602 when it takes under
+    // 200 ms; a loaded machine may take longer, and then more refills are honest.
+    let refills = 1 + (elapsed.as_millis() / 100) as u32;
+    eprintln!("{name}: admitted {total} of 800 in {elapsed:?}");
+    assert!(
+        (600..=600 + refills.max(2)).contains(&total),
+        "admitted {total} in {elapsed:?}"
+    );
+    assert!(!admit(a.clone(), check()).await || !admit(b.clone(), check()).await);
+    assert_eq!(a.stats().mode, sluice_state::StoreMode::Shared);
+    assert_eq!(a.stats().fallbacks + b.stats().fallbacks, 0);
 }
