@@ -848,7 +848,8 @@ impl McpGateway {
                     self.inner.heartbeat,
                     finish,
                     guard.cancel.take(),
-                );
+                )
+                .modern(req.era.is_modern());
                 if req.accepts_sse {
                     return relay::sse_response(McpBody::call(stream));
                 }
@@ -1176,6 +1177,10 @@ impl Drop for CancelGuard {
 
 fn outcome_of(body: &[u8]) -> (CallOutcome, Option<i64>) {
     match jsonrpc::peek(body) {
+        jsonrpc::Peeked::Response {
+            error: Some(jsonrpc::REQUEST_CANCELLED),
+            ..
+        } => (CallOutcome::Cancelled, Some(jsonrpc::REQUEST_CANCELLED)),
         jsonrpc::Peeked::Response {
             error: Some(code), ..
         } => (CallOutcome::RpcError, Some(code)),

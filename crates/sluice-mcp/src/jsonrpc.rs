@@ -23,6 +23,9 @@ pub const INTERNAL_ERROR: i64 = -32603;
 pub const CONNECTION_CLOSED: i64 = -32000;
 /// The per-server call timeout passed (the SDKs' `REQUEST_TIMEOUT`).
 pub const REQUEST_TIMEOUT: i64 = -32001;
+/// The request was cancelled (the LSP code servers answer a cancelled call with, e.g. the
+/// Python SDK's handshake-era transport).
+pub const REQUEST_CANCELLED: i64 = -32800;
 /// 2026-07-28: a routing header disagrees with the body.
 pub const HEADER_MISMATCH: i64 = -32020;
 /// 2026-07-28: a protocol version the server does not serve.
@@ -231,6 +234,25 @@ pub fn request_body(id: Option<&Value>, method: &str, params: Option<Value>) -> 
     Bytes::from(serde_json::to_vec(&m).unwrap_or_default())
 }
 
+/// A response for a 2026-07-28 client, with the `resultType` that revision requires (a
+/// handshake-era server, reached through a bridge, leaves it out). Untouched, without a parse,
+/// when it is there already.
+pub fn with_result_type(body: Bytes) -> Bytes {
+    if body.windows(12).any(|w| w == b"\"resultType\"") {
+        return body;
+    }
+    let Ok(Value::Object(mut m)) = serde_json::from_slice::<Value>(&body) else {
+        return body;
+    };
+    match m.get_mut("result").and_then(Value::as_object_mut) {
+        Some(r) => {
+            r.insert("resultType".into(), "complete".into());
+        }
+        None => return body,
+    }
+    Bytes::from(serde_json::to_vec(&m).unwrap_or_default())
+}
+
 /// What an upstream message is, read without building it.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Peeked {
@@ -332,6 +354,18 @@ mod tests {
         // The id comes back when it could be read.
         let (id, _) = parse(br#"{"jsonrpc":"1.0","id":7,"method":"x"}"#).unwrap_err();
         assert_eq!(id, Some(7.into()));
+    }
+
+    #[test]
+    fn results_for_modern_clients_get_their_result_type() {
+        let b = with_result_type(Bytes::from_static(
+            br#"{"jsonrpc":"2.0","id":1,"result":{"content":[]}}"#,
+        ));
+        assert!(String::from_utf8_lossy(&b).contains(r#""resultType":"complete""#));
+        let same = Bytes::from_static(br#"{"id":1,"result":{"resultType":"input_required"}}"#);
+        assert_eq!(with_result_type(same.clone()), same);
+        let err = Bytes::from_static(br#"{"id":1,"error":{"code":1,"message":"x"}}"#);
+        assert_eq!(with_result_type(err.clone()), err);
     }
 
     #[test]

@@ -215,6 +215,8 @@ pub(crate) struct CallStream {
     finish: Option<CallFinish>,
     cancel: Option<CancelUpstream>,
     done: bool,
+    /// The client speaks 2026-07-28: answers get `resultType` if the server left it out.
+    modern: bool,
 }
 
 impl CallStream {
@@ -244,7 +246,14 @@ impl CallStream {
             finish,
             cancel,
             done: false,
+            modern: false,
         }
+    }
+
+    /// For a 2026-07-28 client.
+    pub(crate) fn modern(mut self, modern: bool) -> CallStream {
+        self.modern = modern;
+        self
     }
 
     fn end_with_error(&mut self, code: i64, message: String, outcome: CallOutcome) -> Bytes {
@@ -283,13 +292,18 @@ impl CallStream {
                             self.cancel = None;
                             if let Some(f) = &mut self.finish {
                                 let outcome = match (error, tool_error) {
+                                    (Some(jsonrpc::REQUEST_CANCELLED), _) => CallOutcome::Cancelled,
                                     (Some(_), _) => CallOutcome::RpcError,
                                     (None, true) => CallOutcome::ToolError,
                                     (None, false) => CallOutcome::Ok,
                                 };
                                 f.finish(outcome, error);
                             }
-                            event(&data)
+                            if self.modern {
+                                event(&jsonrpc::with_result_type(data))
+                            } else {
+                                event(&data)
+                            }
                         }
                         Peeked::Notification => event(&data),
                         Peeked::Request | Peeked::Invalid => {

@@ -35,8 +35,12 @@ use crate::session::UpstreamState;
 use self::http::{is_json, is_sse, read_body, HttpClient, PooledBody};
 use self::stdio::{StdioReply, StdioServer};
 
+// What an upstream is known to refuse. Only refusals are learned: a server that answers
+// `initialize` may still serve 2026-07-28 requests (the SDKs' servers do both).
 const ERA_UNKNOWN: u8 = 0;
+/// 2026-07-28 requests are refused: 2026-07-28 clients are bridged through a session.
 const ERA_HANDSHAKE: u8 = 1;
+/// `initialize` is refused: handshake-era clients' requests get envelopes.
 const ERA_MODERN: u8 = 2;
 
 /// Bridge sessions (2026-07-28 clients of handshake-only servers) kept per server at most.
@@ -366,11 +370,7 @@ impl Upstream {
                     result,
                 ))
             }
-            Err(e) => Err(e),
-            Ok(r) => {
-                self.learn_era(ERA_HANDSHAKE);
-                Ok(r)
-            }
+            other => other,
         }
     }
 
@@ -572,9 +572,6 @@ impl Upstream {
             .await?;
         if self.era() == ERA_UNKNOWN && looks_like_wrong_era(status, &reply) {
             return Err(UpstreamError::WrongEra);
-        }
-        if status.is_success() {
-            self.learn_era(ERA_MODERN);
         }
         Ok(reply)
     }
