@@ -1,24 +1,29 @@
-"""A small MCP server for Sluice's MCP gateway tests (the official `mcp` SDK, Streamable HTTP).
+"""A small MCP server for Sluice's MCP gateway tests (the official `mcp` SDK).
 
-    python mcp_server.py NAME PORT_FILE [--json]
+    python mcp_server.py NAME PORT_FILE [--json]   # Streamable HTTP
+    python mcp_server.py NAME --stdio              # stdio, as Sluice starts local servers
 
-Serves on 127.0.0.1 at an ephemeral port, written to PORT_FILE once listening. Tools:
+Over HTTP it serves on 127.0.0.1 at an ephemeral port, written to PORT_FILE once listening
+(`--json`: JSON responses instead of SSE). Tools:
 `echo(text)`, `add(a, b)`, `whoami()` (the Authorization header it received, for the
 credential-injection test), `slow(steps, delay)` (reports progress after each step; a
 cancellation is counted), `cancelled()` (how many `slow` calls were cancelled so far), and
-`secret_<NAME>()` (a tool the tests' grants never allow). A prompt `greet` and a resource
-`NAME://info` exercise the other lists.
+`secret_<NAME>()` (a tool the tests' grants never allow), `getenv(name)` (a variable of the
+process's environment) and `crash()` (the process exits, for the restart test). A prompt
+`greet` and a resource `NAME://info` exercise the other lists.
 """
 
-import sys
+import os
 import socket
+import sys
 
 import anyio
 import uvicorn
 from mcp.server.mcpserver import Context, MCPServer
 
 NAME = sys.argv[1]
-PORT_FILE = sys.argv[2]
+STDIO = "--stdio" in sys.argv[2:]
+PORT_FILE = None if STDIO else sys.argv[2]
 JSON = "--json" in sys.argv[3:]
 
 server = MCPServer(NAME)
@@ -64,6 +69,18 @@ def cancelled() -> str:
     return f"{state['started']}/{state['cancelled']}"
 
 
+@server.tool()
+def getenv(name: str) -> str:
+    """A variable of this process's environment, or `<unset>`."""
+    return os.environ.get(name, "<unset>")
+
+
+@server.tool()
+def crash() -> str:
+    """Exit the process at once (the gateway restarts stdio servers)."""
+    os._exit(3)
+
+
 def secret() -> str:
     return "you should not see this"
 
@@ -88,16 +105,19 @@ async def main() -> None:
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     sock.bind(("127.0.0.1", 0))
+    # Listening before the port is published: a client may connect at once.
+    sock.listen(128)
     port = sock.getsockname()[1]
     config = uvicorn.Config(app, log_level="warning")
     srv = uvicorn.Server(config)
     with open(PORT_FILE + ".tmp", "w") as f:
         f.write(str(port))
-    import os
-
     os.replace(PORT_FILE + ".tmp", PORT_FILE)
     await srv.serve(sockets=[sock])
 
 
 if __name__ == "__main__":
-    anyio.run(main)
+    if STDIO:
+        anyio.run(server.run_stdio_async)
+    else:
+        anyio.run(main)
