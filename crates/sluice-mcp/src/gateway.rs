@@ -163,11 +163,14 @@ impl Req<'_> {
         }
     }
 
-    /// The upstream state of `server` for this request: its session entry (handshake era;
-    /// `None` when the session has none), or `Some(None)` for a 2026-07-28 request.
-    fn state(&self, server: &str) -> Option<Option<&UpstreamState>> {
+    /// The upstream state of `u` for this request: its session entry (handshake era; `None`
+    /// when the session has none), or `Some(None)` for a 2026-07-28 request and for a stdio
+    /// server (one shared process: no session of the client's to keep, and one that was down
+    /// when the session began may be up now).
+    fn state(&self, u: &Upstream) -> Option<Option<&UpstreamState>> {
         match &self.era {
-            Era::Handshake { claims, .. } => claims.upstream(server).map(|e| Some(&e.state)),
+            Era::Handshake { .. } if u.is_stdio() => Some(None),
+            Era::Handshake { claims, .. } => claims.upstream(&u.name).map(|e| Some(&e.state)),
             Era::Modern { .. } => Some(None),
         }
     }
@@ -607,7 +610,7 @@ impl McpGateway {
         let parts = join_all(servers.iter().map(|u| {
             let (req, ctx) = (&req, &ctx);
             async move {
-                let outcome = match req.state(&u.name) {
+                let outcome = match req.state(u) {
                     None | Some(Some(UpstreamState::Unavailable)) => Err(UpstreamError::NotRunning),
                     Some(state) => u.list(state, method, field, req.meta(), ctx).await,
                 };
@@ -726,7 +729,7 @@ impl McpGateway {
         name: Option<String>,
         mut finish: Option<CallFinish>,
     ) -> Response<McpBody> {
-        let state = match req.state(&upstream.name) {
+        let state = match req.state(&upstream) {
             None | Some(Some(UpstreamState::Unavailable)) => {
                 let e = Rejection::new(
                     jsonrpc::CONNECTION_CLOSED,
@@ -916,7 +919,7 @@ impl McpGateway {
         let answers = join_all(servers.iter().map(|u| {
             let (req, ctx, uri) = (&req, &ctx, uri.as_deref());
             async move {
-                let state = match req.state(&u.name) {
+                let state = match req.state(u) {
                     None | Some(Some(UpstreamState::Unavailable)) => {
                         return Err(UpstreamError::NotRunning)
                     }
@@ -1248,7 +1251,7 @@ where
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::upstream::answer_of;
+    use crate::jsonrpc::answer_of;
 
     #[test]
     fn accept_headers() {

@@ -253,6 +253,45 @@ pub fn with_result_type(body: Bytes) -> Bytes {
     Bytes::from(serde_json::to_vec(&m).unwrap_or_default())
 }
 
+/// An answer collected from an exchange: the result, or the upstream's JSON-RPC error.
+pub type Answer = Result<Value, Rejection>;
+
+/// The answer in `body` if it is the response to `id`.
+pub fn answer_of(body: &[u8], id: &Value) -> Option<Answer> {
+    #[derive(serde::Deserialize)]
+    struct Resp {
+        #[serde(default)]
+        id: Option<Value>,
+        #[serde(default)]
+        result: Option<Value>,
+        #[serde(default)]
+        error: Option<Value>,
+    }
+    let r: Resp = serde_json::from_slice(body).ok()?;
+    // An error about an unreadable request comes back with a null id.
+    if r.id.as_ref().is_some_and(|i| i != id && !i.is_null()) {
+        return None;
+    }
+    if let Some(e) = r.error {
+        let code = e
+            .get("code")
+            .and_then(Value::as_i64)
+            .unwrap_or(INTERNAL_ERROR);
+        let message = e
+            .get("message")
+            .and_then(Value::as_str)
+            .unwrap_or("error")
+            .to_string();
+        return Some(Err(Rejection {
+            code,
+            message,
+            data: e.get("data").cloned(),
+        }));
+    }
+    r.id.as_ref()?;
+    Some(Ok(r.result.unwrap_or(Value::Null)))
+}
+
 /// What an upstream message is, read without building it.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Peeked {

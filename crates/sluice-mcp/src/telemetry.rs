@@ -257,3 +257,42 @@ impl std::fmt::Debug for CallFinish {
             .finish_non_exhaustive()
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn families_register_and_refused_tools_are_not_labels() {
+        let m = McpMetrics::new();
+        let mut reg = Registry::default();
+        m.register(&mut reg);
+        let rec = |tool: &str, outcome| ToolCallRecord {
+            key_id: Some("k".into()),
+            server: "github".into(),
+            tool: tool.into(),
+            outcome,
+            error_code: None,
+            latency: Duration::from_millis(3),
+            protocol: "2025-11-25",
+        };
+        m.call(&rec("create_issue", CallOutcome::Ok));
+        m.call(&rec("made-up-by-a-client", CallOutcome::Refused));
+        m.upstream_error("github", "timeout");
+        m.session("created");
+        let mut out = String::new();
+        prometheus_client::encoding::text::encode(&mut out, &reg).unwrap();
+        assert!(out.contains(
+            r#"sluice_mcp_calls_total{server="github",tool="create_issue",outcome="ok"} 1"#
+        ));
+        assert!(
+            out.contains(r#"sluice_mcp_calls_total{server="github",tool="-",outcome="refused"} 1"#)
+        );
+        assert!(!out.contains("made-up-by-a-client"));
+        assert!(out.contains("sluice_mcp_call_duration_seconds_bucket"));
+        assert!(
+            out.contains(r#"sluice_mcp_upstream_errors_total{server="github",reason="timeout"} 1"#)
+        );
+        assert!(out.contains(r#"sluice_mcp_sessions_total{outcome="created"} 1"#));
+    }
+}

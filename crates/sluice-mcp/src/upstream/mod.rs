@@ -28,7 +28,7 @@ use sluice_config::{McpAuth, McpProtocol, McpServerConfig, McpTimeouts, McpTrans
 use sluice_sse::{Decoder, Item};
 
 use crate::error::{McpError, UpstreamError};
-use crate::jsonrpc::{self, Rejection};
+use crate::jsonrpc;
 use crate::protocol::{self, Version};
 use crate::session::UpstreamState;
 
@@ -248,8 +248,7 @@ pub(crate) struct Listed {
     pub(crate) ttl_ms: Option<u64>,
 }
 
-/// An answer collected from an exchange: the result, or the upstream's JSON-RPC error.
-pub(crate) type Answer = Result<Value, Rejection>;
+use crate::jsonrpc::{answer_of, Answer};
 
 impl Upstream {
     /// The upstream of one `[[mcp.server]]`; stdio servers are started (on the current
@@ -501,7 +500,8 @@ impl Upstream {
         head: Duration,
     ) -> Result<Reply, UpstreamError> {
         if let Transport::Stdio(s) = &self.transport {
-            return s.request(msg, ctx.origin, self.timeouts.list).await;
+            let r = s.request(msg, ctx.origin, self.timeouts.list).await?;
+            return Ok(Reply::Stream(MessageStream::Stdio(r)));
         }
         match state {
             Some(UpstreamState::Unavailable) => Err(UpstreamError::NotRunning),
@@ -994,40 +994,4 @@ fn looks_like_wrong_era(status: StatusCode, reply: &Reply) -> bool {
             _ => false,
         },
     }
-}
-
-/// The answer in `body` if it is the response to `id`.
-pub(crate) fn answer_of(body: &[u8], id: &Value) -> Option<Answer> {
-    #[derive(serde::Deserialize)]
-    struct Resp {
-        #[serde(default)]
-        id: Option<Value>,
-        #[serde(default)]
-        result: Option<Value>,
-        #[serde(default)]
-        error: Option<Value>,
-    }
-    let r: Resp = serde_json::from_slice(body).ok()?;
-    // An error about an unreadable request comes back with a null id.
-    if r.id.as_ref().is_some_and(|i| i != id && !i.is_null()) {
-        return None;
-    }
-    if let Some(e) = r.error {
-        let code = e
-            .get("code")
-            .and_then(Value::as_i64)
-            .unwrap_or(jsonrpc::INTERNAL_ERROR);
-        let message = e
-            .get("message")
-            .and_then(Value::as_str)
-            .unwrap_or("error")
-            .to_string();
-        return Some(Err(Rejection {
-            code,
-            message,
-            data: e.get("data").cloned(),
-        }));
-    }
-    r.id.as_ref()?;
-    Some(Ok(r.result.unwrap_or(Value::Null)))
 }

@@ -34,8 +34,6 @@ use crate::error::UpstreamError;
 use crate::jsonrpc;
 use crate::protocol::Version;
 
-use super::Reply;
-
 /// Messages queued for a child's stdin at most.
 const STDIN_QUEUE: usize = 256;
 /// Progress notifications buffered per call at most; past it they are dropped (the answer
@@ -140,7 +138,7 @@ impl StdioServer {
         mut msg: Map<String, Value>,
         origin: u64,
         wait: Duration,
-    ) -> Result<Reply, UpstreamError> {
+    ) -> Result<StdioReply, UpstreamError> {
         self.ready(wait).await?;
         let gid = self.shared.next_id.fetch_add(1, Ordering::Relaxed);
         let client_id = msg.insert("id".into(), gid.into()).unwrap_or(Value::Null);
@@ -181,7 +179,7 @@ impl StdioServer {
                 .map_err(|_| UpstreamError::NotRunning)?,
             None => return Err(UpstreamError::NotRunning),
         }
-        Ok(Reply::Stream(super::MessageStream::Stdio(reply)))
+        Ok(reply)
     }
 
     /// A client's notification: `notifications/cancelled` is translated to the gateway's id of
@@ -570,7 +568,7 @@ async fn initialize(shared: &Arc<Shared>, wait: Duration) -> Result<(Version, Va
         .await
         .map_err(|_| format!("no answer within {wait:?}"))?
         .map_err(|_| "the process went away".to_string())?;
-    let result = match super::answer_of(&body, &gid.into()) {
+    let result = match jsonrpc::answer_of(&body, &gid.into()) {
         Some(Ok(r)) => r,
         Some(Err(rej)) => return Err(rej.message),
         None => return Err("not a JSON-RPC response".into()),
