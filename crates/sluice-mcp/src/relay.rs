@@ -1,6 +1,6 @@
 //! The response bodies the gateway sends: a whole JSON message, one routed request's SSE
-//! stream ([`CallStream`]: progress notifications as they come, then the answer), or the
-//! server streams of a session merged into one ([`MergeStream`]).
+//! stream (`CallStream`: progress notifications as they come, then the answer), or the
+//! server streams of a session merged into one (`MergeStream`).
 //!
 //! Both streams are pull-based (no task per stream): the upstream is read only when hyper asks
 //! for the next frame, so a slow client slows its upstream and holds one message at most.
@@ -283,6 +283,19 @@ impl CallStream {
         if self.done {
             return Poll::Ready(None);
         }
+        // First, so that a server that keeps sending progress cannot outrun its deadline.
+        if self.deadline.as_mut().poll(cx).is_ready() {
+            self.metrics.upstream_error(&self.server, "timeout");
+            let msg = format!(
+                "MCP server `{}` did not answer within {:?}; the request was cancelled",
+                self.server, self.timeout
+            );
+            return Poll::Ready(Some(self.end_with_error(
+                jsonrpc::REQUEST_TIMEOUT,
+                msg,
+                CallOutcome::Timeout,
+            )));
+        }
         loop {
             match self.source.poll_next(cx) {
                 Poll::Ready(Some(Ok(data))) => {
@@ -322,18 +335,6 @@ impl CallStream {
                 }
                 Poll::Pending => break,
             }
-        }
-        if self.deadline.as_mut().poll(cx).is_ready() {
-            self.metrics.upstream_error(&self.server, "timeout");
-            let msg = format!(
-                "MCP server `{}` did not answer within {:?}; the request was cancelled",
-                self.server, self.timeout
-            );
-            return Poll::Ready(Some(self.end_with_error(
-                jsonrpc::REQUEST_TIMEOUT,
-                msg,
-                CallOutcome::Timeout,
-            )));
         }
         if self.idle.as_mut().poll(cx).is_ready() {
             let next = Instant::now() + self.heartbeat;
@@ -417,5 +418,108 @@ impl MergeStream {
             return Poll::Ready(Some(ping()));
         }
         Poll::Pending
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::telemetry::{ToolCallRecord, ToolCallSink};
+    use parking_lot::Mutex;
+
+    #[derive(Default)]
+    struct Sink(Mutex<Vec<ToolCallRecord>>);
+
+    impl ToolCallSink for Sink {
+        fn record(&self, rec: &ToolCallRecord) {
+            self.0.lock().push(rec.clone());
+        }
+    }
+
+    fn stream(rx: tokio::sync::mpsc::Receiver<Bytes>, sink: Arc<Sink>) -> CallStream {
+        let finish = CallFinish {
+            record: Some(ToolCallRecord {
+                key_id: None,
+                server: "s".into(),
+                tool: "t".into(),
+                outcome: CallOutcome::Ok,
+                error_code: None,
+                latency: Duration::ZERO,
+                protocol: "2025-11-25",
+            }),
+            started: Instant::now(),
+            sink,
+            metrics: McpMetrics::new(),
+            span: tracing::Span::none(),
+        };
+        CallStream::new(
+            MessageStream::Channel(rx),
+            json!(9),
+            "s",
+            McpMetrics::new(),
+            Duration::from_secs(10),
+            Duration::from_secs(3),
+            Some(finish),
+            None,
+        )
+    }
+
+    async fn next(s: &mut CallStream) -> Option<Bytes> {
+        std::future::poll_fn(|cx| s.poll_next(cx)).await
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn heartbeats_while_silent_then_a_timeout_error_for_the_request() {
+        let (_tx, rx) = tokio::sync::mpsc::channel(4);
+        let sink = Arc::new(Sink::default());
+        let mut s = stream(rx, sink.clone());
+        let t0 = Instant::now();
+        for i in 1..=3 {
+            assert_eq!(next(&mut s).await.unwrap(), ping());
+            assert_eq!(t0.elapsed(), Duration::from_secs(3 * i));
+        }
+        let end = next(&mut s).await.unwrap();
+        assert_eq!(t0.elapsed(), Duration::from_secs(10));
+        let text = String::from_utf8_lossy(&end);
+        assert!(
+            text.contains("-32001") && text.contains("\"id\":9"),
+            "{text}"
+        );
+        assert!(next(&mut s).await.is_none());
+        assert_eq!(sink.0.lock()[0].outcome, CallOutcome::Timeout);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn progress_then_the_answer_then_the_end() {
+        let (tx, rx) = tokio::sync::mpsc::channel(4);
+        let sink = Arc::new(Sink::default());
+        let mut s = stream(rx, sink.clone());
+        tx.send(Bytes::from_static(br#"{"jsonrpc":"2.0","method":"notifications/progress","params":{"progressToken":1,"progress":1}}"#)).await.unwrap();
+        tx.send(Bytes::from_static(
+            br#"{"jsonrpc":"2.0","id":3,"method":"sampling/createMessage"}"#,
+        ))
+        .await
+        .unwrap();
+        tx.send(Bytes::from_static(
+            br#"{"jsonrpc":"2.0","id":9,"result":{"content":[],"isError":true}}"#,
+        ))
+        .await
+        .unwrap();
+        let first = next(&mut s).await.unwrap();
+        assert!(first.starts_with(b"event: message\ndata: {") && first.ends_with(b"\n\n"));
+        assert!(String::from_utf8_lossy(&first).contains("notifications/progress"));
+        // The server's request is not relayed (nothing routes its answer back).
+        let second = next(&mut s).await.unwrap();
+        assert!(String::from_utf8_lossy(&second).contains("\"id\":9"));
+        assert!(next(&mut s).await.is_none());
+        assert_eq!(sink.0.lock()[0].outcome, CallOutcome::ToolError);
+    }
+
+    #[tokio::test]
+    async fn a_dropped_stream_settles_as_cancelled() {
+        let (_tx, rx) = tokio::sync::mpsc::channel(4);
+        let sink = Arc::new(Sink::default());
+        drop(stream(rx, sink.clone()));
+        assert_eq!(sink.0.lock()[0].outcome, CallOutcome::Cancelled);
     }
 }
