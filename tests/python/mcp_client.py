@@ -2,13 +2,14 @@
 
 Usage:
     python mcp_client.py session URL_A URL_B KEY   # handshake era (2025-11-25), A then B
-    python mcp_client.py stateless URL KEY         # 2026-07-28, no session
+    python mcp_client.py stateless URL_A URL_B KEY # 2026-07-28, no session, A and B in turn
     python mcp_client.py nogrant URL KEY           # a key without the grant
 
 Run by crates/sluice-mcp/tests/python.rs against two servers `alpha` and `beta`
 (tests/python/mcp_server.py) behind the gateway. `session` opens its session on instance A,
 and every request after `initialize` goes to instance B (a second gateway with the same
-secret), as a load balancer without affinity would send them. Prints one line per check and
+secret), as a load balancer without affinity would send them; `stateless` sends its requests
+to A and B in turn. Prints one line per check and
 'N passed, M failed'; exits non-zero on a failure.
 """
 
@@ -50,6 +51,25 @@ class Switch(httpx2.AsyncBaseTransport):
         if not self.switched and response.headers.get("mcp-session-id"):
             self.switched = True
         return response
+
+    async def aclose(self):
+        await self.inner.aclose()
+
+
+class RoundRobin(httpx2.AsyncBaseTransport):
+    """Sends requests to A and B in turn."""
+
+    def __init__(self, a, b):
+        self.inner = httpx2.AsyncHTTPTransport()
+        self.targets = [httpx2.URL(a), httpx2.URL(b)]
+        self.hits = [0, 0]
+
+    async def handle_async_request(self, request):
+        i = (self.hits[0] + self.hits[1]) % 2
+        self.hits[i] += 1
+        t = self.targets[i]
+        request.url = request.url.copy_with(host=t.host, port=t.port)
+        return await self.inner.handle_async_request(request)
 
     async def aclose(self):
         await self.inner.aclose()
@@ -134,10 +154,13 @@ async def session(url_a, url_b, key):
           switch.hits["a"] == 1 and switch.hits["b"] > 5, switch.hits)
 
 
-async def stateless(url, key):
-    async with http_client(key) as http:
-        async with Client(streamable_http_client(url, http_client=http), mode="2026-07-28") as client:
+async def stateless(url_a, url_b, key):
+    rr = RoundRobin(url_a, url_b)
+    async with http_client(key, rr) as http:
+        async with Client(streamable_http_client(url_a, http_client=http), mode="2026-07-28") as client:
             await federated_checks(client, "stateless")
+    check("stateless: both instances served", min(rr.hits) > 5, rr.hits)
+    url = url_a
     # The auto mode probes server/discover and adopts the stateless revision.
     async with http_client(key) as http:
         async with Client(streamable_http_client(url, http_client=http), mode="auto") as client:

@@ -80,10 +80,12 @@ async fn sdk_session_federates_and_continues_on_a_second_instance() {
     no_python_mcp,
     ignore = "no Python with the `mcp` SDK: create .venv (see README)"
 )]
-async fn sdk_stateless_client_needs_no_session() {
+async fn sdk_stateless_client_needs_no_session_on_either_instance() {
     let (_alpha, _beta, cfg) = servers(false).await;
-    let gw = GatewayServer::start(&config(&cfg)).await;
-    run_client(vec!["stateless".into(), gw.url(), "alice".into()]).await;
+    let cfg = config(&cfg);
+    let a = GatewayServer::start(&cfg).await;
+    let b = GatewayServer::start(&cfg).await;
+    run_client(vec!["stateless".into(), a.url(), b.url(), "alice".into()]).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
