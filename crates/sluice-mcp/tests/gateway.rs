@@ -713,3 +713,39 @@ async fn malformed_requests_are_refused_in_json_rpc_form() {
     assert_eq!(s, 405);
     assert!(h.get("allow").is_some());
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_https_server_is_reached_with_its_ca_file() {
+    let (m, pem) = MockMcp::start_tls("tls", MockEra::Both).await;
+    let dir = support::TempDir::new("ca");
+    let ca = dir.0.join("ca.pem");
+    std::fs::write(&ca, pem).unwrap();
+    let url = format!("https://localhost:{}/mcp", m.addr.port());
+    let cfg = config(&format!(
+        "[[mcp.server]]\nname = \"trusted\"\nurl = \"{url}\"\nca_file = \"{}\"\n\n\
+         [[mcp.server]]\nname = \"untrusted\"\nurl = \"{url}\"\n\
+         [[mcp.grant]]\nkeys = [\"*\"]\nserver = \"*\"\n",
+        ca.display()
+    ));
+    let gw = GatewayServer::start(&cfg).await;
+    let sid = open(&gw, "alice").await;
+    let (_, m2) = call(
+        &gw,
+        "alice",
+        &sid,
+        &req(
+            2,
+            "tools/call",
+            json!({ "name": "trusted__echo", "arguments": { "text": "tls" } }),
+        ),
+    )
+    .await;
+    assert_eq!(text(&m2[0]), "tls:tls");
+    // Without the CA the certificate is not trusted: that server is left out, said so.
+    let (_, m3) = call(&gw, "alice", &sid, &req(3, "tools/list", json!({}))).await;
+    assert_eq!(
+        m3[0]["result"]["_meta"]["sluice/unavailable"][0]["server"],
+        "untrusted"
+    );
+    assert_eq!(m.stats.initialized.load(Ordering::Relaxed), 1);
+}

@@ -65,6 +65,33 @@ impl Drop for MockMcp {
 
 impl MockMcp {
     pub async fn start(name: &'static str, era: MockEra) -> MockMcp {
+        Self::serve(name, era, None).await
+    }
+
+    /// The same over https with a self-signed certificate for `localhost`; its PEM.
+    pub async fn start_tls(name: &'static str, era: MockEra) -> (MockMcp, String) {
+        use rustls_pki_types::{pem::PemObject, CertificateDer, PrivateKeyDer};
+        let ck = rcgen::generate_simple_self_signed(vec!["localhost".to_string()]).unwrap();
+        let pem = ck.cert.pem();
+        let cert = CertificateDer::from_pem_slice(pem.as_bytes()).unwrap();
+        let key = PrivateKeyDer::from_pem_slice(ck.signing_key.serialize_pem().as_bytes()).unwrap();
+        let cfg = rustls::ServerConfig::builder_with_provider(Arc::new(
+            rustls::crypto::ring::default_provider(),
+        ))
+        .with_safe_default_protocol_versions()
+        .unwrap()
+        .with_no_client_auth()
+        .with_single_cert(vec![cert], key)
+        .unwrap();
+        let acceptor = tokio_rustls::TlsAcceptor::from(Arc::new(cfg));
+        (Self::serve(name, era, Some(acceptor)).await, pem)
+    }
+
+    async fn serve(
+        name: &'static str,
+        era: MockEra,
+        tls: Option<tokio_rustls::TlsAcceptor>,
+    ) -> MockMcp {
         let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = listener.local_addr().unwrap();
         let stats = Arc::new(MockStats::default());
@@ -76,14 +103,23 @@ impl MockMcp {
                 };
                 let _ = io.set_nodelay(true);
                 let st = st.clone();
+                let tls = tls.clone();
                 tokio::spawn(async move {
                     let svc = service_fn(move |req: Request<Incoming>| {
                         let st = st.clone();
                         async move { Ok::<_, Infallible>(handle(name, era, st, req).await) }
                     });
-                    let _ = hyper::server::conn::http1::Builder::new()
-                        .serve_connection(TokioIo::new(io), svc)
-                        .await;
+                    let builder = hyper::server::conn::http1::Builder::new();
+                    match tls {
+                        None => {
+                            let _ = builder.serve_connection(TokioIo::new(io), svc).await;
+                        }
+                        Some(acceptor) => {
+                            if let Ok(io) = acceptor.accept(io).await {
+                                let _ = builder.serve_connection(TokioIo::new(io), svc).await;
+                            }
+                        }
+                    }
                 });
             }
         });
