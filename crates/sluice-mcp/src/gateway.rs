@@ -163,18 +163,6 @@ impl Req<'_> {
         }
     }
 
-    /// The upstream state of `u` for this request: its session entry (handshake era; `None`
-    /// when the session has none), or `Some(None)` for a 2026-07-28 request and for a stdio
-    /// server (one shared process: no session of the client's to keep, and one that was down
-    /// when the session began may be up now).
-    fn state(&self, u: &Upstream) -> Option<Option<&UpstreamState>> {
-        match &self.era {
-            Era::Handshake { .. } if u.is_stdio() => Some(None),
-            Era::Handshake { claims, .. } => claims.upstream(&u.name).map(|e| Some(&e.state)),
-            Era::Modern { .. } => Some(None),
-        }
-    }
-
     fn meta(&self) -> Option<&Map<String, Value>> {
         match &self.era {
             Era::Modern { meta } => Some(meta),
@@ -565,6 +553,40 @@ impl McpGateway {
         self.inner.upstreams.iter().find(|u| u.name == name)
     }
 
+    /// The upstream state of `u` for this request: `None` for a 2026-07-28 request and for a
+    /// stdio server (one shared process: no session of the client's to keep); else the
+    /// session's part, repaired on this instance if the id says the server was unavailable
+    /// (down or slow at `initialize`) or `lost` says the server ended it.
+    ///
+    /// # Errors
+    /// [`UpstreamError::NotRunning`]: unavailable, and not repaired now.
+    async fn state_of(
+        &self,
+        req: &Req<'_>,
+        u: &Upstream,
+        lost: bool,
+    ) -> Result<Option<UpstreamState>, UpstreamError> {
+        let Era::Handshake { claims, origin } = &req.era else {
+            return Ok(None);
+        };
+        if u.is_stdio() {
+            return Ok(None);
+        }
+        if !lost {
+            if let Some(s) = u.repaired(*origin) {
+                return Ok(Some(s));
+            }
+            match claims.upstream(&u.name).map(|e| &e.state) {
+                Some(UpstreamState::Unavailable) | None => {}
+                Some(s) => return Ok(Some(s.clone())),
+            }
+        }
+        u.repair(*origin, claims.version, lost, &req.ctx())
+            .await
+            .map(Some)
+            .ok_or(UpstreamError::NotRunning)
+    }
+
     fn upstream_failed(&self, u: &Upstream, e: &UpstreamError) {
         u.health.failed(e.metric_label());
         self.inner.metrics.upstream_error(&u.name, e.metric_label());
@@ -610,10 +632,17 @@ impl McpGateway {
         let parts = join_all(servers.iter().map(|u| {
             let (req, ctx) = (&req, &ctx);
             async move {
-                let outcome = match req.state(u) {
-                    None | Some(Some(UpstreamState::Unavailable)) => Err(UpstreamError::NotRunning),
-                    Some(state) => u.list(state, method, field, req.meta(), ctx).await,
+                let mut outcome = match self.state_of(req, u, false).await {
+                    Err(e) => Err(e),
+                    Ok(state) => u.list(state.as_ref(), method, field, req.meta(), ctx).await,
                 };
+                if matches!(outcome, Err(UpstreamError::SessionGone)) {
+                    // The server lost the session (restarted, expired): a new one, once.
+                    outcome = match self.state_of(req, u, true).await {
+                        Err(e) => Err(e),
+                        Ok(state) => u.list(state.as_ref(), method, field, req.meta(), ctx).await,
+                    };
+                }
                 match &outcome {
                     Ok(l) => {
                         u.health.ok();
@@ -729,21 +758,18 @@ impl McpGateway {
         name: Option<String>,
         mut finish: Option<CallFinish>,
     ) -> Response<McpBody> {
-        let state = match req.state(&upstream) {
-            None | Some(Some(UpstreamState::Unavailable)) => {
-                let e = Rejection::new(
-                    jsonrpc::CONNECTION_CLOSED,
-                    format!(
-                        "MCP server `{}` was unavailable when this session began; start a new session",
-                        upstream.name
-                    ),
-                );
-                if let Some(f) = &mut finish {
-                    f.finish(CallOutcome::UpstreamError, Some(e.code));
-                }
-                return req.reject(&e);
+        let unavailable = |finish: &mut Option<CallFinish>| {
+            let e = Rejection::new(
+                jsonrpc::CONNECTION_CLOSED,
+                format!("MCP server `{}` is unavailable", upstream.name),
+            );
+            if let Some(f) = finish {
+                f.finish(CallOutcome::UpstreamError, Some(e.code));
             }
-            Some(s) => s.cloned(),
+            req.reject(&e)
+        };
+        let Ok(mut state) = self.state_of(&req, &upstream, false).await else {
+            return unavailable(&mut finish);
         };
         let ctx = req.ctx();
         let timeout = upstream.timeouts.call;
@@ -758,7 +784,7 @@ impl McpGateway {
             }),
             id: req.id.clone(),
         };
-        let sent = upstream
+        let mut sent = upstream
             .request(
                 state.as_ref(),
                 req.msg.obj.clone(),
@@ -768,6 +794,29 @@ impl McpGateway {
                 timeout,
             )
             .await;
+        if matches!(sent, Err(UpstreamError::SessionGone)) {
+            // A 404 for the session: the server did not run the call, so it may go again on a
+            // new session, once.
+            self.inner
+                .metrics
+                .upstream_error(&upstream.name, UpstreamError::SessionGone.metric_label());
+            if let Ok(s) = self.state_of(&req, &upstream, true).await {
+                state = s;
+                if let (Some(g), Some(s)) = (guard.cancel.as_mut(), &state) {
+                    g.state = s.clone();
+                }
+                sent = upstream
+                    .request(
+                        state.as_ref(),
+                        req.msg.obj.clone(),
+                        &req.method,
+                        name.as_deref(),
+                        &ctx,
+                        timeout,
+                    )
+                    .await;
+            }
+        }
         let reply = match sent {
             Ok(r) => r,
             Err(UpstreamError::SessionGone) => {
@@ -919,12 +968,7 @@ impl McpGateway {
         let answers = join_all(servers.iter().map(|u| {
             let (req, ctx, uri) = (&req, &ctx, uri.as_deref());
             async move {
-                let state = match req.state(u) {
-                    None | Some(Some(UpstreamState::Unavailable)) => {
-                        return Err(UpstreamError::NotRunning)
-                    }
-                    Some(s) => s.cloned(),
-                };
+                let state = self.state_of(req, u, false).await?;
                 let deadline = u.timeouts.list;
                 let fut = async {
                     let reply = u
@@ -1104,7 +1148,8 @@ impl McpGateway {
                 return None;
             }
             let ctx = &ctx;
-            Some(async move { (u, u.open_stream(&e.state, ctx).await) })
+            let state = u.repaired(origin).unwrap_or_else(|| e.state.clone());
+            Some(async move { (u, u.open_stream(&state, ctx).await) })
         }))
         .await;
         let mut sources = Vec::new();
@@ -1157,7 +1202,13 @@ impl McpGateway {
         join_all(claims.upstreams.iter().filter_map(|e| {
             let u = self.upstream(&e.server)?;
             let ctx = &ctx;
-            Some(async move { u.close_session(&e.state, ctx).await })
+            let repaired = u.forget_repaired(origin);
+            Some(async move {
+                u.close_session(&e.state, ctx).await;
+                if let Some(r) = repaired {
+                    u.close_session(&r, ctx).await;
+                }
+            })
         }))
         .await;
         relay::empty_response(StatusCode::OK)

@@ -749,3 +749,71 @@ async fn an_https_server_is_reached_with_its_ca_file() {
     );
     assert_eq!(m.stats.initialized.load(Ordering::Relaxed), 1);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_server_down_at_initialize_joins_later_and_a_lost_session_is_reopened() {
+    // `late` is down when the session begins.
+    let spot = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let late_addr = spot.local_addr().unwrap();
+    drop(spot);
+    let a = MockMcp::start("alpha", MockEra::Both).await;
+    let cfg = config(&format!(
+        "[[mcp.server]]\nname = \"alpha\"\nurl = \"{}\"\n\n[[mcp.server]]\nname = \"late\"\nurl = \"http://{late_addr}/mcp\"\n{GRANTS}",
+        a.url()
+    ));
+    let gw = GatewayServer::start(&cfg).await;
+    let sid = open(&gw, "alice").await;
+    let (_, m) = call(&gw, "alice", &sid, &req(2, "tools/list", json!({}))).await;
+    assert_eq!(
+        m[0]["result"]["_meta"]["sluice/unavailable"][0]["server"],
+        "late"
+    );
+
+    // It comes up; after the repair backoff the same session gets it.
+    let late = support::mock::MockMcp::start_on(late_addr, "late", MockEra::Both).await;
+    tokio::time::sleep(Duration::from_millis(2100)).await;
+    let (_, m) = call(&gw, "alice", &sid, &req(3, "tools/list", json!({}))).await;
+    assert!(tool_names(&m[0]).contains(&"late__echo".into()), "{m:?}");
+    assert!(m[0]["result"]["_meta"].is_null());
+    let echo = |id, text: &str| {
+        req(
+            id,
+            "tools/call",
+            json!({ "name": "late__echo", "arguments": { "text": text } }),
+        )
+    };
+    let (_, m) = call(&gw, "alice", &sid, &echo(4, "joined")).await;
+    assert_eq!(text(&m[0]), "late:joined");
+    assert_eq!(late.stats.initialized.load(Ordering::Relaxed), 1);
+
+    // The server forgets its sessions (a restart): the call goes on a new one, transparently.
+    a.stats.sessions.lock().clear();
+    let (status, m) = call(
+        &gw,
+        "alice",
+        &sid,
+        &req(
+            5,
+            "tools/call",
+            json!({ "name": "alpha__echo", "arguments": { "text": "again" } }),
+        ),
+    )
+    .await;
+    assert_eq!((status, text(&m[0])), (200, "alpha:again"));
+    assert_eq!(a.stats.initialized.load(Ordering::Relaxed), 2);
+    // DELETE ends the repaired parts too.
+    let (status, _, _) = send(
+        &gw.url(),
+        Method::DELETE,
+        &[("authorization", "Bearer alice"), ("mcp-session-id", &sid)],
+        "",
+    )
+    .await;
+    assert_eq!(status, 200);
+    assert_eq!(late.stats.deleted.load(Ordering::Relaxed), 1);
+    assert_eq!(
+        a.stats.deleted.load(Ordering::Relaxed),
+        2,
+        "the lost one and the new one"
+    );
+}

@@ -46,6 +46,13 @@ const ERA_MODERN: u8 = 2;
 /// Bridge sessions (2026-07-28 clients of handshake-only servers) kept per server at most.
 const MAX_BRIDGE_SESSIONS: usize = 1024;
 
+/// Repaired sessions kept per server at most (this instance's soft state).
+const MAX_REPAIRED: usize = 4096;
+
+/// After a failure, how long before a client session tries to repair its part of this server:
+/// a dead server must not make every request wait for its connect timeout.
+const REPAIR_BACKOFF: Duration = Duration::from_secs(2);
+
 /// Pages of one list fetched from one server at most: a server whose cursor never ends costs
 /// a bounded number of round trips.
 const MAX_LIST_PAGES: usize = 16;
@@ -63,6 +70,10 @@ pub(crate) struct Upstream {
     /// Gateway-held upstream sessions for 2026-07-28 clients of a handshake-only server, by
     /// credential hash.
     bridge: Mutex<HashMap<u64, (String, Version)>>,
+    /// Sessions opened after the client session began (the server was down or slow at its
+    /// `initialize`, or later lost the session), by client session; they replace the state in
+    /// the session id on this instance.
+    repaired: Mutex<HashMap<u64, UpstreamState>>,
     max_message: usize,
 }
 
@@ -107,6 +118,15 @@ impl Health {
     pub(crate) fn failed(&self, reason: &'static str) {
         self.consecutive_failures.fetch_add(1, Ordering::Relaxed);
         *self.last_error.lock() = Some((SystemTime::now(), reason));
+    }
+
+    /// Whether the last exchange failed less than `d` ago.
+    fn failed_within(&self, d: Duration) -> bool {
+        self.consecutive_failures.load(Ordering::Relaxed) > 0
+            && self
+                .last_error
+                .lock()
+                .is_some_and(|(t, _)| t.elapsed().is_ok_and(|e| e < d))
     }
 
     pub(crate) fn snapshot(&self) -> Value {
@@ -296,6 +316,7 @@ impl Upstream {
             era: AtomicU8::new(era),
             health: Health::default(),
             bridge: Mutex::new(HashMap::new()),
+            repaired: Mutex::new(HashMap::new()),
             max_message,
         })
     }
@@ -483,6 +504,49 @@ impl Upstream {
             }
         })
         .await;
+    }
+
+    /// The repaired state of a client session's part of this server, if this instance made
+    /// one.
+    pub(crate) fn repaired(&self, origin: u64) -> Option<UpstreamState> {
+        self.repaired.lock().get(&origin).cloned()
+    }
+
+    /// Opens a new part of a client session (`origin`) with this server: the session id says
+    /// it was unavailable, or (`lost`) the server answered 404 for the session, so it is up.
+    /// `None` while the server is failing (tried again after [`REPAIR_BACKOFF`]) or when it
+    /// fails now.
+    pub(crate) async fn repair(
+        &self,
+        origin: u64,
+        version: Version,
+        lost: bool,
+        ctx: &CallCtx<'_>,
+    ) -> Option<UpstreamState> {
+        if !lost && self.health.failed_within(REPAIR_BACKOFF) {
+            return None;
+        }
+        let info = json!({ "name": "sluice", "version": env!("CARGO_PKG_VERSION") });
+        match self.open_session(version, &info, ctx).await {
+            Ok((state, _)) => {
+                self.health.ok();
+                let mut r = self.repaired.lock();
+                if r.len() >= MAX_REPAIRED {
+                    r.clear();
+                }
+                r.insert(origin, state.clone());
+                Some(state)
+            }
+            Err(e) => {
+                self.health.failed(e.metric_label());
+                None
+            }
+        }
+    }
+
+    /// Forgets a repaired part (the client ended its session); returns it to be closed.
+    pub(crate) fn forget_repaired(&self, origin: u64) -> Option<UpstreamState> {
+        self.repaired.lock().remove(&origin)
     }
 
     // === requests ===

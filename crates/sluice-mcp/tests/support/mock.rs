@@ -68,6 +68,11 @@ impl MockMcp {
         Self::serve(name, era, None).await
     }
 
+    /// The same on a given address (a server that comes up where one was down).
+    pub async fn start_on(addr: SocketAddr, name: &'static str, era: MockEra) -> MockMcp {
+        Self::serve_at(addr, name, era, None).await
+    }
+
     /// The same over https with a self-signed certificate for `localhost`; its PEM.
     pub async fn start_tls(name: &'static str, era: MockEra) -> (MockMcp, String) {
         use rustls_pki_types::{pem::PemObject, CertificateDer, PrivateKeyDer};
@@ -92,7 +97,16 @@ impl MockMcp {
         era: MockEra,
         tls: Option<tokio_rustls::TlsAcceptor>,
     ) -> MockMcp {
-        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        Self::serve_at(SocketAddr::from(([127, 0, 0, 1], 0)), name, era, tls).await
+    }
+
+    async fn serve_at(
+        addr: SocketAddr,
+        name: &'static str,
+        era: MockEra,
+        tls: Option<tokio_rustls::TlsAcceptor>,
+    ) -> MockMcp {
+        let listener = TcpListener::bind(addr).await.unwrap();
         let addr = listener.local_addr().unwrap();
         let stats = Arc::new(MockStats::default());
         let st = stats.clone();
