@@ -1,7 +1,8 @@
 //! Client session ids that carry their own state: the upstream session of every server, the
 //! negotiated version, the key the session belongs to and when it was issued, signed with
 //! HMAC-SHA256 under `mcp.session_secret`. Any instance holding the secret serves the next
-//! request of a session; nothing is stored.
+//! request of a session; nothing is stored (an instance may keep soft state on top: upstream
+//! sessions it repaired, ids it saw deleted; losing it costs a re-`initialize` upstream).
 //!
 //! Layout (then base64url without padding):
 //!

@@ -8,6 +8,11 @@
 //! was spoken to in is remembered and bridged: a 2026-07-28-only server gets envelopes from
 //! handshake-era clients, and a handshake-only server serves 2026-07-28 clients through a
 //! gateway-held session per credential (soft state, rebuilt on loss).
+//!
+//! Repair: a server that was down or slow at a client's `initialize` is tried again (after a
+//! backoff) when a later request of that session needs it, and a session the server lost (404)
+//! is reopened and the request sent again once; the new upstream session is this instance's
+//! soft state, bounded, used in place of what the session id says.
 
 pub(crate) mod http;
 pub(crate) mod stdio;
