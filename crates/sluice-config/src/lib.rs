@@ -16,6 +16,7 @@
 //! - this module: the validated types ([`Config`], [`ServerConfig`], [`UpstreamConfig`],
 //!   [`RouteConfig`], ...), route selection by model ([`Config::route_index`]) and the glob
 //!   matcher; `retry` and `log` hold the retry and access-log settings the gateway's stages run;
+//! - `mcp`: the `[mcp]` section (raw, validated and redacted), for `sluice-mcp`;
 //! - `redacted`: the config as it may be shown, and its fingerprint.
 //!
 //! Pure apart from reading the files a config names (key files, TLS files): tested with plain
@@ -27,6 +28,7 @@ mod diagnostics;
 mod interpolate;
 mod limits;
 mod log;
+mod mcp;
 mod raw;
 mod redacted;
 mod retry;
@@ -50,6 +52,10 @@ pub use limits::{
     BudgetLimit, KeyConfig, KeyMode, Limits, ModelLimits, PriceConfig, RateLimit, StateSettings,
 };
 pub use log::{AccessLogSink, LogFormat, DEFAULT_QUEUE};
+pub use mcp::{
+    McpAuth, McpConfig, McpGrant, McpLimit, McpProtocol, McpRate, McpRestart, McpRestartPolicy,
+    McpSecret, McpServerConfig, McpStdio, McpTimeouts, McpTransport, MIN_SESSION_SECRET_BYTES,
+};
 pub use retry::{BudgetConfig, RetryConfig};
 pub use telemetry::{TelemetryConfig, TraceHeader};
 pub use units::{parse_duration, parse_size};
@@ -71,6 +77,8 @@ pub struct Config {
     pub prices: Vec<PriceConfig>,
     /// `[state]`: the store of limits, budgets and idempotency records.
     pub state: StateSettings,
+    /// `[mcp]`: the MCP gateway's servers, grants and session secret (disabled by default).
+    pub mcp: McpConfig,
 }
 
 /// `[server]`.

@@ -27,6 +27,7 @@ pub(super) struct RawConfig {
     #[serde(default, rename = "price")]
     pub(super) prices: Vec<RawPrice>,
     pub(super) telemetry: Option<RawTelemetry>,
+    pub(super) mcp: Option<super::mcp::RawMcp>,
 }
 
 /// `[state]`: where limits, budgets and idempotency records live.

@@ -75,8 +75,9 @@ fn config_json(c: &Config) -> Value {
         keys,
         prices,
         state,
+        mcp,
     } = c;
-    json!({
+    let mut out = json!({
         "server": server_json(server),
         "upstream": upstreams.iter().map(upstream_json).collect::<Vec<_>>(),
         "route": routes.iter().map(|r| route_json(r, upstreams)).collect::<Vec<_>>(),
@@ -89,7 +90,12 @@ fn config_json(c: &Config) -> Value {
             "cached_input": p.cached_input,
         })).collect::<Vec<_>>(),
         "state": state_json(state),
-    })
+    });
+    // Only when configured: configs without `[mcp]` keep the fingerprints they had.
+    if mcp.is_enabled() || !mcp.grants.is_empty() || !mcp.limits.is_empty() {
+        out["mcp"] = mcp.redacted();
+    }
+    out
 }
 
 fn limits_json(l: &Limits) -> Value {

@@ -133,6 +133,7 @@ fn validate(raw: RawConfig, ctx: &mut Ctx<'_>) -> Result<Config, ConfigError> {
         keys,
         key_settings,
         prices,
+        mcp,
     } = raw;
     let server = server_config(server, ctx)?;
     let mut ups: Vec<UpstreamConfig> = Vec::with_capacity(upstreams.len());
@@ -260,6 +261,20 @@ fn validate(raw: RawConfig, ctx: &mut Ctx<'_>) -> Result<Config, ConfigError> {
         out_prices.push(limits::price(&format!("price[{i}]"), p)?);
     }
     let state = limits::state(state.unwrap_or_default())?;
+    let mcp = {
+        let (env, mode) = (ctx.env, ctx.mode);
+        let unresolved: Vec<String> = ctx.unresolved.iter().map(|u| u.path.clone()).collect();
+        let is_unresolved = |p: &str| unresolved.iter().any(|u| u == p);
+        super::mcp::mcp_config(
+            mcp,
+            &mut super::mcp::McpCtx {
+                env,
+                mode,
+                unresolved: &is_unresolved,
+                warnings: &mut ctx.warnings,
+            },
+        )?
+    };
     Ok(Config {
         server,
         upstreams: ups,
@@ -268,6 +283,7 @@ fn validate(raw: RawConfig, ctx: &mut Ctx<'_>) -> Result<Config, ConfigError> {
         keys: out_keys,
         prices: out_prices,
         state,
+        mcp,
     })
 }
 

@@ -362,6 +362,8 @@ pub(crate) fn restart_field(old: &Config, new: &Config) -> Option<&'static str> 
         keys: _,
         prices: _,
         state,
+        // Not held by the data plane: the `sluice` binary mounts the MCP gateway.
+        mcp: _,
     } = new;
     let ServerConfig {
         listen,
