@@ -508,6 +508,8 @@ pub(crate) fn route(r: &Request<'_>, b: &Behavior, cfg: &ServerCfg) -> Routed {
         token_endpoint(r, &endpoint, b, faults, header, &cfg.cloud, &mut routed);
         return routed;
     }
+    // The path's model is known before the body is read, so a refused request records it.
+    routed.routing.model = endpoint.path_model().map(str::to_string);
     // Credentials first, as a real front end checks them before anything else.
     if let Some(reply) = check_gate(gate, r, &cfg.cloud, &mut routed.routing) {
         routed.reply = reply;
