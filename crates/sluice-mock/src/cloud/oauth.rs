@@ -361,7 +361,7 @@ pub(crate) fn fault_reply(status: StatusCode) -> Reply {
     r
 }
 
-/// How long until an assertion issued now expires: for tests that sign their own.
+/// Seconds since the epoch, for tests that sign their own assertions.
 #[cfg(test)]
 pub(crate) fn now_unix() -> u64 {
     SystemTime::now()
@@ -421,13 +421,12 @@ mod tests {
             .as_str()
             .unwrap()
             .contains("iat and exp"));
-        let other: serde_json::Value =
-            serde_json::from_str(&test_service_account_json("http://m/token")).unwrap();
         let forged = req.body.replace('.', ".x");
         let (r, ev) = google_token(forged.as_bytes(), &cloud);
         assert_eq!(ev, AuthEvent::TokenRefused);
         assert_eq!(reply(&r).1["error"], "invalid_grant");
-        let mut other = other;
+        let mut other: serde_json::Value =
+            serde_json::from_str(&test_service_account_json("http://m/token")).unwrap();
         other["client_email"] = json!("nobody@x.iam.gserviceaccount.com");
         let k = ServiceAccountKey::from_json(other.to_string().as_bytes()).unwrap();
         let (r, _) = google_token(

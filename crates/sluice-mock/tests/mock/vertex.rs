@@ -531,3 +531,33 @@ async fn refreshes_keep_every_request_authorised_across_expiries() {
     assert_eq!(totals.auth.bearer_accepted, ok);
     assert_eq!(totals.auth.bearer_expired + totals.auth.bearer_rejected, 0);
 }
+
+#[tokio::test]
+async fn the_test_service_account_is_served() {
+    let mock = mock_default().await;
+    let r = h1(
+        mock.addr(),
+        request("GET", "/__mock/service_account", "", ""),
+    )
+    .await;
+    assert_eq!(r.status, 200);
+    let key = ServiceAccountKey::from_json(&r.body).unwrap();
+    assert_eq!(
+        key.token_uri(),
+        "http://mock/token",
+        "the Host the client used"
+    );
+    assert_eq!(
+        key.client_email(),
+        "sluice-test@sluice-test.iam.gserviceaccount.com"
+    );
+    // Vertex's Gemini paths also answer under v1beta1.
+    let token = fetch_token(&mock).await.unwrap();
+    let beta = gemini_path(false).replacen("/v1/", "/v1beta1/", 1);
+    let r = h1(
+        mock.addr(),
+        with_token(request("POST", &beta, "", GEMINI_BODY), &token),
+    )
+    .await;
+    assert_eq!(r.status, 200);
+}
