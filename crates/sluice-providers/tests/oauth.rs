@@ -233,7 +233,8 @@ fn token_endpoint_answers() {
 
 proptest! {
     /// A refresh task following the policy, whose every refresh succeeds inside its window
-    /// (before the token it replaces expires), and requests at arbitrary times: no request
+    /// (before the token it replaces expires, as the cache counts it), and requests at
+    /// arbitrary times: no request
     /// after the first token finds none, none gets a token the endpoint considers expired
     /// (the endpoint starts a token's clock when the request reaches it, after the task
     /// asked), and each token has at most one refresh begun while it was current.
@@ -277,13 +278,15 @@ proptest! {
                 if due > request_at {
                     break;
                 }
-                let current = cache.state().map(|s| s.token).unwrap();
+                let (current, expires_at) = cache.state().map(|s| (s.token, s.expires_at)).unwrap();
                 prop_assert!(cache.begin_refresh(due));
                 prop_assert!(!cache.begin_refresh(due), "a second refresh while one is in flight");
                 prop_assert!(begun_for.insert(current), "two refreshes for token {}", current);
-                // Completes inside the window [due, expiry of the current token); the
-                // endpoint got the request halfway.
-                let window = real_expiry[current as usize].saturating_sub(due);
+                // Completes inside the window [due, the current token's expiry as the cache
+                // counts it, which is never later than the endpoint's); the endpoint got the
+                // request halfway.
+                prop_assert!(expires_at <= real_expiry[current as usize]);
+                let window = expires_at.saturating_sub(due);
                 let p = latency_permille[i % latency_permille.len()];
                 let latency = window.mul_f64(p as f64 / 1000.0);
                 in_flight = Some((due + latency, due + latency / 2));
