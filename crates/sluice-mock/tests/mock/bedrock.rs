@@ -380,6 +380,20 @@ async fn stream_faults_are_bedrock_exceptions() {
         serde_json::from_slice::<Value>(&stop.payload).unwrap()["stopReason"],
         "content_filtered"
     );
+    // A prompt filtered before any content, streamed: the OpenAI client gets a
+    // `content_filter` finish and no error.
+    let r = h1(mock.addr(), signed(&path, CONVERSE, "error=content_filter")).await;
+    let mut t = BedrockStream::new(&BedrockStreamOptions::new(
+        Operation::ChatCompletions,
+        MODEL,
+    ));
+    let mut out = Vec::new();
+    t.feed(&r.body, &mut out);
+    t.end(&mut out);
+    assert!(t.error().is_none(), "{:?}", t.error());
+    assert!(chunks(&out)
+        .iter()
+        .any(|c| c["choices"][0]["finish_reason"] == "content_filter"));
 }
 
 #[tokio::test]
