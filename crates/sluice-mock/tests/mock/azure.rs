@@ -58,14 +58,15 @@ async fn entra_tokens_or_api_keys() {
     let mock = MockServer::start_with(
         MockConfig::default(),
         CloudConfig {
-            token_ttl: Duration::from_secs(1),
+            token_ttl: Duration::from_secs(2),
             ..CloudConfig::default()
         },
     )
     .await
     .unwrap();
     let token = entra_token(&mock, TEST_ENTRA_CLIENT_SECRET).await.unwrap();
-    assert_eq!(token.expires_in, Duration::from_secs(1));
+    let issued = tokio::time::Instant::now();
+    assert_eq!(token.expires_in, Duration::from_secs(2));
     let r = h1(
         mock.addr(),
         bearer(request("POST", &chat_path(), "tokens=3", CHAT), &token),
@@ -95,7 +96,7 @@ async fn entra_tokens_or_api_keys() {
         (r.status.as_u16(), r.json()["error"]["code"].as_str()),
         (401, Some("401"))
     );
-    tokio::time::sleep(Duration::from_millis(1100)).await;
+    tokio::time::sleep_until(issued + Duration::from_millis(2100)).await;
     let r = h1(
         mock.addr(),
         bearer(request("POST", &chat_path(), "", CHAT), &token),
