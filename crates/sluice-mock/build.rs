@@ -13,4 +13,5 @@ fn main() {
     };
     test_env::cfg_when_missing("no_python", !has(&["openai", "anthropic"]));
     test_env::cfg_when_missing("no_python_genai", !has(&["google.genai"]));
+    test_env::cfg_when_missing("no_python_boto3", !has(&["boto3"]));
 }

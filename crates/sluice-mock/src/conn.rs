@@ -6,6 +6,7 @@ use std::time::Duration;
 
 use tokio::sync::Notify;
 
+use crate::cloud::CloudState;
 use crate::faults::FaultState;
 use crate::knobs::Behavior;
 use crate::stats::{ConnStats, Stats};
@@ -21,6 +22,7 @@ pub(crate) struct ServerCfg {
     pub(crate) h1_stale_close_rst: bool,
     pub(crate) max_recorded_body: usize,
     pub(crate) faults: FaultState,
+    pub(crate) cloud: CloudState,
 }
 
 /// One connection's context, cloned into each of its request handlers.

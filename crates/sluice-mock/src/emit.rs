@@ -8,6 +8,7 @@ use std::future::poll_fn;
 use std::time::Duration;
 
 use bytes::{Bytes, BytesMut};
+use sluice_providers::eventstream::Message;
 use sluice_sse::{Encoder, OutEvent};
 use tokio::sync::mpsc;
 use tokio::time::{sleep, Instant};
@@ -19,6 +20,47 @@ use crate::stats::{Outcome, ReqStats};
 /// Largest piece handed to the connection at once for big non-streaming bodies, so that flow
 /// control (and the write-blocked clock) acts on it in steps instead of all at once.
 const WRITE_PIECE: usize = 64 * 1024;
+
+/// How a stream's events are framed on the wire.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Framing {
+    /// Server-sent events (`text/event-stream`): every API but Bedrock.
+    Sse,
+    /// AWS event-stream messages (`application/vnd.amazon.eventstream`), CRC-checked binary
+    /// frames: Bedrock's ConverseStream and InvokeModelWithResponseStream. An event whose name
+    /// ends in `Exception` goes as an exception message (`:message-type: exception`,
+    /// `:exception-type`), any other as an event (`:event-type`). No heartbeats: the framing
+    /// has no comments.
+    EventStream,
+}
+
+impl Framing {
+    /// The response's `content-type`.
+    pub(crate) fn content_type(self) -> &'static str {
+        match self {
+            Framing::Sse => "text/event-stream",
+            Framing::EventStream => "application/vnd.amazon.eventstream",
+        }
+    }
+}
+
+/// One event as an event-stream message, appended to `buf`.
+fn event_stream_message(buf: &mut BytesMut, event: Option<&'static str>, data: String) {
+    let name = event.unwrap_or("chunk");
+    let m = if name.ends_with("Exception") {
+        Message::new(data)
+            .with_str(":message-type", "exception")
+            .with_str(":exception-type", name)
+            .with_str(":content-type", "application/json")
+    } else {
+        Message::new(data)
+            .with_str(":event-type", name)
+            .with_str(":content-type", "application/json")
+            .with_str(":message-type", "event")
+    };
+    // Names are a few bytes and payloads far below 4 GiB: encoding cannot fail here.
+    let _ = m.encode(buf);
+}
 
 /// How the mock learned the client had gone.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -176,9 +218,16 @@ pub(crate) async fn full(mut sink: Sink, mut body: Bytes, req: &ReqStats) {
     }
 }
 
-/// Streams `seq` as SSE with the behaviour's timing and faults, and records the outcome.
-pub(crate) async fn stream(mut sink: Sink, seq: &dyn EventSeq, b: &Behavior, req: &ReqStats) {
-    let outcome = match stream_events(&mut sink, seq, b, req).await {
+/// Streams `seq` (SSE, or event-stream messages) with the behaviour's timing and faults, and
+/// records the outcome.
+pub(crate) async fn stream(
+    mut sink: Sink,
+    seq: &dyn EventSeq,
+    b: &Behavior,
+    req: &ReqStats,
+    framing: Framing,
+) {
+    let outcome = match stream_events(&mut sink, seq, b, req, framing).await {
         Ok(true) => match sink.finish().await {
             Ok(()) => Outcome::Completed,
             Err(gone) => gone.outcome(),
@@ -198,9 +247,14 @@ async fn stream_events(
     seq: &dyn EventSeq,
     b: &Behavior,
     req: &ReqStats,
+    framing: Framing,
 ) -> Result<bool, Gone> {
-    let enc = Encoder::new(b.line_ending);
-    wait_with_heartbeats(sink, b.ttft, b, &enc, req).await?;
+    let enc = match framing {
+        Framing::Sse => Some(Encoder::new(b.line_ending)),
+        Framing::EventStream => None,
+    };
+    let enc = enc.as_ref();
+    wait_with_heartbeats(sink, b.ttft, b, enc, req).await?;
     let mut buf = BytesMut::new();
     for i in 0..seq.len() {
         if let Some((after, stall)) = b.stall_after {
@@ -210,7 +264,7 @@ async fn stream_events(
             }
         }
         if i > 0 {
-            wait_with_heartbeats(sink, b.interval, b, &enc, req).await?;
+            wait_with_heartbeats(sink, b.interval, b, enc, req).await?;
         }
         // The abort comes when the next event is due, as a crash between tokens would.
         if b.abort_after == Some(i as u32) {
@@ -221,14 +275,17 @@ async fn stream_events(
             // Cut the JSON in half: what a buggy upstream or a broken proxy produces.
             data.truncate(data.len() / 2);
         }
-        enc.event(
-            &mut buf,
-            &OutEvent {
-                event,
-                data: &data,
-                ..Default::default()
-            },
-        );
+        match enc {
+            Some(enc) => enc.event(
+                &mut buf,
+                &OutEvent {
+                    event,
+                    data: &data,
+                    ..Default::default()
+                },
+            ),
+            None => event_stream_message(&mut buf, event, data),
+        }
         let mut bytes = buf.split().freeze();
         let total = bytes.len();
         let piece = b.split.unwrap_or(total).max(1);
@@ -245,13 +302,14 @@ async fn stream_events(
         req.sent(total, 1, blocked);
     }
     if b.abort_after == Some(seq.len() as u32) {
-        wait_with_heartbeats(sink, b.interval, b, &enc, req).await?;
+        wait_with_heartbeats(sink, b.interval, b, enc, req).await?;
         return Ok(false);
     }
     Ok(true)
 }
 
-/// Waits `d`, with a `: ping` at every multiple of the heartbeat period strictly inside it.
+/// Waits `d`, with a `: ping` at every multiple of the heartbeat period strictly inside it
+/// (SSE only: `enc` is `None` for event-stream framing, which has no comments).
 /// The pings are scheduled from the start of the wait, so their number is a function of `d`
 /// and the period alone (a late timer sends a ping late, never skips it): the same request
 /// gives the same bytes, however loaded the machine.
@@ -259,10 +317,10 @@ async fn wait_with_heartbeats(
     sink: &mut Sink,
     d: Duration,
     b: &Behavior,
-    enc: &Encoder,
+    enc: Option<&Encoder>,
     req: &ReqStats,
 ) -> Result<(), Gone> {
-    let Some(every) = b.heartbeat else {
+    let (Some(every), Some(enc)) = (b.heartbeat, enc) else {
         return sink.wait(d).await;
     };
     let start = Instant::now();

@@ -1,8 +1,12 @@
 //! A real mock inference server with fault injection, for tests, benchmarks and the demo.
 //!
-//! It speaks OpenAI (Chat Completions, Completions, Embeddings, Models, Responses), Anthropic
-//! (Messages, count_tokens) and Google Gemini (generateContent, streamGenerateContent,
-//! countTokens, models) shapes over HTTP/1.1 and HTTP/2 (h2c prior knowledge on the same port,
+//! It speaks OpenAI (Chat Completions, Completions, Embeddings, Models, Responses; also as Azure
+//! OpenAI deployments), Anthropic (Messages, count_tokens), Google Gemini (generateContent,
+//! streamGenerateContent, countTokens, models; also on Vertex AI's paths, with Claude's
+//! rawPredict / streamRawPredict there) and AWS Bedrock (Converse, ConverseStream in
+//! event-stream framing, InvokeModel) shapes, checking the clouds' credentials for real (see
+//! [`CloudConfig`]: SigV4 signatures, bearer tokens from its own Google and Entra ID token
+//! endpoints), over HTTP/1.1 and HTTP/2 (h2c prior knowledge on the same port,
 //! or h2 and http/1.1 by ALPN with `tls`), and misbehaves on command through the `x-mock`
 //! request header (see [`Behavior`]): typed provider errors, errors inside a stream, failures
 //! for the first N requests or for a while, resets and silence after the request was
@@ -17,13 +21,15 @@
 //! serve_h1.rs  HTTP/1.1 on hyper, serve_h2.rs HTTP/2 on h2; conn.rs is what both share
 //! knobs.rs     the `x-mock` header over the server's defaults: a Behavior
 //! route.rs     the reply: a completion, a typed error or a fault (faults.rs keeps the
-//!              server-wide fault state)
+//!              server-wide fault state); cloud.rs checks SigV4 and bearer tokens first and
+//!              runs the token endpoints
 //! shapes/      each provider's bodies, streams and errors (errors.rs is their table)
-//! emit.rs      the body written with the timing and faults asked for
+//! emit.rs      the body written with the timing and faults asked for (SSE, or AWS
+//!              event-stream messages)
 //! stats.rs     the evidence of all of it, for tests
 //! ```
 //!
-//! Imports point one way: serve_* → route, emit → stats → shapes → knobs.
+//! Imports point one way: serve_* → route → cloud, emit → stats → shapes → knobs.
 //!
 //! ```no_run
 //! # async fn demo() -> Result<(), sluice_mock::MockError> {
@@ -34,6 +40,7 @@
 //! ```
 #![forbid(unsafe_code)]
 
+mod cloud;
 mod conn;
 mod emit;
 mod faults;
@@ -57,15 +64,21 @@ use tokio::sync::{oneshot, Notify};
 use tokio::task::JoinSet;
 use tokio_rustls::TlsAcceptor;
 
+pub use cloud::{
+    test_service_account_json, AwsKey, CloudConfig, EntraClient, ServiceAccount,
+    DEFAULT_MAX_LIVE_TOKENS, DEFAULT_TOKEN_TTL, TEST_AWS_ACCESS_KEY_ID, TEST_AWS_SECRET_ACCESS_KEY,
+    TEST_ENTRA_CLIENT_ID, TEST_ENTRA_CLIENT_SECRET,
+};
 pub use knobs::{Behavior, ErrorKind, FailWith, KnobError, PrefillMode, SILENT_LIMIT};
 pub use route::{MOCK_HEADER, REQUEST_ID_HEADER};
 pub use shapes::gemini::THOUGHT_SIGNATURE;
 pub use shapes::Api;
 pub use stats::{
-    CloseReason, ConnRecord, Outcome, PrefillRecord, Protocol, ReqRecord, Snapshot, Stats, Totals,
-    DEFAULT_MAX_RECORDS,
+    AuthTotals, CloseReason, ConnRecord, Outcome, PrefillRecord, Protocol, ReqRecord, Snapshot,
+    Stats, Totals, DEFAULT_MAX_RECORDS,
 };
 
+use cloud::CloudState;
 use conn::{ConnCtx, ServerCfg};
 use faults::FaultState;
 use throttle::{Rate, Throttled};
@@ -145,12 +158,21 @@ pub struct MockServer {
 }
 
 impl MockServer {
-    /// Binds and starts serving in the background of the current tokio runtime.
+    /// Binds and starts serving in the background of the current tokio runtime, accepting the
+    /// built-in test cloud credentials ([`CloudConfig::default`]).
     ///
     /// # Errors
     /// [`MockError::Bind`] if the address is taken or not local; [`MockError::Tls`] if the
     /// certificate cannot be generated.
     pub async fn start(cfg: MockConfig) -> Result<MockServer, MockError> {
+        MockServer::start_with(cfg, CloudConfig::default()).await
+    }
+
+    /// [`MockServer::start`] with the cloud credentials and token lifetime of `cloud`.
+    ///
+    /// # Errors
+    /// As [`MockServer::start`].
+    pub async fn start_with(cfg: MockConfig, cloud: CloudConfig) -> Result<MockServer, MockError> {
         let listener = TcpListener::bind(cfg.listen)
             .await
             .map_err(|source| MockError::Bind {
@@ -176,6 +198,7 @@ impl MockServer {
             h1_stale_close_rst: cfg.h1_stale_close_rst,
             max_recorded_body: cfg.max_recorded_body,
             faults: FaultState::new(),
+            cloud: CloudState::new(cloud),
         });
         let (stop, stopped) = oneshot::channel();
         let task = tokio::spawn(accept_loop(
@@ -204,6 +227,12 @@ impl MockServer {
     pub fn url(&self) -> String {
         let scheme = if self.tls { "https" } else { "http" };
         format!("{scheme}://{}", self.addr)
+    }
+
+    /// The built-in test service account's key file, its `token_uri` this server's `/token`:
+    /// what a Vertex client (the gateway) is given to get tokens from the mock.
+    pub fn service_account_json(&self) -> String {
+        test_service_account_json(&format!("{}/token", self.url()))
     }
 
     /// The recorder.

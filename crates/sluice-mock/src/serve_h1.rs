@@ -240,7 +240,13 @@ async fn handle(
     let (parts, mut body) = req.into_parts();
     let path = parts.uri.path().to_string();
     if route::is_admin(&path) {
-        let reply = route::admin(&parts.method, &parts.uri, &ctx.stats, &ctx.cfg.faults);
+        let reply = route::admin(
+            &parts.method,
+            &parts.uri,
+            &parts.headers,
+            &ctx.stats,
+            &ctx.cfg,
+        );
         let Reply::Full { status, body, .. } = reply else {
             unreachable!("admin replies are full")
         };
@@ -257,7 +263,7 @@ async fn handle(
         }
     }
     let n = seen.fetch_add(1, Ordering::Relaxed) + 1;
-    let behavior = route::behavior(&parts.headers, &ctx.cfg.defaults);
+    let behavior = route::behavior(&parts.headers, route::defaults_for(&path, &ctx.cfg));
     let mut goaway_after = ctx.cfg.defaults.goaway_after;
     if let Ok(b) = &behavior {
         if b.refuse {
@@ -293,7 +299,7 @@ async fn handle(
                 headers: &parts.headers,
                 body: &bytes,
             };
-            let routed = route::route(&r, &b, &ctx.cfg.faults);
+            let routed = route::route(&r, &b, &ctx.cfg);
             req.set_routed(&routed.routing);
             (routed.reply, b)
         }
@@ -303,7 +309,7 @@ async fn handle(
     let extra = match &mut reply {
         Reply::Nothing(how) => return Err(no_reply(*how, &ctx, &req).await),
         Reply::Full { headers, .. } => std::mem::take(headers),
-        Reply::Stream(_) => Vec::new(),
+        Reply::Stream(..) => Vec::new(),
     };
     let mut resp = Response::new(H1Body {
         rx: None,
@@ -338,10 +344,10 @@ async fn handle(
             // no task or channel is needed, which keeps small requests cheap.
             *resp.body_mut() = H1Body::once(body, Some(req), busy);
         }
-        Reply::Stream(seq) => {
+        Reply::Stream(seq, framing) => {
             h.insert(
                 http::header::CONTENT_TYPE,
-                HeaderValue::from_static("text/event-stream"),
+                HeaderValue::from_static(framing.content_type()),
             );
             h.insert(
                 http::header::CACHE_CONTROL,
@@ -351,7 +357,7 @@ async fn handle(
             resp.body_mut().rx = Some(rx);
             resp.body_mut()._busy = Some(busy);
             // The task ends when the stream does or when hyper drops the body (client gone).
-            tokio::spawn(async move { emit::stream(Sink::H1(tx), &*seq, &b, &req).await });
+            tokio::spawn(async move { emit::stream(Sink::H1(tx), &*seq, &b, &req, framing).await });
         }
         Reply::Nothing(_) => unreachable!("handled above"),
     }

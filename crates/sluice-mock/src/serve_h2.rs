@@ -55,7 +55,13 @@ where
         }
         let (parts, body) = req.into_parts();
         if route::is_admin(parts.uri.path()) {
-            let reply = route::admin(&parts.method, &parts.uri, &ctx.stats, &ctx.cfg.faults);
+            let reply = route::admin(
+                &parts.method,
+                &parts.uri,
+                &parts.headers,
+                &ctx.stats,
+                &ctx.cfg,
+            );
             streams.spawn(async move {
                 if let Reply::Full { status, body, .. } = reply {
                     if let Ok(mut s) =
@@ -68,7 +74,10 @@ where
             continue;
         }
         accepted += 1;
-        let behavior = route::behavior(&parts.headers, &ctx.cfg.defaults);
+        let behavior = route::behavior(
+            &parts.headers,
+            route::defaults_for(parts.uri.path(), &ctx.cfg),
+        );
         if let Ok(b) = &behavior {
             if b.refuse {
                 ctx.conn.refused_stream();
@@ -169,7 +178,7 @@ async fn handle(
                 headers: &parts.headers,
                 body: &bytes,
             };
-            let routed = route::route(&r, &b, &ctx.cfg.faults);
+            let routed = route::route(&r, &b, &ctx.cfg);
             req.set_routed(&routed.routing);
             (routed.reply, b)
         }
@@ -205,12 +214,12 @@ async fn handle(
                 Err(_) => req.end(Gone::ConnectionClosed.outcome()),
             }
         }
-        Reply::Stream(seq) => {
+        Reply::Stream(seq, framing) => {
             let mut head = Response::new(());
             let h = head.headers_mut();
             h.insert(
                 http::header::CONTENT_TYPE,
-                HeaderValue::from_static("text/event-stream"),
+                HeaderValue::from_static(framing.content_type()),
             );
             h.insert(
                 http::header::CACHE_CONTROL,
@@ -218,7 +227,7 @@ async fn handle(
             );
             add_request_id(&mut head, &req);
             match respond.send_response(head, false) {
-                Ok(stream) => emit::stream(Sink::H2(stream), &*seq, &b, &req).await,
+                Ok(stream) => emit::stream(Sink::H2(stream), &*seq, &b, &req, framing).await,
                 Err(_) => req.end(Gone::ConnectionClosed.outcome()),
             }
         }

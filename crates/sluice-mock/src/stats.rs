@@ -69,6 +69,90 @@ pub(crate) struct Routing {
     pub(crate) prefill: Option<PrefillRecord>,
     /// The injected fault that decided the reply, if one did.
     pub(crate) fault: Option<String>,
+    /// What the cloud authentication (SigV4, a bearer token, a token grant) came to.
+    pub(crate) auth: Option<AuthEvent>,
+}
+
+/// What a request's cloud authentication came to: a token endpoint's grant, or the check of
+/// a model path's credentials.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum AuthEvent {
+    /// `POST /token` issued a token.
+    GoogleTokenIssued,
+    /// `POST /{tenant}/oauth2/v2.0/token` issued a token.
+    EntraTokenIssued,
+    /// A token endpoint refused the grant (or failed it on command).
+    TokenRefused,
+    /// A Bedrock request's SigV4 signature verified.
+    SigV4Accepted,
+    /// A Bedrock request's signature was missing, malformed, expired or wrong.
+    SigV4Rejected,
+    /// A Vertex or Azure request's bearer token was live.
+    BearerAccepted,
+    /// No credentials on a path that needs them.
+    BearerMissing,
+    /// A token the mock issued, expired.
+    BearerExpired,
+    /// A token the mock never issued (or forgot, or revoked).
+    BearerUnknown,
+    /// An Azure request with an `api-key` (not checked, as the other keys are not).
+    ApiKey,
+}
+
+impl AuthEvent {
+    /// The label in [`ReqRecord::auth`].
+    pub(crate) fn label(self) -> &'static str {
+        match self {
+            AuthEvent::GoogleTokenIssued => "google_token_issued",
+            AuthEvent::EntraTokenIssued => "entra_token_issued",
+            AuthEvent::TokenRefused => "token_refused",
+            AuthEvent::SigV4Accepted => "sigv4_accepted",
+            AuthEvent::SigV4Rejected => "sigv4_rejected",
+            AuthEvent::BearerAccepted => "bearer_accepted",
+            AuthEvent::BearerMissing => "bearer_missing",
+            AuthEvent::BearerExpired => "bearer_expired",
+            AuthEvent::BearerUnknown => "bearer_unknown",
+            AuthEvent::ApiKey => "api_key",
+        }
+    }
+
+    fn count(self, t: &mut AuthTotals) {
+        let field = match self {
+            AuthEvent::GoogleTokenIssued => &mut t.google_tokens_issued,
+            AuthEvent::EntraTokenIssued => &mut t.entra_tokens_issued,
+            AuthEvent::TokenRefused => &mut t.token_requests_refused,
+            AuthEvent::SigV4Accepted => &mut t.sigv4_accepted,
+            AuthEvent::SigV4Rejected => &mut t.sigv4_rejected,
+            AuthEvent::BearerAccepted => &mut t.bearer_accepted,
+            AuthEvent::BearerMissing | AuthEvent::BearerUnknown => &mut t.bearer_rejected,
+            AuthEvent::BearerExpired => &mut t.bearer_expired,
+            AuthEvent::ApiKey => &mut t.api_key_accepted,
+        };
+        *field += 1;
+    }
+}
+
+/// The cloud authentication counters (part of [`Totals`]).
+#[derive(Clone, Debug, Default, Serialize, PartialEq, Eq)]
+pub struct AuthTotals {
+    /// Tokens `POST /token` issued (Vertex AI).
+    pub google_tokens_issued: u64,
+    /// Tokens `POST /{tenant}/oauth2/v2.0/token` issued (Azure OpenAI, Entra ID).
+    pub entra_tokens_issued: u64,
+    /// Token requests refused (a bad assertion or secret, or an injected failure).
+    pub token_requests_refused: u64,
+    /// Bedrock requests whose SigV4 signature verified.
+    pub sigv4_accepted: u64,
+    /// Bedrock requests refused for their signature (missing, wrong, expired, unknown key).
+    pub sigv4_rejected: u64,
+    /// Vertex and Azure requests with a live bearer token.
+    pub bearer_accepted: u64,
+    /// Vertex and Azure requests refused with 401 for an expired token.
+    pub bearer_expired: u64,
+    /// Vertex and Azure requests refused with 401 for no or an unknown token.
+    pub bearer_rejected: u64,
+    /// Azure requests with an `api-key` instead of a token.
+    pub api_key_accepted: u64,
 }
 
 /// Why the server closed a connection on its own.
@@ -145,6 +229,11 @@ pub struct ReqRecord {
     /// `fail_for_ms`, `flap`, `reset_before_headers`, `silent`, `status`, `error:KIND`,
     /// `stream_error:KIND`, `prefill_rejected`.
     pub fault: Option<String>,
+    /// What its cloud authentication came to: `google_token_issued`, `entra_token_issued`,
+    /// `token_refused`, `sigv4_accepted`, `sigv4_rejected`, `bearer_accepted`,
+    /// `bearer_missing`, `bearer_expired`, `bearer_unknown`, `api_key`; `None` on paths
+    /// without cloud authentication.
+    pub auth: Option<&'static str>,
     /// Whether the response was a stream.
     pub stream: bool,
     /// Response status; 0 when no response was sent (`reset_before_headers`, `silent`, ...).
@@ -194,6 +283,8 @@ pub struct Totals {
     pub h1_stale_closes: u64,
     /// Requests being served right now.
     pub in_progress: u64,
+    /// Cloud authentication: tokens issued, signatures and tokens accepted and refused.
+    pub auth: AuthTotals,
 }
 
 /// A point-in-time copy of everything recorded.
@@ -256,7 +347,7 @@ impl Snapshot {
                     "method": r.method, "path": r.path, "headers": headers, "api": r.api,
                     "model": r.model, "stream": r.stream, "status": r.status,
                     "body": String::from_utf8_lossy(&r.body), "body_truncated": r.body_truncated,
-                    "prefill": r.prefill, "fault": r.fault,
+                    "prefill": r.prefill, "fault": r.fault, "auth": r.auth,
                     "started_ms": ms(r.started), "first_byte_ms": oms(r.first_byte_at),
                     "finished_ms": oms(r.finished_at), "cancelled_ms": oms(r.cancelled_at),
                     "outcome": r.outcome, "events_sent": r.events_sent,
@@ -426,6 +517,7 @@ impl ConnStats {
             body_truncated: false,
             prefill: None,
             fault: None,
+            auth: None,
             stream: false,
             status: 0,
             started: Instant::now(),
@@ -507,10 +599,14 @@ impl ReqStats {
         r.stream = routed.stream;
         r.prefill = routed.prefill;
         r.fault.clone_from(&routed.fault);
+        r.auth = routed.auth.map(AuthEvent::label);
         drop(r);
         self.stats.bump(|t| {
             t.faults += u64::from(routed.fault.is_some());
             t.prefills += u64::from(routed.prefill.is_some());
+            if let Some(a) = routed.auth {
+                a.count(&mut t.auth);
+            }
         });
     }
 

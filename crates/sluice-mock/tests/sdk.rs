@@ -1,6 +1,7 @@
 //! Fidelity: the official `openai`, `anthropic` and `google-genai` Python SDKs parse every
 //! shape the mock produces (tests/python/sdk_shapes.py and tests/python/gemini_shapes.py, run
-//! against an in-process mock).
+//! against an in-process mock), and AWS's `boto3` signs Bedrock requests the mock verifies and
+//! parses what it answers (tests/python/bedrock_sigv4.py).
 //!
 //! Needs a Python with the SDKs: `$SLUICE_PYTHON`, else `.venv/bin/python` at the workspace
 //! root (`.ci/run` creates it). Without one (when the crate was built; see build.rs) the tests
@@ -43,6 +44,15 @@ async fn run_script(py: PathBuf, script: &str) {
 )]
 async fn official_sdks_parse_every_shape() {
     run_script(sdk_python(), "tests/python/sdk_shapes.py").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[cfg_attr(
+    no_python_boto3,
+    ignore = "no Python with boto3: create .venv (see README)"
+)]
+async fn botocore_signs_what_the_mock_verifies() {
+    run_script(sdk_python(), "tests/python/bedrock_sigv4.py").await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

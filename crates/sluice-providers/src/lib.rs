@@ -23,6 +23,13 @@
 //! from [`sign::credentials::resolve`], [`bedrock::translate_response`], a
 //! [`bedrock::BedrockStream`] over the AWS event-stream framing ([`eventstream`]) for streams,
 //! and [`bedrock::classify`] for errors.
+//!
+//! Google Vertex AI and Azure OpenAI with Entra ID authenticate with short-lived OAuth tokens:
+//! [`sign::google`] (a service-account key's signed JWT) and [`sign::entra`] (client
+//! credentials) build the token requests, [`sign::oauth`] reads the answers, and
+//! [`sign::refresh`] is the schedule the gateway's refresh task follows. [`vertex`] has the
+//! Vertex paths and the Anthropic-on-Vertex body rewrite; the bodies are otherwise Gemini's
+//! and Anthropic's own.
 #![forbid(unsafe_code)]
 #![deny(missing_docs)]
 
@@ -40,6 +47,7 @@ pub mod shape;
 pub mod sign;
 pub mod stream;
 pub mod usage;
+pub mod vertex;
 
 /// The README's example, compiled and run as a doctest.
 #[cfg(doctest)]

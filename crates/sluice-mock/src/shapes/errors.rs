@@ -16,7 +16,7 @@ use std::time::{Duration, SystemTime};
 use http::StatusCode;
 use serde_json::{json, Value};
 
-use super::{gemini_error, Api, SseItem};
+use super::{bedrock, gemini_error, Api, SseItem};
 use crate::knobs::ErrorKind;
 
 // === impl RetryHint ===
@@ -140,6 +140,15 @@ enum Body {
     },
     /// Gemini's content filter: a 200 whose prompt was blocked.
     GeminiBlocked,
+    /// Bedrock's `{"message"}`, with `x-amzn-ErrorType` naming the exception.
+    Bedrock {
+        exception: &'static str,
+        message: &'static str,
+    },
+    /// Bedrock's content filter: a 200 Converse answer with `stopReason: content_filtered`
+    /// (route.rs answers it as a filtered completion, so streams and InvokeModel get their
+    /// own shapes of it).
+    BedrockFiltered,
 }
 
 /// A google.rpc detail of a Gemini error.
@@ -523,6 +532,106 @@ const ROWS: &[Row] = &[
             details: &[],
         },
     },
+    // Bedrock: the type in `x-amzn-ErrorType` (botocore reads it there), no Retry-After.
+    Row {
+        api: Api::Bedrock,
+        kinds: &[ErrorKind::RateLimit],
+        status: 429,
+        retry_after: false,
+        headers: &[],
+        body: Body::Bedrock {
+            exception: "ThrottlingException",
+            message: "Too many requests, please wait before trying again.",
+        },
+    },
+    Row {
+        api: Api::Bedrock,
+        kinds: &[ErrorKind::Quota],
+        status: 400,
+        retry_after: false,
+        headers: &[],
+        body: Body::Bedrock {
+            exception: "ServiceQuotaExceededException",
+            message: "Your request exceeds the service quota for your account. You can view \
+                      your quotas at https://console.aws.amazon.com/servicequotas. You can \
+                      resubmit your request later.",
+        },
+    },
+    Row {
+        api: Api::Bedrock,
+        kinds: &[ErrorKind::Overloaded],
+        status: 503,
+        retry_after: false,
+        headers: &[],
+        body: Body::Bedrock {
+            exception: "ServiceUnavailableException",
+            message: "Bedrock is unable to process your request.",
+        },
+    },
+    Row {
+        api: Api::Bedrock,
+        kinds: &[ErrorKind::Server],
+        status: 500,
+        retry_after: false,
+        headers: &[],
+        body: Body::Bedrock {
+            exception: "InternalServerException",
+            message: "The server encountered an internal error while processing the request.",
+        },
+    },
+    Row {
+        api: Api::Bedrock,
+        kinds: &[ErrorKind::ContextLength],
+        status: 400,
+        retry_after: false,
+        headers: &[],
+        body: Body::Bedrock {
+            exception: "ValidationException",
+            message: "Input is too long for requested model.",
+        },
+    },
+    Row {
+        api: Api::Bedrock,
+        kinds: &[ErrorKind::ContentFilter, ErrorKind::ContentFilterAzure],
+        status: 200,
+        retry_after: false,
+        headers: &[],
+        body: Body::BedrockFiltered,
+    },
+    Row {
+        api: Api::Bedrock,
+        kinds: &[ErrorKind::Auth],
+        status: 403,
+        retry_after: false,
+        headers: &[],
+        body: Body::Bedrock {
+            exception: "UnrecognizedClientException",
+            message: "The security token included in the request is invalid.",
+        },
+    },
+    Row {
+        api: Api::Bedrock,
+        kinds: &[ErrorKind::Invalid],
+        status: 400,
+        retry_after: false,
+        headers: &[],
+        body: Body::Bedrock {
+            exception: "ValidationException",
+            message: "Invalid request (the mock's error=invalid knob).",
+        },
+    },
+    Row {
+        api: Api::Bedrock,
+        kinds: &[ErrorKind::NotFound],
+        status: 404,
+        retry_after: false,
+        headers: &[],
+        body: Body::Bedrock {
+            exception: "ResourceNotFoundException",
+            message: "Could not resolve the foundation model from the provided model \
+                      identifier {model}.",
+        },
+    },
 ];
 
 /// The context window a provider's messages quote.
@@ -531,6 +640,7 @@ fn context_window(api: Api) -> u32 {
         Api::OpenAi => OPENAI_CONTEXT,
         Api::Anthropic => ANTHROPIC_CONTEXT,
         Api::Gemini => GEMINI_CONTEXT,
+        Api::Bedrock => ANTHROPIC_CONTEXT,
     }
 }
 
@@ -574,8 +684,15 @@ pub(crate) fn typed(api: Api, kind: ErrorKind, ctx: &ErrorCtx) -> ErrorReply {
             gemini_error(row.status, &text(message), details)
         }
         Body::GeminiBlocked => super::gemini::blocked_body(model, ctx.prompt_tokens),
+        Body::Bedrock { exception, message } => {
+            headers.push(("x-amzn-errortype", bedrock::error_type_header(exception)));
+            json!({ "message": text(message) })
+        }
+        Body::BedrockFiltered => bedrock::filtered_body(ctx.prompt_tokens),
     };
-    if ctx.retry.explicit && !headers.iter().any(|(k, _)| *k == "retry-after") && api != Api::Gemini
+    if ctx.retry.explicit
+        && !headers.iter().any(|(k, _)| *k == "retry-after")
+        && !matches!(api, Api::Gemini | Api::Bedrock)
     {
         headers.push(("retry-after", ctx.retry.header()));
     }
@@ -654,6 +771,19 @@ pub(crate) fn in_stream(
             (Some("error"), v.to_string())
         }
         Api::OpenAi | Api::Gemini => (None, e.body.to_string()),
+        // An exception message in the event stream, named by its union member.
+        Api::Bedrock => {
+            let exception = e
+                .headers
+                .iter()
+                .find(|(k, _)| *k == "x-amzn-errortype")
+                .and_then(|(_, v)| v.split(':').next())
+                .unwrap_or("InternalServerException");
+            (
+                Some(bedrock::stream_exception(exception)),
+                json!({ "message": e.body["message"] }).to_string(),
+            )
+        }
     }
 }
 
@@ -727,7 +857,7 @@ mod tests {
 
     #[test]
     fn every_provider_has_one_row_per_kind() {
-        for api in [Api::OpenAi, Api::Anthropic, Api::Gemini] {
+        for api in [Api::OpenAi, Api::Anthropic, Api::Gemini, Api::Bedrock] {
             for kind in ErrorKind::ALL {
                 let rows = ROWS
                     .iter()

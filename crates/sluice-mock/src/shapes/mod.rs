@@ -5,6 +5,7 @@
 //! tests can compare a stream relayed by the gateway with one fetched directly.
 
 pub(crate) mod anthropic;
+pub(crate) mod bedrock;
 pub(crate) mod errors;
 pub(crate) mod gemini;
 pub(crate) mod openai;
@@ -69,8 +70,12 @@ pub enum Api {
     OpenAi,
     /// Anthropic Messages (and `count_tokens`).
     Anthropic,
-    /// Google Gemini (Developer API: `generateContent`, `streamGenerateContent`, ...).
+    /// Google Gemini (Developer API: `generateContent`, `streamGenerateContent`, ...; Vertex
+    /// AI's Gemini paths speak it too).
     Gemini,
+    /// AWS Bedrock Runtime (Converse, ConverseStream, InvokeModel): `{"message"}` errors typed
+    /// by `x-amzn-ErrorType`, streams in event-stream framing.
+    Bedrock,
 }
 
 /// A provider-shaped error body for a generic failure (bad input, unknown path, the `status`
@@ -100,8 +105,20 @@ pub(crate) fn error_body(api: Api, status: u16, message: &str, code: Option<&str
             }
             gemini_error(status, message, details)
         }
+        Api::Bedrock => json!({ "message": message }),
     };
     Bytes::from(v.to_string())
+}
+
+/// Headers an API's errors carry besides the body: Bedrock's `x-amzn-ErrorType`.
+pub(crate) fn error_headers(api: Api, status: u16) -> Vec<(&'static str, String)> {
+    match api {
+        Api::Bedrock => vec![(
+            "x-amzn-errortype",
+            bedrock::error_type_header(bedrock::exception_for_status(status)),
+        )],
+        _ => Vec::new(),
+    }
 }
 
 /// `{"error":{"code","message","status"[,"details"]}}`, Google's error shape.

@@ -18,6 +18,8 @@ pub(crate) enum Kind {
     Messages,
     /// Gemini `:generateContent` / `:streamGenerateContent`.
     Gemini,
+    /// Bedrock `/converse` / `/converse-stream`.
+    Converse,
 }
 
 /// A trailing assistant message the answer should continue from.
@@ -66,6 +68,19 @@ pub(crate) fn prefill(kind: Kind, req: &Value) -> Option<Prefill> {
     }
     match kind {
         Kind::Messages => {}
+        Kind::Converse => {
+            // Converse content blocks are `{"text": …}` without a type.
+            let blocks = last.get("content")?.as_array()?;
+            let text = blocks
+                .iter()
+                .map(|b| b.get("text").and_then(Value::as_str))
+                .collect::<Option<String>>()?;
+            let mut without = req.clone();
+            if let Some(Value::Array(m)) = without.get_mut("messages") {
+                m.pop();
+            }
+            return Some(Prefill { text, without });
+        }
         Kind::Chat => {
             let flagged = req.get("continue_final_message") == Some(&Value::Bool(true))
                 || last.get("prefix") == Some(&Value::Bool(true));
@@ -102,6 +117,7 @@ fn stop_sequences(kind: Kind, req: &Value) -> Vec<String> {
             gemini_field(req, "generationConfig", "generation_config")
                 .and_then(|g| gemini_field(g, "stopSequences", "stop_sequences")),
         ),
+        Kind::Converse => strings(req.pointer("/inferenceConfig/stopSequences")),
         Kind::Responses => Vec::new(),
     }
 }
@@ -116,6 +132,7 @@ fn max_tokens(kind: Kind, req: &Value) -> Option<u64> {
                 .and_then(|g| gemini_field(g, "maxOutputTokens", "max_output_tokens"))
                 .and_then(Value::as_u64)
         }
+        Kind::Converse => return req.pointer("/inferenceConfig/maxTokens")?.as_u64(),
     };
     names
         .iter()
@@ -134,10 +151,18 @@ fn tool_name(kind: Kind, req: &Value) -> Option<String> {
             .and_then(|f| gemini_field(f, "allowedFunctionNames", "allowed_function_names"))
             .and_then(|a| a.get(0))
             .and_then(Value::as_str),
+        Kind::Converse => str_field(req, "/toolConfig/toolChoice/tool/name"),
         Kind::Completions => None,
     };
     if let Some(name) = forced {
         return Some(name.to_string());
+    }
+    if kind == Kind::Converse {
+        let tools = req.pointer("/toolConfig/tools")?.as_array()?;
+        return tools
+            .iter()
+            .find_map(|t| str_field(t, "/toolSpec/name"))
+            .map(str::to_string);
     }
     let tools = req.get("tools")?.as_array()?;
     let first = match kind {
@@ -149,7 +174,7 @@ fn tool_name(kind: Kind, req: &Value) -> Option<String> {
                 .get("name")?
                 .as_str()
         }),
-        Kind::Completions => None,
+        Kind::Completions | Kind::Converse => None,
     };
     first.map(str::to_string)
 }
@@ -174,6 +199,12 @@ pub(crate) fn prompt_tokens(api: Api, req: &Value, body_len: usize) -> u32 {
         .filter_map(|(c, s)| gemini_field(req, c, s))
         .map(json_len)
         .sum(),
+        // Converse (`toolConfig`) or an InvokeModel Anthropic body (`tools`).
+        Api::Bedrock => ["system", "messages", "tools", "toolConfig"]
+            .iter()
+            .filter_map(|k| req.get(*k))
+            .map(json_len)
+            .sum(),
     };
     (bytes / 4).max(1) as u32
 }
@@ -191,7 +222,12 @@ pub(crate) fn ask(
     // The seed of a continued request is the seed of the request without its prefill, so the
     // continuation continues the very answer the prefill is a prefix of.
     let seed_of = prefill.as_ref().map_or(req, |p| &p.without);
-    let extra = if kind == Kind::Gemini { model } else { "" };
+    // The model is in the path for these: it is part of what the request asks.
+    let extra = if matches!(kind, Kind::Gemini | Kind::Converse) {
+        model
+    } else {
+        ""
+    };
     let ask = Ask {
         model: model.to_string(),
         seed: request_seed(seed_of, extra),

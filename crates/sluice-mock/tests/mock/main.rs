@@ -1,5 +1,7 @@
 //! The mock over real sockets, on HTTP/1.1 and HTTP/2.
 
+mod azure;
+mod bedrock;
 mod cancel;
 mod errors;
 mod faults;
@@ -11,3 +13,4 @@ mod prefill;
 mod shapes;
 mod support;
 mod tls;
+mod vertex;
