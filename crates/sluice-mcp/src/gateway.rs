@@ -306,11 +306,12 @@ impl McpGateway {
     async fn post(&self, headers: &HeaderMap, body: &[u8], caller: &Caller) -> Response<McpBody> {
         let msg = match jsonrpc::parse(body) {
             Ok(m) => m,
-            Err((id, e)) => {
+            Err(rejected) => {
+                let (id, e) = *rejected;
                 return relay::json_response(
                     StatusCode::BAD_REQUEST,
                     jsonrpc::error_body(id.as_ref(), &e),
-                )
+                );
             }
         };
         let version_header = headers

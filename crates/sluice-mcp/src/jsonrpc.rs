@@ -138,15 +138,16 @@ impl Message {
 /// # Errors
 /// -32700 for invalid JSON, -32600 for anything that is not one JSON-RPC 2.0 request,
 /// notification or response (a batch, a null or fractional id, a missing method); the id,
-/// when one could be read, goes back with the error.
-pub fn parse(body: &[u8]) -> Result<Message, (Option<Value>, Rejection)> {
+/// when one could be read, goes back with the error (boxed: the id and the rejection are
+/// large beside a parsed message, and only the error path carries them).
+pub fn parse(body: &[u8]) -> Result<Message, Box<(Option<Value>, Rejection)>> {
     let v: Value = serde_json::from_slice(body)
-        .map_err(|_| (None, Rejection::new(PARSE_ERROR, "Parse error")))?;
+        .map_err(|_| Box::new((None, Rejection::new(PARSE_ERROR, "Parse error"))))?;
     let invalid = |id: Option<Value>, why: &str| {
-        Err((
+        Err(Box::new((
             id,
             Rejection::new(INVALID_REQUEST, format!("Invalid request: {why}")),
-        ))
+        )))
     };
     let Value::Object(obj) = v else {
         return invalid(
@@ -193,10 +194,10 @@ pub fn parse(body: &[u8]) -> Result<Message, (Option<Value>, Rejection)> {
                 Kind::Request { id, .. } => Some(id.clone()),
                 _ => None,
             };
-            return Err((
+            return Err(Box::new((
                 id,
                 Rejection::new(INVALID_PARAMS, "`params` must be an object"),
-            ));
+            )));
         }
     }
     Ok(Message { kind, obj })
@@ -391,7 +392,7 @@ mod tests {
             INVALID_PARAMS
         );
         // The id comes back when it could be read.
-        let (id, _) = parse(br#"{"jsonrpc":"1.0","id":7,"method":"x"}"#).unwrap_err();
+        let (id, _) = *parse(br#"{"jsonrpc":"1.0","id":7,"method":"x"}"#).unwrap_err();
         assert_eq!(id, Some(7.into()));
     }
 

@@ -78,7 +78,8 @@ fn framing(body: &[u8]) {
             let again = jsonrpc::parse(&m.to_bytes()).expect("a parsed message re-serializes");
             assert_eq!(again.kind, m.kind);
         }
-        Err((id, e)) => {
+        Err(rejected) => {
+            let (id, e) = *rejected;
             assert!(e.code <= -32600 || e.code == jsonrpc::INVALID_PARAMS);
             let out = jsonrpc::error_body(id.as_ref(), &e);
             serde_json::from_slice::<serde_json::Value>(&out).expect("error bodies are JSON");
