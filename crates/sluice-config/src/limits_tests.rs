@@ -280,3 +280,25 @@ fn warnings_for_keyed_routes_that_cannot_work_as_written() {
     );
     assert!(warnings("off").is_empty());
 }
+
+#[test]
+fn a_cluster_refuses_route_limits_beside_keys_unless_the_prefix_pins_one_slot() {
+    let with = |state: &str| {
+        format!(
+            "[state]\n{state}\n{BASE}limits = {{ concurrency = 64 }}\n\n[[key]]\nid = \"a\"\nhash = \"{HASH}\"\n"
+        )
+    };
+    let e = err(&with("redis = \"redis+cluster://10.0.0.5:6379,10.0.0.6:6379\""));
+    assert!(e.contains("state.redis") && e.contains("route `chat`"), "{e}");
+    assert!(e.contains("prefix = \"{sluice}\""), "{e}");
+    // Pinned to one slot, or not a cluster: accepted.
+    let pinned = with("redis = \"redis+cluster://10.0.0.5:6379\"\nprefix = \"{sluice}\"");
+    assert!(Config::from_toml(&pinned, &env).is_ok());
+    let single = with("redis = \"redis://10.0.0.5:6379\"");
+    assert!(Config::from_toml(&single, &env).is_ok());
+    // Without route limits a key's counters share a slot by construction.
+    let keys_only = format!(
+        "[state]\nredis = \"redis+cluster://10.0.0.5:6379\"\n{BASE}\n[[key]]\nid = \"a\"\nhash = \"{HASH}\"\nrequests = {{ limit = 5, per = \"1m\" }}\n"
+    );
+    assert!(Config::from_toml(&keys_only, &env).is_ok());
+}

@@ -261,6 +261,7 @@ fn validate(raw: RawConfig, ctx: &mut Ctx<'_>) -> Result<Config, ConfigError> {
         out_prices.push(limits::price(&format!("price[{i}]"), p)?);
     }
     let state = limits::state(state.unwrap_or_default())?;
+    cluster_slots(&state, &out_routes, &out_keys)?;
     let mcp = {
         let (env, mode) = (ctx.env, ctx.mode);
         let unresolved: Vec<String> = ctx.unresolved.iter().map(|u| u.path.clone()).collect();
@@ -285,6 +286,44 @@ fn validate(raw: RawConfig, ctx: &mut Ctx<'_>) -> Result<Config, ConfigError> {
         state,
         mcp,
     })
+}
+
+/// On a Redis Cluster each admission must touch one hash slot (one round trip, one node): a
+/// key's counters share one by construction, but a route's counter is a slot of its own, so a
+/// keyed request on a route with limits of its own would need two. Refused unless the prefix
+/// pins every counter to one slot.
+fn cluster_slots(
+    state: &crate::StateSettings,
+    routes: &[RouteConfig],
+    keys: &[crate::KeyConfig],
+) -> Result<(), ConfigError> {
+    let sluice_state::BackendConfig::Redis(r) = &state.store.backend else {
+        return Ok(());
+    };
+    let cluster = r.url.starts_with("redis+cluster://") || r.url.starts_with("rediss+cluster://");
+    let pinned = r
+        .prefix
+        .find('{')
+        .is_some_and(|i| r.prefix[i + 1..].find('}').is_some_and(|j| j > 0));
+    if !cluster || pinned || keys.is_empty() {
+        return Ok(());
+    }
+    if let Some(route) = routes
+        .iter()
+        .find(|r| !r.limits.is_empty() && r.keys != crate::KeyMode::Off)
+    {
+        return Err(ConfigError::new(
+            "state.redis",
+            format!(
+                "on a Redis Cluster, route `{}` has limits of its own and takes keys: its counter \
+                 and a key's live in different hash slots, and one admission must be one round \
+                 trip; set state.prefix = \"{{sluice}}\" (every counter in one slot, on one \
+                 node), or move the route's limits to its keys",
+                route.name
+            ),
+        ));
+    }
+    Ok(())
 }
 
 fn route_config(

@@ -132,7 +132,7 @@ impl Keys {
                 Arc::new(VirtualKey {
                     counter: Arc::from(format!("k:{}", k.id)),
                     model_counters: (0..k.model_limits.len())
-                        .map(|j| Arc::from(format!("k:{}:m{j}", k.id)))
+                        .map(|j| Arc::from(format!("k:{}/m{j}", k.id)))
                         .collect(),
                     metrics: metrics.key_counters(k.team.as_deref(), k.owner.as_deref()),
                     config: k.clone(),

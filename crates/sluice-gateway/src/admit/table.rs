@@ -21,7 +21,8 @@ pub struct VirtualKey {
     pub(crate) config: KeyConfig,
     /// The name of the key's own counters: `k:<id>`.
     pub(crate) counter: Arc<str>,
-    /// Per `model_limits` entry: `k:<id>:m<index>`.
+    /// Per `model_limits` entry: `k:<id>/m<index>` (the `/` keeps it in its key's hash slot
+    /// on a Redis Cluster, so a key and key × model admission is one round trip).
     pub(crate) model_counters: Vec<Arc<str>>,
     /// The key's metric counters (labelled by team and owner, shared with keys of the same
     /// labels), resolved once.
