@@ -265,6 +265,8 @@ impl fmt::Display for IpNet {
     }
 }
 
+// === impl ServerConfig ===
+
 impl ServerConfig {
     /// The admin plane's address: `admin_listen` if set; else `127.0.0.1:0` (an ephemeral
     /// port) when `listen`'s port is 0, so that gateways started for tests never fight over
@@ -405,6 +407,8 @@ pub struct UpstreamConfig {
     pub health_check: Option<sluice_upstream::HealthCheckConfig>,
 }
 
+// === impl UpstreamConfig ===
+
 impl UpstreamConfig {
     /// The settings of this upstream's connections and pool.
     pub fn upstream_settings(&self) -> sluice_upstream::UpstreamConfig {
@@ -519,6 +523,8 @@ pub struct RouteConfig {
     /// Limits shared by every request of the route, with a key or without.
     pub limits: Limits,
 }
+
+// === impl RouteConfig ===
 
 impl RouteConfig {
     /// Tier `i`'s targets: tier 0 is `targets`, tier `k` is `fallbacks[k - 1]` alone.
@@ -639,6 +645,8 @@ pub struct Checked {
     /// What deserves a look, in file order of discovery.
     pub warnings: Vec<ConfigWarning>,
 }
+
+// === impl Config ===
 
 impl Config {
     /// Parses and validates a TOML document. `env` looks up the environment variables named by

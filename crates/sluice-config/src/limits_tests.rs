@@ -288,8 +288,13 @@ fn a_cluster_refuses_route_limits_beside_keys_unless_the_prefix_pins_one_slot() 
             "[state]\n{state}\n{BASE}limits = {{ concurrency = 64 }}\n\n[[key]]\nid = \"a\"\nhash = \"{HASH}\"\n"
         )
     };
-    let e = err(&with("redis = \"redis+cluster://10.0.0.5:6379,10.0.0.6:6379\""));
-    assert!(e.contains("state.redis") && e.contains("route `chat`"), "{e}");
+    let e = err(&with(
+        "redis = \"redis+cluster://10.0.0.5:6379,10.0.0.6:6379\"",
+    ));
+    assert!(
+        e.contains("state.redis") && e.contains("route `chat`"),
+        "{e}"
+    );
     assert!(e.contains("prefix = \"{sluice}\""), "{e}");
     // Pinned to one slot, or not a cluster: accepted.
     let pinned = with("redis = \"redis+cluster://10.0.0.5:6379\"\nprefix = \"{sluice}\"");

@@ -40,6 +40,8 @@ pub struct AccessLog {
     writer: Option<std::thread::JoinHandle<()>>,
 }
 
+// === impl AccessLog ===
+
 impl AccessLog {
     /// Opens the sink and starts the writer thread.
     ///
@@ -183,6 +185,8 @@ pub struct Line {
     format: LogFormat,
     first: bool,
 }
+
+// === impl Line ===
 
 impl Line {
     fn new(format: LogFormat) -> Line {

@@ -96,6 +96,8 @@ enum ScopeRef {
     Tracking,
 }
 
+// === impl Keys ===
+
 impl Keys {
     /// Builds the configured state store (in memory, or Redis: pinged within its connect
     /// timeout; an unreachable Redis starts in the configured failure mode) and the key table.
@@ -528,6 +530,8 @@ pub struct Outcome<'a> {
     /// The model label of the target that served (its `model` when it renames it).
     pub served: &'a str,
 }
+
+// === impl Ticket ===
 
 impl Ticket {
     /// The key, if the request had one.

@@ -77,6 +77,8 @@ pub(crate) struct EdgeSetup {
     epoch: Instant,
 }
 
+// === impl EdgeSetup ===
+
 impl EdgeSetup {
     pub(crate) fn new(
         server: &ServerConfig,
@@ -279,6 +281,8 @@ fn hand_over(
         handle,
     );
 }
+
+// === impl Ingress ===
 
 impl Ingress {
     /// Admits a new connection or refuses it (blocked address, a cap), counted and logged.

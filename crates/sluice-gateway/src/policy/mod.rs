@@ -120,6 +120,8 @@ pub(crate) struct Policy {
     served: Option<TargetRef>,
 }
 
+// === impl Policy ===
+
 impl Policy {
     /// `deadline`: when the whole request must be over.
     pub(crate) fn new(

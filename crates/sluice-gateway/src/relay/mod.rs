@@ -165,6 +165,8 @@ pub(crate) struct RelaySetup {
     pub(crate) token_cap: Option<TokenCap>,
 }
 
+// === impl SseRelay ===
+
 impl SseRelay {
     /// A relay for `attempt`'s stream, able to move to another attempt through `policy`
     /// until the first content.
@@ -905,6 +907,8 @@ impl SseRelay {
         }
     }
 }
+
+// === impl Body for SseRelay ===
 
 impl Body for SseRelay {
     type Data = Bytes;
