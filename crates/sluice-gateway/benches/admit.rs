@@ -126,6 +126,7 @@ fn request(keys: &Keys, h: &mut HeaderMap, route: usize, model: &str, headers: b
     }
     ticket.settle(Outcome {
         usage: Some(sluice_providers::Usage {
+            cache_write: 0,
             input: 480,
             output: 120,
             cached_input: 0,

@@ -131,6 +131,7 @@ mod tests {
         assert_eq!(
             scan(Family::OpenAi, o),
             Some(Usage {
+                cache_write: 0,
                 input: 7,
                 output: 3,
                 cached_input: 2,
@@ -141,6 +142,7 @@ mod tests {
         assert_eq!(
             scan(Family::OpenAi, r),
             Some(Usage {
+                cache_write: 0,
                 input: 5,
                 output: 4,
                 cached_input: 0,
@@ -151,6 +153,7 @@ mod tests {
         assert_eq!(
             scan(Family::Anthropic, a),
             Some(Usage {
+                cache_write: 0,
                 input: 13,
                 output: 2,
                 cached_input: 10,
@@ -161,6 +164,7 @@ mod tests {
         assert_eq!(
             scan(Family::Gemini, g),
             Some(Usage {
+                cache_write: 0,
                 input: 4,
                 output: 7,
                 cached_input: 0,
@@ -211,6 +215,7 @@ mod tests {
         assert_eq!(
             u,
             Some(Usage {
+                cache_write: 0,
                 input: 76,
                 output: 24,
                 cached_input: 6,
@@ -234,6 +239,7 @@ mod tests {
         let last =
             a.apply(br#"{"output_tokens":65,"output_tokens_details":{"thinking_tokens":7}}"#);
         let want = Usage {
+            cache_write: 10,
             input: 392,
             output: 65,
             cached_input: 5,

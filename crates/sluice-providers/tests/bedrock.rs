@@ -389,6 +389,7 @@ fn response_rules() {
     assert_eq!(
         o.usage,
         Some(Usage {
+            cache_write: 0,
             input: 1399,
             output: 68,
             cached_input: 1024,

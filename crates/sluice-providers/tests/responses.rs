@@ -39,6 +39,7 @@ fn passthrough_keeps_the_bytes_and_reads_the_usage() {
             &o,
             json!({"id": "c", "choices": [], "usage": {"prompt_tokens": 9, "completion_tokens": 3, "total_tokens": 12, "completion_tokens_details": {"reasoning_tokens": 2}}}),
             Some(Usage {
+                cache_write: 0,
                 input: 9,
                 output: 3,
                 cached_input: 0,
@@ -50,6 +51,7 @@ fn passthrough_keeps_the_bytes_and_reads_the_usage() {
             &o,
             json!({"object": "list", "data": [], "model": "m", "usage": {"prompt_tokens": 8, "total_tokens": 8}}),
             Some(Usage {
+                cache_write: 0,
                 input: 8,
                 output: 0,
                 cached_input: 0,
@@ -61,6 +63,7 @@ fn passthrough_keeps_the_bytes_and_reads_the_usage() {
             &o,
             json!({"object": "response", "output": [], "usage": {"input_tokens": 20, "input_tokens_details": {"cached_tokens": 4}, "output_tokens": 7, "output_tokens_details": {"reasoning_tokens": 5}, "total_tokens": 27}}),
             Some(Usage {
+                cache_write: 0,
                 input: 20,
                 output: 7,
                 cached_input: 4,
@@ -72,6 +75,7 @@ fn passthrough_keeps_the_bytes_and_reads_the_usage() {
             &a,
             json!({"id": "m", "type": "message", "content": [], "usage": {"input_tokens": 5, "output_tokens": 2, "cache_creation_input_tokens": 10, "cache_read_input_tokens": 20}}),
             Some(Usage {
+                cache_write: 10,
                 input: 35,
                 output: 2,
                 cached_input: 20,

@@ -333,6 +333,7 @@ fn gemini_finish_reasons_agree_between_stream_and_body() {
             assert_eq!(
                 openai.recorded,
                 Some(Usage {
+                    cache_write: 0,
                     input: 7,
                     output: parts.len() as u64 + 2,
                     cached_input: 3,

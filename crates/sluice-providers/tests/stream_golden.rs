@@ -405,6 +405,7 @@ fn gemini_text_to_openai() {
     assert_eq!(
         t.usage(),
         Some(Usage {
+            cache_write: 0,
             input: 4,
             output: 2162,
             cached_input: 0,
@@ -705,6 +706,7 @@ fn passthrough_of_responses_events() {
     assert_eq!(
         r.usage,
         Some(Usage {
+            cache_write: 0,
             input: 5,
             output: 3,
             cached_input: 2,

@@ -466,6 +466,7 @@ mod tests {
             output,
             cached_input,
             reasoning,
+            cache_write: 0,
         };
         t.tokens("chat", "gpt-4o", &usage(20, 16, 0, 0));
         t.tokens("chat", "gpt-4o", &usage(5, 4, 3, 0));

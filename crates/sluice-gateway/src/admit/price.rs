@@ -54,6 +54,7 @@ mod tests {
             cached_input: 1.25,
         }]);
         let u = Usage {
+            cache_write: 0,
             input: 1000,
             output: 200,
             cached_input: 400,

@@ -307,6 +307,7 @@ impl TokenUsage {
         let reads = self.cache_read_input_tokens.unwrap_or(0);
         let writes = self.cache_write_input_tokens.unwrap_or(0);
         Usage {
+            cache_write: writes,
             input: self.input_tokens + reads + writes,
             output: self.output_tokens,
             cached_input: reads,
@@ -314,8 +315,7 @@ impl TokenUsage {
         }
     }
 
-    /// Prompt tokens written to the cache (priced apart by AWS; [`Usage`] has no field for
-    /// them yet).
+    /// Prompt tokens written to the cache (priced apart by AWS; [`Usage::cache_write`]).
     pub fn cache_write(&self) -> u64 {
         self.cache_write_input_tokens.unwrap_or(0)
     }

@@ -258,17 +258,18 @@ impl UsageBody {
                 .as_ref()
                 .and_then(|d| d.thinking_tokens)
                 .unwrap_or(0),
+            cache_write: writes,
         }
     }
 
-    /// The body for normalised usage (what an Anthropic client reads): the cached tokens
-    /// move out of `input_tokens` into `cache_read_input_tokens`. Cache writes are not
-    /// known from other providers, so they stay in `input_tokens`.
+    /// The body for normalised usage (what an Anthropic client reads): the cache reads and
+    /// writes move out of `input_tokens` into their own counts (writes are 0 from providers
+    /// that do not report them).
     pub fn from_usage(u: &Usage) -> UsageBody {
         UsageBody {
-            input_tokens: u.input.saturating_sub(u.cached_input),
+            input_tokens: u.input.saturating_sub(u.cached_input + u.cache_write),
             output_tokens: u.output,
-            cache_creation_input_tokens: Some(0),
+            cache_creation_input_tokens: Some(u.cache_write),
             cache_read_input_tokens: Some(u.cached_input),
             output_tokens_details: None,
         }
@@ -364,12 +365,16 @@ mod tests {
                 input: 1110,
                 output: 5,
                 cached_input: 1000,
-                reasoning: 0
+                reasoning: 0,
+                cache_write: 100,
             }
         );
         let back = UsageBody::from_usage(&n);
+        assert_eq!(back.cache_creation_input_tokens, Some(100));
         assert_eq!(
-            back.input_tokens + back.cache_read_input_tokens.unwrap(),
+            back.input_tokens
+                + back.cache_read_input_tokens.unwrap()
+                + back.cache_creation_input_tokens.unwrap(),
             1110
         );
     }

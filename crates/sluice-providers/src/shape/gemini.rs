@@ -293,6 +293,7 @@ impl UsageMetadata {
             output: self.candidates_token_count + self.thoughts_token_count,
             cached_input: self.cached_content_token_count,
             reasoning: self.thoughts_token_count,
+            cache_write: 0,
         }
     }
 }

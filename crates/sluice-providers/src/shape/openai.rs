@@ -325,6 +325,7 @@ impl UsageBody {
                 .as_ref()
                 .and_then(|d| d.reasoning_tokens)
                 .unwrap_or(0),
+            cache_write: 0,
         }
     }
 
@@ -376,6 +377,7 @@ impl ResponsesUsage {
                 .as_ref()
                 .and_then(|d| d.reasoning_tokens)
                 .unwrap_or(0),
+            cache_write: 0,
         }
     }
 }
@@ -426,7 +428,8 @@ mod tests {
                 input: 10,
                 output: 5,
                 cached_input: 0,
-                reasoning: 0
+                reasoning: 0,
+                cache_write: 0,
             }
         );
     }

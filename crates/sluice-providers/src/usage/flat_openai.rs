@@ -42,6 +42,7 @@ pub(super) fn read(value: &[u8]) -> Option<Usage> {
     // object is ignored, as `usage::read` ignores it.
     let [prompt, completion, _total] = counts;
     Some(Usage {
+        cache_write: 0,
         input: prompt?,
         output: completion.unwrap_or(0),
         cached_input: 0,
@@ -120,6 +121,7 @@ mod tests {
         assert_eq!(
             u,
             Some(Usage {
+                cache_write: 0,
                 input: 20,
                 output: 16,
                 cached_input: 0,

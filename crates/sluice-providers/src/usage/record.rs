@@ -13,6 +13,9 @@ pub struct Usage {
     pub cached_input: u64,
     /// Reasoning ("thinking") tokens (a subset of `output`).
     pub reasoning: u64,
+    /// Prompt tokens written to the provider's cache (a subset of `input`; Anthropic's
+    /// `cache_creation_input_tokens`, Bedrock's `cacheWriteInputTokens`), priced apart.
+    pub cache_write: u64,
 }
 
 impl Usage {
@@ -22,5 +25,6 @@ impl Usage {
         self.output += other.output;
         self.cached_input += other.cached_input;
         self.reasoning += other.reasoning;
+        self.cache_write += other.cache_write;
     }
 }

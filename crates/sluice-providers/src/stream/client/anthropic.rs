@@ -24,7 +24,7 @@ use crate::usage::Usage;
 pub(crate) const MAX_HELD_ARGUMENTS: usize = 1 << 20;
 
 /// Appends Anthropic's `usage` object for `u`: the counts of [`UsageBody::from_usage`] (cache
-/// reads apart from `input_tokens`; cache writes are not told apart once normalised), in the
+/// reads and writes apart from `input_tokens`), in the
 /// order Anthropic's own stream writes them; `output_tokens` 0 unless `output`
 /// (`message_start` reports input only).
 fn push_usage(out: &mut String, u: &Usage, output: bool) {
