@@ -19,7 +19,8 @@ For each kustomization (base and every overlay, or the directories given):
    - every Service, PodDisruptionBudget and HorizontalPodAutoscaler finds its pods, ports and
      target; CPU utilisation targets have CPU requests to be measured against.
 
-Exit 0 when everything passes, 1 otherwise (every failure is printed, not only the first).
+Exit 0 when everything passes, 1 otherwise. Every failing check is printed (a schema's first
+error per object and version).
 deploy/kubernetes/validate.sh runs this with the repository's .venv; .ci/run runs that.
 """
 
