@@ -79,6 +79,10 @@ pub struct Config {
     pub state: StateSettings,
     /// `[mcp]`: the MCP gateway's servers, grants and session secret (disabled by default).
     pub mcp: McpConfig,
+    /// `[ledger]`: where the request records go (see `sluice_ledger::LedgerConfig`). `None`
+    /// when the file has no `[ledger]`: `sluice serve` then writes an SQLite file next to the
+    /// config (the default sink), and a gateway started from a config in memory keeps none.
+    pub ledger: Option<sluice_ledger::LedgerConfig>,
 }
 
 /// `[server]`.

@@ -135,6 +135,10 @@ pub struct PriceConfig {
     pub output: f64,
     /// Per million input tokens read from the provider's cache. Default: `input`.
     pub cached_input: f64,
+    /// The same prices, exact (the ledger's rates: micro-dollars per million tokens), with
+    /// the cache-write price (`cache_write`, default `input`) and the reasoning price
+    /// (`reasoning`, default `output`).
+    pub rates: sluice_ledger::price::RatesOverride,
 }
 
 /// `[state]`: where limits, budgets and idempotency records live, and idempotency settings.
@@ -406,13 +410,21 @@ pub(super) fn price(path: &str, raw: RawPrice) -> Result<PriceConfig, ConfigErro
         input,
         output,
         cached_input,
+        cache_write,
+        reasoning,
     } = raw;
     globs(&format!("{path}.models"), &models)?;
-    for (field, v) in [
+    let mut rates = [None; 5];
+    for (i, (field, v)) in [
         ("input", Some(input)),
         ("output", Some(output)),
         ("cached_input", cached_input),
-    ] {
+        ("cache_write", cache_write),
+        ("reasoning", reasoning),
+    ]
+    .into_iter()
+    .enumerate()
+    {
         if let Some(v) = v {
             if !(v.is_finite() && (0.0..=1e9).contains(&v)) {
                 return Err(ConfigError::new(
@@ -420,13 +432,30 @@ pub(super) fn price(path: &str, raw: RawPrice) -> Result<PriceConfig, ConfigErro
                     "must be a price per million tokens from 0 up, e.g. 2.5",
                 ));
             }
+            // Exact from here on: f64's shortest decimal form is the number as written.
+            let rate = sluice_ledger::Rate::parse_usd_per_million(&v.to_string())
+                .map_err(|e| ConfigError::new(format!("{path}.{field}"), e))?;
+            rates[i] = Some(rate);
         }
     }
+    let [input_rate, output_rate, cached, write, reasoning_rate] = rates;
+    let (input_rate, output_rate) = (
+        input_rate.unwrap_or(sluice_ledger::Rate(0)),
+        output_rate.unwrap_or(sluice_ledger::Rate(0)),
+    );
     Ok(PriceConfig {
         models,
         input,
         output,
         cached_input: cached_input.unwrap_or(input),
+        rates: sluice_ledger::price::RatesOverride {
+            input: Some(input_rate),
+            output: Some(output_rate),
+            cache_read: Some(cached.unwrap_or(input_rate)),
+            cache_write_5m: Some(write.unwrap_or(input_rate)),
+            cache_write_1h: Some(write.unwrap_or(input_rate)),
+            reasoning: Some(reasoning_rate.unwrap_or(output_rate)),
+        },
     })
 }
 

@@ -28,6 +28,7 @@ pub(super) struct RawConfig {
     pub(super) prices: Vec<RawPrice>,
     pub(super) telemetry: Option<RawTelemetry>,
     pub(super) mcp: Option<super::mcp::RawMcp>,
+    pub(super) ledger: Option<sluice_ledger::LedgerConfig>,
 }
 
 /// `[state]`: where limits, budgets and idempotency records live.
@@ -147,6 +148,8 @@ pub(super) struct RawPrice {
     pub(super) input: f64,
     pub(super) output: f64,
     pub(super) cached_input: Option<f64>,
+    pub(super) cache_write: Option<f64>,
+    pub(super) reasoning: Option<f64>,
 }
 
 /// `[telemetry]`: OpenTelemetry trace export.

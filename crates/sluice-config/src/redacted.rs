@@ -76,6 +76,7 @@ fn config_json(c: &Config) -> Value {
         prices,
         state,
         mcp,
+        ledger,
     } = c;
     let mut out = json!({
         "server": server_json(server),
@@ -95,7 +96,69 @@ fn config_json(c: &Config) -> Value {
     if mcp.is_enabled() || !mcp.grants.is_empty() || !mcp.limits.is_empty() {
         out["mcp"] = mcp.redacted();
     }
+    // Likewise `[ledger]`, and a price's new fields only when they differ from their defaults.
+    if let Some(l) = ledger {
+        out["ledger"] = ledger_json(l);
+    }
+    for (p, v) in prices
+        .iter()
+        .zip(out["price"].as_array_mut().into_iter().flatten())
+    {
+        let r = &p.rates;
+        if r.cache_write_5m != r.input {
+            v["cache_write"] = rate(r.cache_write_5m);
+        }
+        if r.reasoning != r.output {
+            v["reasoning"] = rate(r.reasoning);
+        }
+    }
     out
+}
+
+/// A price as dollars per million tokens (`2.5`).
+fn rate(r: Option<sluice_ledger::Rate>) -> Value {
+    r.map_or(Value::Null, |r| json!(r.0 as f64 / 1e6))
+}
+
+fn ledger_json(l: &sluice_ledger::LedgerConfig) -> Value {
+    use sluice_ledger::SinkConfig;
+    let sluice_ledger::LedgerConfig {
+        sink,
+        queue_capacity,
+        batch_size,
+        flush_interval,
+        write_timeout,
+        capture,
+    } = l;
+    let sink = match sink {
+        SinkConfig::Sqlite(s) => json!({
+            "kind": "sqlite",
+            "path": s.path.display().to_string(),
+            "retention_days": s.retention_days,
+            "max_bytes": s.max_bytes,
+        }),
+        SinkConfig::Postgres(p) => json!({
+            "kind": "postgres",
+            "url": REDACTED,
+            "pool_size": p.pool_size,
+            "connect_timeout": dur(p.connect_timeout),
+        }),
+        SinkConfig::Otlp => json!({ "kind": "otlp" }),
+        SinkConfig::None => json!({ "kind": "none" }),
+    };
+    json!({
+        "sink": sink,
+        "queue_capacity": queue_capacity,
+        "batch_size": batch_size,
+        "flush_interval": dur(*flush_interval),
+        "write_timeout": dur(*write_timeout),
+        "capture": {
+            "enabled": capture.enabled,
+            "routes": capture.routes,
+            "sample_rate": capture.sample_rate,
+            "max_bytes": capture.max_bytes,
+        },
+    })
 }
 
 fn limits_json(l: &Limits) -> Value {

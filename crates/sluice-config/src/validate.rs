@@ -134,6 +134,7 @@ fn validate(raw: RawConfig, ctx: &mut Ctx<'_>) -> Result<Config, ConfigError> {
         key_settings,
         prices,
         mcp,
+        ledger,
     } = raw;
     let server = server_config(server, ctx)?;
     let mut ups: Vec<UpstreamConfig> = Vec::with_capacity(upstreams.len());
@@ -285,6 +286,16 @@ fn validate(raw: RawConfig, ctx: &mut Ctx<'_>) -> Result<Config, ConfigError> {
         prices: out_prices,
         state,
         mcp,
+        ledger: ledger
+            .map(|l| {
+                l.validate().map_err(|e| {
+                    let text = e.to_string();
+                    let (path, reason) = text.split_once(": ").unwrap_or(("ledger", &text));
+                    ConfigError::new(path, reason)
+                })?;
+                Ok(l)
+            })
+            .transpose()?,
     })
 }
 

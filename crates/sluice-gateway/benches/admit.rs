@@ -135,6 +135,7 @@ fn request(keys: &Keys, h: &mut HeaderMap, route: usize, model: &str, headers: b
         status: 200,
         model,
         served: "chat",
+        provider: "openai",
     })
 }
 

@@ -57,6 +57,7 @@ impl Finish {
                 status: r.status,
                 model: &r.model,
                 served: &r.usage_label,
+                provider: r.provider,
             });
             (key, spend)
         });

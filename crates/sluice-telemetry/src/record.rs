@@ -75,6 +75,9 @@ pub struct RequestRecord {
     pub route: String,
     /// The upstream that answered (the last one tried).
     pub upstream: String,
+    /// The price list of the upstream that answered (`openai`, `anthropic`, ...), for the
+    /// books.
+    pub provider: &'static str,
     pub model: String,
     /// The client's address (see `client_ip`), when the request came through the ingress.
     pub client_ip: Option<std::net::IpAddr>,
@@ -113,6 +116,7 @@ impl RequestRecord {
             request_id,
             route: String::new(),
             upstream: String::new(),
+            provider: "",
             model: String::new(),
             client_ip: None,
             error: None,

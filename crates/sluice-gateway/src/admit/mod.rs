@@ -39,7 +39,7 @@ pub use table::{Identity, VirtualKey};
 
 use crate::config::{Config, KeyMode, Limits};
 use metrics::KeyMetrics;
-use price::PriceTable;
+pub(crate) use price::{price_list, Pricer};
 use refusal::Scope;
 use table::KeyTable;
 
@@ -61,7 +61,7 @@ struct Inner {
     table: KeyTable,
     store: Store,
     routes: Vec<RoutePlan>,
-    prices: PriceTable,
+    prices: Pricer,
     metrics: KeyMetrics,
     limit_values: quota_headers::LimitValues,
     replay_ttl: Duration,
@@ -166,7 +166,7 @@ impl Keys {
                 table,
                 store,
                 routes,
-                prices: PriceTable::new(config.prices.clone()),
+                prices: Pricer::new(&config.prices, price::shipped_catalog()),
                 metrics,
                 limit_values: quota_headers::LimitValues::new(config),
                 replay_ttl: config.state.replay_ttl,
@@ -286,7 +286,7 @@ impl Keys {
         let Some(plan) = i.routes.get(route) else {
             return Ok(None);
         };
-        let track = !i.prices.is_empty();
+        let track = i.prices.is_configured();
         if key.is_none() && plan.limits.is_empty() {
             return Ok(None);
         }
@@ -529,6 +529,9 @@ pub struct Outcome<'a> {
     pub model: &'a str,
     /// The model label of the target that served (its `model` when it renames it).
     pub served: &'a str,
+    /// The price list of the upstream that served (`openai`, `anthropic`, ...; empty when
+    /// none did).
+    pub provider: &'a str,
 }
 
 // === impl Ticket ===
@@ -580,7 +583,7 @@ impl Ticket {
         let spend = end
             .usage
             .as_ref()
-            .map_or(0, |u| inner.prices.spend_micros(served, u));
+            .map_or(0, |u| inner.prices.spend_micros(end.provider, served, u));
         let tokens = match end.usage {
             Some(u) => Some(u.input + u.output),
             None if (200..300).contains(&end.status) => None,

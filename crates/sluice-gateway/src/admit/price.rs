@@ -1,43 +1,129 @@
-//! The price table: what a request's tokens cost, in micro-units of the table's currency.
+//! What a request's tokens cost: the config's `[[price]]` entries first (globs on the model,
+//! first match wins, any provider), then the shipped price catalog (`sluice-ledger`'s
+//! `prices.toml`, by provider and model). One pricing serves the budgets and the ledger, so a
+//! key's spend in its budget counters and in its ledger records is the same number.
 //!
-//! A price per million tokens is exactly a price in micro-units per token (2.50 per million
-//! tokens = 2.5 micro-units per token), so a request's spend is a dot product, rounded once.
+//! Exact: prices are held in micro-dollars per million tokens and a request's cost is summed
+//! in integers, rounded once (the ledger's `price`).
 
+use std::sync::Arc;
+
+use sluice_ledger::{Catalog, PriceEntry, Pricing, Tokens};
 use sluice_providers::Usage;
 
 use crate::config::PriceConfig;
 
-/// The configured prices, first match wins.
-#[derive(Debug, Default)]
-pub(crate) struct PriceTable {
-    prices: Vec<PriceConfig>,
+/// The shipped catalog, parsed once per process.
+pub(crate) fn shipped_catalog() -> Arc<Catalog> {
+    static SHIPPED: std::sync::LazyLock<Arc<Catalog>> =
+        std::sync::LazyLock::new(|| Arc::new(Catalog::shipped()));
+    SHIPPED.clone()
 }
 
-impl PriceTable {
-    pub(crate) fn new(prices: Vec<PriceConfig>) -> Self {
-        PriceTable { prices }
+/// The price list an upstream's models are priced by: its provider's, or, for an
+/// OpenAI-compatible host the catalog knows, that host's.
+pub(crate) fn price_list(u: &crate::config::UpstreamConfig) -> &'static str {
+    use sluice_providers::ProviderKind;
+    let host = u.base_url.host().unwrap_or_default();
+    match &u.provider {
+        Some(ProviderKind::Anthropic { .. }) => "anthropic",
+        Some(ProviderKind::Gemini) => "gemini",
+        Some(ProviderKind::OpenAi | ProviderKind::Azure { .. }) | None
+            if host.ends_with("groq.com") =>
+        {
+            "groq"
+        }
+        Some(ProviderKind::OpenAi | ProviderKind::Azure { .. }) => "openai",
+        None if host.ends_with("anthropic.com") => "anthropic",
+        None if host.ends_with("googleapis.com") => "gemini",
+        None => "openai",
     }
+}
 
-    pub(crate) fn is_empty(&self) -> bool {
-        self.prices.is_empty()
+/// The prices in force: the config's, then the catalog's.
+#[derive(Debug)]
+pub(crate) struct Pricer {
+    /// The config's entries, in file order, with their globs.
+    config: Vec<(Vec<String>, PriceEntry)>,
+    catalog: Arc<Catalog>,
+}
+
+impl Default for Pricer {
+    fn default() -> Self {
+        Pricer::new(&[], Arc::new(Catalog::shipped()))
     }
+}
 
-    /// The spend of `usage` on `model`, in micro-units; 0 when no price matches.
-    pub(crate) fn spend_micros(&self, model: &str, usage: &Usage) -> u64 {
-        let Some(p) = self
-            .prices
+impl Pricer {
+    pub(crate) fn new(prices: &[PriceConfig], catalog: Arc<Catalog>) -> Self {
+        let config = prices
             .iter()
-            .find(|p| p.models.iter().any(|g| crate::config::glob_match(g, model)))
-        else {
-            return 0;
-        };
-        let cached = usage.cached_input.min(usage.input);
-        let fresh = usage.input - cached;
-        let micros = fresh as f64 * p.input
-            + cached as f64 * p.cached_input
-            + usage.output as f64 * p.output;
-        // Saturating: a price times a count cannot be negative; NaN is impossible (validated).
-        micros.round().clamp(0.0, u64::MAX as f64) as u64
+            .enumerate()
+            .map(|(i, p)| {
+                let entry = PriceEntry {
+                    id: Arc::from(format!("config/price[{i}]")),
+                    provider: "*".into(),
+                    models: p.models.clone(),
+                    rates: p.rates,
+                    tiers: Vec::new(),
+                    source: None,
+                    as_of: None,
+                    from_config: true,
+                };
+                (p.models.clone(), entry)
+            })
+            .collect();
+        Pricer { config, catalog }
+    }
+
+    /// Whether the config prices anything itself (then spend is tracked per key even
+    /// without a budget).
+    pub(crate) fn is_configured(&self) -> bool {
+        !self.config.is_empty()
+    }
+
+    /// The pricing of `usage` on `model` served by `provider` (a price list's name:
+    /// `openai`, `anthropic`, `gemini`, `groq`, ...).
+    pub(crate) fn pricing(&self, provider: &str, model: &str, usage: &Usage) -> Pricing {
+        let tokens = tokens(usage);
+        if tokens.is_zero() {
+            return Pricing::NoUsage;
+        }
+        let configured = self
+            .config
+            .iter()
+            .find(|(globs, _)| globs.iter().any(|g| crate::config::glob_match(g, model)));
+        match configured {
+            Some((_, entry)) => match sluice_ledger::price(&tokens, entry) {
+                Some(cost) => Pricing::Priced {
+                    entry: entry.id.clone(),
+                    cost,
+                },
+                None => Pricing::Unpriced,
+            },
+            None => self.catalog.pricing(provider, model, &tokens),
+        }
+    }
+
+    /// The spend of `usage`, in micro-dollars; 0 when unpriced.
+    pub(crate) fn spend_micros(&self, provider: &str, model: &str, usage: &Usage) -> u64 {
+        match self.pricing(provider, model, usage) {
+            Pricing::Priced { cost, .. } => u64::try_from(cost.micros).unwrap_or(0),
+            Pricing::Unpriced | Pricing::NoUsage => 0,
+        }
+    }
+}
+
+/// The ledger's tokens for the providers' usage: the same convention (input includes the cache
+/// reads and writes, output the reasoning).
+pub(crate) fn tokens(u: &Usage) -> Tokens {
+    Tokens {
+        input: u.input,
+        output: u.output,
+        cache_read: u.cached_input.min(u.input),
+        cache_write: u.cache_write.min(u.input),
+        cache_write_1h: 0,
+        reasoning: u.reasoning.min(u.output),
     }
 }
 
@@ -45,23 +131,54 @@ impl PriceTable {
 mod tests {
     use super::*;
 
-    #[test]
-    fn spend_counts_cached_input_at_its_own_price() {
-        let t = PriceTable::new(vec![PriceConfig {
-            models: vec!["gpt-4o*".into()],
-            input: 2.5,
-            output: 10.0,
-            cached_input: 1.25,
-        }]);
-        let u = Usage {
-            cache_write: 0,
-            input: 1000,
-            output: 200,
-            cached_input: 400,
+    fn usage(input: u64, output: u64, cached_input: u64) -> Usage {
+        Usage {
+            input,
+            output,
+            cached_input,
             reasoning: 0,
-        };
-        // 600 × 2.5 + 400 × 1.25 + 200 × 10 = 1500 + 500 + 2000
-        assert_eq!(t.spend_micros("gpt-4o-mini", &u), 4000);
-        assert_eq!(t.spend_micros("claude", &u), 0);
+            cache_write: 0,
+        }
+    }
+
+    #[test]
+    fn the_config_prices_first_then_the_catalog_and_unknown_models_are_free_of_nothing() {
+        let config = sluice_config::Config::from_toml(
+            "[[upstream]]\nname = \"u\"\nbase_url = \"http://127.0.0.1:9/v1\"\n[[route]]\nmodels = [\"*\"]\nupstream = \"u\"\n[[price]]\nmodels = [\"gpt-4o*\"]\ninput = 2.5\noutput = 10.0\ncached_input = 1.25\n",
+            &|_| None,
+        )
+        .unwrap();
+        let t = Pricer::new(&config.prices, Arc::new(Catalog::shipped()));
+        // 600 × 2.5 + 400 × 1.25 + 200 × 10 = 1500 + 500 + 2000 micro-dollars.
+        assert_eq!(
+            t.spend_micros("openai", "gpt-4o-mini", &usage(1000, 200, 400)),
+            4000
+        );
+        // Not in the config: the catalog prices it (Claude Sonnet 4 lists at $3 / $15).
+        let sonnet = t.pricing(
+            "anthropic",
+            "claude-sonnet-4-20250514",
+            &usage(1000, 100, 0),
+        );
+        match sonnet {
+            Pricing::Priced { entry, cost } => {
+                assert!(!entry.starts_with("config/"), "{entry}");
+                assert_eq!(cost.micros, 3000 + 1500);
+            }
+            other => panic!("{other:?}"),
+        }
+        // Nobody prices it: recorded as unpriced, spend 0 (never a guess).
+        assert!(matches!(
+            t.pricing("openai", "no-such-model", &usage(10, 10, 0)),
+            Pricing::Unpriced
+        ));
+        assert_eq!(
+            t.spend_micros("openai", "no-such-model", &usage(10, 10, 0)),
+            0
+        );
+        assert!(matches!(
+            t.pricing("openai", "gpt-4o", &usage(0, 0, 0)),
+            Pricing::NoUsage
+        ));
     }
 }

@@ -364,6 +364,7 @@ pub(crate) fn restart_field(old: &Config, new: &Config) -> Option<&'static str> 
         state,
         // Not held by the data plane: the `sluice` binary mounts the MCP gateway.
         mcp: _,
+        ledger,
     } = new;
     let ServerConfig {
         listen,
@@ -437,6 +438,7 @@ pub(crate) fn restart_field(old: &Config, new: &Config) -> Option<&'static str> 
         ("server.client_resets", *client_resets == o.client_resets),
         ("telemetry", *telemetry == old.telemetry),
         ("state", same_state(state, &old.state)),
+        ("ledger", *ledger == old.ledger),
     ];
     same.iter().find(|(_, same)| !same).map(|(field, _)| *field)
 }

@@ -134,6 +134,7 @@ pub(crate) fn build(
             handle,
             budget,
             header: HeaderValue::from_str(&u.name).ok(),
+            price_list: crate::admit::price_list(u),
         });
         if let Some((p, i)) = old {
             let o = p.upstream_config(i);

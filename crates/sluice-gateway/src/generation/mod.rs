@@ -82,6 +82,8 @@ pub(crate) struct UpstreamRt {
     /// Its name as a header value (`x-sluice-upstream`), made once instead of once a
     /// response; `None` if a name cannot be one.
     pub(crate) header: Option<HeaderValue>,
+    /// The price list its models are priced by (`crate::admit::price_list`).
+    pub(crate) price_list: &'static str,
 }
 
 /// Everything requests share: one config's worth.

@@ -335,6 +335,11 @@ impl Policy {
     }
 
     /// The name of `t`'s upstream.
+    /// The price list of `t`'s upstream.
+    pub(crate) fn price_list_of(&self, t: TargetRef) -> &'static str {
+        self.state.upstream(self.target(t).upstream).price_list
+    }
+
     pub(crate) fn upstream_of(&self, t: TargetRef) -> &str {
         self.upstream_name(self.target(t).upstream)
     }

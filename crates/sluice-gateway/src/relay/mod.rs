@@ -472,6 +472,7 @@ impl SseRelay {
                 .succeeded(u.target, u.started, StatusCode::OK.as_u16());
             self.log.attempts = u.policy.records();
             self.log.upstream = u.policy.upstream_of(u.target).to_string();
+            self.log.provider = u.policy.price_list_of(u.target);
             self.log.usage_label = u.policy.usage_label(u.target);
             self.pick = u.policy.take_pick();
             if let Some(p) = self.pick.as_mut() {

@@ -94,6 +94,7 @@ pub(crate) async fn serve_attempts(
         };
         let upstream = attempt.upstream;
         log.upstream = state.config.upstream(upstream).name.clone();
+        log.provider = state.upstream(upstream).price_list;
         log.timings = attempt.resp.extensions().get::<PhaseTimings>().copied();
         if is_event_stream(attempt.resp.headers()) {
             return stream_response(&state, policy, attempt, log);
