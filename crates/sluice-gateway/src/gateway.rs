@@ -52,6 +52,10 @@ pub enum StartError {
     /// The state store's settings were rejected.
     #[error("state: {0}")]
     State(#[from] sluice_state::ConfigError),
+    /// The ledger's sink could not be opened (a SQLite file that cannot be created, a
+    /// PostgreSQL schema newer than this build).
+    #[error("ledger: {0}")]
+    Ledger(#[from] sluice_ledger::SinkError),
 }
 
 impl From<crate::generation::BuildError> for StartError {
@@ -73,6 +77,9 @@ pub struct Gateway {
     watcher: Option<DropGuard>,
     stop: CancellationToken,
     task: JoinHandle<()>,
+    /// The ledger's writer, flushed within the shutdown grace when the gateway stops.
+    ledger: Option<sluice_ledger::Ledger>,
+    grace: Duration,
 }
 
 /// Reloads a running gateway's config; a clone of the gateway's (for signal handlers).
@@ -176,8 +183,14 @@ impl Gateway {
         keys.register_metrics(telemetry.registry_mut());
         let grace = config.server.shutdown_grace;
         let edge = EdgeSetup::new(&config.server, telemetry.registry_mut());
+        let ledger = start_ledger(&config, source.as_ref()).await?;
+        if let Some(l) = &ledger {
+            telemetry
+                .registry_mut()
+                .register_collector(Box::new(LedgerCollector(l.handle())));
+        }
         let telemetry = Arc::new(telemetry);
-        let shared = Arc::new(Shared::new());
+        let shared = Arc::new(Shared::new(ledger.as_ref().map(|l| l.handle())));
         let parts = Parts {
             telemetry: telemetry.clone(),
             keys,
@@ -205,6 +218,8 @@ impl Gateway {
             watcher: None,
             stop,
             task,
+            ledger,
+            grace,
         })
     }
 
@@ -259,6 +274,9 @@ impl Gateway {
     pub async fn shutdown(self) {
         self.stop.cancel();
         let _ = self.task.await;
+        if let Some(l) = self.ledger {
+            l.shutdown(self.grace).await;
+        }
     }
 
     /// A handle that starts the graceful shutdown when cancelled (for signal handlers).
@@ -269,5 +287,91 @@ impl Gateway {
     /// Waits until the gateway has stopped.
     pub async fn wait(self) {
         let _ = self.task.await;
+        if let Some(l) = self.ledger {
+            l.shutdown(self.grace).await;
+        }
+    }
+}
+
+/// The ledger for `config`: as `[ledger]` says, with a relative SQLite path taken from the
+/// config file's directory; without `[ledger]`, the default sink (SQLite next to the config
+/// file) when there is a file, and none for a config in memory (tests, embedders), which has
+/// no place for one.
+async fn start_ledger(
+    config: &Config,
+    source: Option<&ConfigSource>,
+) -> Result<Option<sluice_ledger::Ledger>, StartError> {
+    let dir = source.and_then(|s| s.path.parent()).map(|p| {
+        if p.as_os_str().is_empty() {
+            std::path::Path::new(".")
+        } else {
+            p
+        }
+    });
+    let (cfg, dir, explicit) = match (&config.ledger, dir) {
+        (Some(l), dir) => (l.clone(), dir.unwrap_or(std::path::Path::new(".")), true),
+        (None, Some(dir)) => (sluice_ledger::LedgerConfig::default(), dir, false),
+        (None, None) => return Ok(None),
+    };
+    if cfg.sink == sluice_ledger::SinkConfig::None {
+        return Ok(None);
+    }
+    match sluice_ledger::Sink::open(&cfg.sink, dir, None).await {
+        Ok(sink) => {
+            tracing::info!(sink = sink.kind(), "ledger: recording every request");
+            Ok(Some(sluice_ledger::Ledger::start(&cfg, sink)))
+        }
+        Err(e) if explicit => Err(e.into()),
+        // The default sink only: a config directory that cannot take the file (a read-only
+        // mount) must not stop a gateway that never asked for a ledger.
+        Err(e) => {
+            tracing::warn!(
+                error = %e,
+                "ledger: the default SQLite file next to the config cannot be opened; running \
+                 without a ledger (set [ledger] sink to a writable path)"
+            );
+            Ok(None)
+        }
+    }
+}
+
+/// `sluice_ledger_records_total{outcome}` and `sluice_ledger_queued`, read at scrape time.
+#[derive(Debug)]
+struct LedgerCollector(sluice_ledger::LedgerHandle);
+
+impl prometheus_client::collector::Collector for LedgerCollector {
+    fn encode(
+        &self,
+        mut encoder: prometheus_client::encoding::DescriptorEncoder<'_>,
+    ) -> Result<(), std::fmt::Error> {
+        use prometheus_client::encoding::EncodeMetric;
+        use prometheus_client::metrics::counter::ConstCounter;
+        use prometheus_client::metrics::gauge::ConstGauge;
+        let s = self.0.stats();
+        let mut records = encoder.encode_descriptor(
+            "ledger_records",
+            "Request records by outcome: written, dropped (queue full, sink failed, closed), \
+             lost at shutdown; unpriced ones counted apart",
+            None,
+            prometheus_client::metrics::MetricType::Counter,
+        )?;
+        for (outcome, n) in [
+            ("written", s.written),
+            ("dropped_full", s.dropped_full),
+            ("dropped_sink", s.dropped_sink),
+            ("dropped_closed", s.dropped_closed),
+            ("lost_at_shutdown", s.lost_at_shutdown),
+            ("unpriced", s.unpriced),
+        ] {
+            ConstCounter::new(n).encode(records.encode_family(&[("outcome", outcome)])?)?;
+        }
+        let queued = encoder.encode_descriptor(
+            "ledger_queued",
+            "Request records waiting for the ledger's writer",
+            None,
+            prometheus_client::metrics::MetricType::Gauge,
+        )?;
+        ConstGauge::new(i64::try_from(s.queued).unwrap_or(i64::MAX)).encode(queued)?;
+        Ok(())
     }
 }

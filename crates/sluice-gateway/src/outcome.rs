@@ -4,15 +4,29 @@
 //! [`Finish::finish`]; a request dropped unfinished (its client went away) is settled as
 //! `client_gone` by the drop.
 //!
+//! With the ledger on, the same moment writes the request's ledger record (DESIGN.md
+//! invariant 13: every request that reached admission is on the books once): priced by the
+//! same pricing as the key's budget, handed to the ledger's queue without waiting.
+//!
 //! It travels with the request through the stages that may end it (the request path, the
 //! policy's attempts, the relay), so it sits below them, just above the admission whose
 //! ticket it settles.
 
 use std::ops::{Deref, DerefMut};
+use std::sync::Arc;
 
+use sluice_ledger::{Latency, LedgerHandle, Pricing};
+use sluice_providers::Operation;
 use sluice_telemetry::{EndReason, KeyFacts, RequestRecord};
 
-use crate::admit::{Outcome, Ticket};
+use crate::admit::{Outcome, Pricer, Ticket, VirtualKey};
+
+/// Where a generation's requests are booked: the ledger's queue and the prices in force.
+#[derive(Debug)]
+pub(crate) struct Books {
+    pub(crate) ledger: LedgerHandle,
+    pub(crate) pricer: Arc<Pricer>,
+}
 
 /// A request's record and its key's ticket, settled together once.
 #[derive(Debug)]
@@ -20,14 +34,22 @@ pub(crate) struct Finish {
     record: RequestRecord,
     /// The request's key and limits, settled when it finishes.
     ticket: Option<Box<Ticket>>,
+    /// The ledger, when it is on.
+    books: Option<Arc<Books>>,
 }
 
 impl Finish {
-    pub(crate) fn new(record: RequestRecord) -> Self {
+    pub(crate) fn new(record: RequestRecord, books: Option<Arc<Books>>) -> Self {
         Finish {
             record,
             ticket: None,
+            books,
         }
+    }
+
+    /// Puts the request on the books (a model call; local endpoints are not).
+    pub(crate) fn book(&mut self, books: Option<Arc<Books>>) {
+        self.books = books;
     }
 
     /// The admitted request's ticket, settled when the request finishes.
@@ -71,6 +93,82 @@ impl Finish {
             owner: k.owner(),
         });
         self.record.finish_keyed(reason, facts, spend);
+        if let Some(books) = self.books.take() {
+            books.ledger.record(self.ledger_record(&books, reason, key));
+        }
+    }
+
+    /// The request's ledger record, priced as its budget was.
+    fn ledger_record(
+        &self,
+        books: &Books,
+        reason: EndReason,
+        key: Option<&VirtualKey>,
+    ) -> sluice_ledger::RequestRecord {
+        let r = &self.record;
+        let total = r.started().elapsed();
+        let now = sluice_ledger::now_us();
+        let ts_us = now
+            - i64::try_from(total.as_micros())
+                .unwrap_or(i64::MAX)
+                .min(now);
+        let text = |s: &str| (!s.is_empty()).then(|| Arc::<str>::from(s));
+        let mut rec = sluice_ledger::RequestRecord::new(
+            ts_us,
+            Arc::from(r.request_id.as_str()),
+            text(&r.route).unwrap_or_else(|| Arc::from("-")),
+            r.op.map_or("-", client_api),
+        );
+        if let Some(k) = key {
+            rec.key_id = Some(Arc::from(k.id()));
+            rec.team = k.team().map(Arc::from);
+            rec.owner = k.owner().map(Arc::from);
+        }
+        rec.requested_model = text(&r.model);
+        rec.served_model = if r.renamed {
+            text(&r.usage_label)
+        } else {
+            text(&r.model)
+        };
+        rec.upstream = text(&r.upstream);
+        rec.provider = text(r.provider);
+        rec.attempts = u16::try_from(r.attempts.len()).unwrap_or(u16::MAX);
+        rec.attempt_classes = r
+            .attempts
+            .iter()
+            .filter(|a| a.outcome != "ok")
+            .map(|a| a.outcome)
+            .collect();
+        rec.status = r.status;
+        rec.end_reason = reason.as_str();
+        rec.stream = r.is_stream();
+        if let Some(u) = &r.usage {
+            rec.tokens = crate::admit::tokens(u);
+            let model = rec.served_model.as_deref().unwrap_or_default();
+            rec.pricing = books.pricer.pricing(r.provider, model, u);
+        } else {
+            rec.pricing = Pricing::NoUsage;
+        }
+        let us = |d: std::time::Duration| u64::try_from(d.as_micros()).unwrap_or(u64::MAX);
+        rec.latency = Latency {
+            first_byte_us: r.timings.map(|t| us(t.first_byte)),
+            first_token_us: r.first_byte_after().map(us),
+            total_us: us(total),
+        };
+        rec.idempotent_replay = r.replay;
+        rec
+    }
+}
+
+/// The ledger's name for the API the client spoke.
+fn client_api(op: Operation) -> &'static str {
+    match op {
+        Operation::ChatCompletions => "openai.chat",
+        Operation::Completions => "openai.completions",
+        Operation::Embeddings => "openai.embeddings",
+        Operation::Responses => "openai.responses",
+        Operation::Messages => "anthropic.messages",
+        Operation::CountTokens => "anthropic.count_tokens",
     }
 }
 

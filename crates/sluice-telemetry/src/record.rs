@@ -78,6 +78,13 @@ pub struct RequestRecord {
     /// The price list of the upstream that answered (`openai`, `anthropic`, ...), for the
     /// books.
     pub provider: &'static str,
+    /// The client's operation, once the endpoint is known.
+    pub op: Option<sluice_providers::Operation>,
+    /// Answered by replaying a stored response (`Idempotency-Key`).
+    pub replay: bool,
+    /// The target that served renamed the model: `usage_label` is the model it served (else
+    /// the client's `model` was sent as it was).
+    pub renamed: bool,
     pub model: String,
     /// The client's address (see `client_ip`), when the request came through the ingress.
     pub client_ip: Option<std::net::IpAddr>,
@@ -117,6 +124,9 @@ impl RequestRecord {
             route: String::new(),
             upstream: String::new(),
             provider: "",
+            op: None,
+            replay: false,
+            renamed: false,
             model: String::new(),
             client_ip: None,
             error: None,
@@ -174,6 +184,16 @@ impl RequestRecord {
     /// When the request arrived.
     pub fn started(&self) -> Instant {
         self.started
+    }
+
+    /// From the request's arrival to its first byte (or first event) sent, once sent.
+    pub fn first_byte_after(&self) -> Option<Duration> {
+        self.first_byte
+    }
+
+    /// Whether the response is a stream being relayed.
+    pub fn is_stream(&self) -> bool {
+        self.stream.is_some()
     }
 
     /// Marks the first byte (or first event) now, once.

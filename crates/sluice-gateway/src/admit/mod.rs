@@ -39,7 +39,7 @@ pub use table::{Identity, VirtualKey};
 
 use crate::config::{Config, KeyMode, Limits};
 use metrics::KeyMetrics;
-pub(crate) use price::{price_list, Pricer};
+pub(crate) use price::{price_list, tokens, Pricer};
 use refusal::Scope;
 use table::KeyTable;
 
@@ -61,7 +61,7 @@ struct Inner {
     table: KeyTable,
     store: Store,
     routes: Vec<RoutePlan>,
-    prices: Pricer,
+    prices: Arc<Pricer>,
     metrics: KeyMetrics,
     limit_values: quota_headers::LimitValues,
     replay_ttl: Duration,
@@ -99,6 +99,11 @@ enum ScopeRef {
 // === impl Keys ===
 
 impl Keys {
+    /// The prices in force (the key budgets' and the ledger's).
+    pub(crate) fn pricer(&self) -> Arc<Pricer> {
+        self.inner.prices.clone()
+    }
+
     /// Builds the configured state store (in memory, or Redis: pinged within its connect
     /// timeout; an unreachable Redis starts in the configured failure mode) and the key table.
     ///
@@ -166,7 +171,7 @@ impl Keys {
                 table,
                 store,
                 routes,
-                prices: Pricer::new(&config.prices, price::shipped_catalog()),
+                prices: Arc::new(Pricer::new(&config.prices, price::shipped_catalog())),
                 metrics,
                 limit_values: quota_headers::LimitValues::new(config),
                 replay_ttl: config.state.replay_ttl,

@@ -200,6 +200,12 @@ pub(crate) fn build(
         hash: config.fingerprint(),
         loaded_at: SystemTime::now(),
     };
+    let books = shared.ledger.clone().map(|ledger| {
+        Arc::new(crate::outcome::Books {
+            ledger,
+            pricer: keys.pricer(),
+        })
+    });
     let generation = Generation {
         config: Arc::new(config),
         info,
@@ -209,6 +215,7 @@ pub(crate) fn build(
         shared,
         models: ModelCache::default(),
         keys,
+        books,
     };
     Ok((generation, report))
 }

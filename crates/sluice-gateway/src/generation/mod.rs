@@ -40,13 +40,15 @@ pub(crate) struct Shared {
     pub(crate) streams_deadline: CancellationToken,
     /// Set when shutdown begins: new model requests get 503.
     pub(crate) draining: CancellationToken,
+    /// The ledger's queue, when the ledger is on (its sink is held for the process).
+    pub(crate) ledger: Option<sluice_ledger::LedgerHandle>,
     /// Request ids stay unique across reloads.
     request_ids: AtomicU64,
     id_prefix: Box<str>,
 }
 
 impl Shared {
-    pub(crate) fn new() -> Self {
+    pub(crate) fn new(ledger: Option<sluice_ledger::LedgerHandle>) -> Self {
         // A per-process prefix keeps generated ids unique across restarts without a RNG crate.
         let nanos = SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
@@ -55,6 +57,7 @@ impl Shared {
         Shared {
             streams_deadline: CancellationToken::new(),
             draining: CancellationToken::new(),
+            ledger,
             request_ids: AtomicU64::new(0),
             id_prefix: format!("sl-{:x}{:x}", nanos as u64, std::process::id()).into(),
         }
@@ -102,6 +105,8 @@ pub(crate) struct Generation {
     pub(crate) models: ModelCache,
     /// Virtual keys, limits, budgets and idempotency records.
     pub(crate) keys: crate::admit::Keys,
+    /// Where requests are booked, when the ledger is on.
+    pub(crate) books: Option<Arc<crate::outcome::Books>>,
 }
 
 impl Generation {

@@ -334,12 +334,18 @@ impl Policy {
             .unwrap_or_else(|| self.route().name.clone())
     }
 
-    /// The name of `t`'s upstream.
+    /// Whether `t` renames the model (its `model`), so that [`Policy::usage_label`] is the
+    /// model it served.
+    pub(crate) fn renames(&self, t: TargetRef) -> bool {
+        self.target(t).model.is_some()
+    }
+
     /// The price list of `t`'s upstream.
     pub(crate) fn price_list_of(&self, t: TargetRef) -> &'static str {
         self.state.upstream(self.target(t).upstream).price_list
     }
 
+    /// The name of `t`'s upstream.
     pub(crate) fn upstream_of(&self, t: TargetRef) -> &str {
         self.upstream_name(self.target(t).upstream)
     }

@@ -474,6 +474,7 @@ impl SseRelay {
             self.log.upstream = u.policy.upstream_of(u.target).to_string();
             self.log.provider = u.policy.price_list_of(u.target);
             self.log.usage_label = u.policy.usage_label(u.target);
+            self.log.renamed = u.policy.renames(u.target);
             self.pick = u.policy.take_pick();
             if let Some(p) = self.pick.as_mut() {
                 // A stream is weighed by its first content (the time to first token, which

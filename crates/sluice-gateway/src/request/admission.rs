@@ -88,11 +88,14 @@ where
     let request_id = state.request_id(&parts);
     // Boxed: it travels by value through three async layers (the serve stages and the
     // relay), and each would otherwise keep room for its 448 bytes in its own state.
-    let mut log = Box::new(Finish::new(RequestRecord::new(
-        state.telemetry.clone(),
-        request_id.to_str().unwrap_or("-").to_string(),
-        started,
-    )));
+    let mut log = Box::new(Finish::new(
+        RequestRecord::new(
+            state.telemetry.clone(),
+            request_id.to_str().unwrap_or("-").to_string(),
+            started,
+        ),
+        None,
+    ));
     log.client_ip = Some(edge.client_ip);
     let family = route::family_of(parts.uri.path());
     let op = match route::endpoint(&parts.method, parts.uri.path()) {
@@ -119,6 +122,9 @@ where
         }
     };
     let family = op.family();
+    // A model call: on the books from here, whatever becomes of it.
+    log.op = Some(op);
+    log.book(state.books.clone());
     log.start_trace(&mut parts.headers, op);
     if state.draining() {
         let f = Failure::new(GatewayError::ShuttingDown, EndReason::Shutdown);
@@ -138,6 +144,7 @@ where
     match admitted {
         Ok(Admitted::Run(policy)) => Admission::Run(Run { state, policy, log }),
         Ok(Admitted::Replay(r)) => {
+            log.replay = true;
             log.status = r.status().as_u16();
             log.finish(EndReason::Completed);
             Admission::Answer(r)

@@ -106,6 +106,7 @@ pub(crate) async fn read_whole(
         Ok(c) => {
             log.usage = c.usage;
             log.usage_label = policy.usage_label(attempt.target);
+            log.renamed = policy.renames(attempt.target);
             c.body
         }
         Err(source) => {

@@ -19,6 +19,7 @@ mod errors;
 mod http1_upstream;
 mod hygiene;
 mod lanes;
+mod ledger;
 mod memory;
 mod policy;
 mod raw;

@@ -1,0 +1,168 @@
+//! The ledger over real sockets and a real SQLite file: every model call that reached
+//! admission is on the books exactly once (a call, a stream, a refusal, a failure), with the
+//! tokens the upstream reported and their cost to the micro-dollar.
+
+use crate::support::*;
+use crate::{gateway, Setup, CHAT, STREAM};
+
+/// A ledger row, the columns the test reads.
+#[derive(Debug)]
+struct Row {
+    request_id: String,
+    status: i64,
+    end_reason: String,
+    stream: bool,
+    input: i64,
+    output: i64,
+    cost: Option<i64>,
+    price_entry: Option<String>,
+    client_api: String,
+    served_model: Option<String>,
+    upstream: Option<String>,
+    provider: Option<String>,
+}
+
+fn rows(db: &std::path::Path) -> Vec<Row> {
+    let conn = rusqlite::Connection::open(db).unwrap();
+    let mut q = conn
+        .prepare(
+            "SELECT request_id, status, end_reason, stream, input_tokens, output_tokens, \
+             cost_micros, price_entry, client_api, served_model, upstream, provider \
+             FROM sluice_requests ORDER BY ts_us",
+        )
+        .unwrap();
+    q.query_map([], |r| {
+        Ok(Row {
+            request_id: r.get(0)?,
+            status: r.get(1)?,
+            end_reason: r.get(2)?,
+            stream: r.get(3)?,
+            input: r.get(4)?,
+            output: r.get(5)?,
+            cost: r.get(6)?,
+            price_entry: r.get(7)?,
+            client_api: r.get(8)?,
+            served_model: r.get(9)?,
+            upstream: r.get(10)?,
+            provider: r.get(11)?,
+        })
+    })
+    .unwrap()
+    .map(Result::unwrap)
+    .collect()
+}
+
+#[tokio::test]
+async fn every_model_call_is_on_the_books_once_with_its_tokens_and_cost() {
+    let dir = std::env::temp_dir().join(format!("sluice-ledger-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let db = dir.join("ledger.db");
+    let _ = std::fs::remove_file(&db);
+    let mock = mock("").await;
+    let server = format!(
+        "[ledger]\nflush_interval = \"100ms\"\nsink = {{ kind = \"sqlite\", path = \"{}\" }}",
+        db.display()
+    );
+    let gw = gateway(
+        &mock,
+        Setup {
+            server: &server,
+            ..Setup::default()
+        },
+    )
+    .await;
+    let addr = gw.addr();
+    let ok = h1(addr, request("POST", "/v1/chat/completions", "", CHAT)).await;
+    assert_eq!(ok.status, 200);
+    let streamed = h1(addr, request("POST", "/v1/chat/completions", "", STREAM)).await;
+    assert_eq!(streamed.status, 200);
+    let failed = h1(
+        addr,
+        request("POST", "/v1/chat/completions", "fail_first=1, fail_with=400", CHAT),
+    )
+    .await;
+    assert_eq!(failed.status, 400);
+    let unknown = h1(
+        addr,
+        request(
+            "POST",
+            "/v1/chat/completions",
+            "",
+            r#"{"model":"gpt-4o","messages":"#,
+        ),
+    )
+    .await;
+    assert_eq!(unknown.status, 400);
+    // Not model calls: not on the books.
+    assert_eq!(
+        h1(addr, request("GET", "/healthz", "", "")).await.status,
+        200
+    );
+    assert_eq!(
+        h1(addr, request("GET", "/v1/models", "", "")).await.status,
+        200
+    );
+    let ids: Vec<String> = [&ok, &streamed, &failed, &unknown]
+        .iter()
+        .map(|r| r.headers["x-request-id"].to_str().unwrap().to_string())
+        .collect();
+    let metrics = gw.telemetry().encode();
+    assert!(
+        metrics.contains("sluice_ledger_records_total{outcome=\"dropped_full\"} 0"),
+        "{metrics}"
+    );
+    // Shutdown flushes the queue within the grace.
+    gw.shutdown().await;
+    let rows = rows(&db);
+    assert_eq!(rows.len(), 4, "{rows:#?}");
+    for (row, id) in rows.iter().zip(&ids) {
+        assert_eq!(&row.request_id, id, "{rows:#?}");
+        assert_eq!(row.client_api, "openai.chat");
+    }
+    let (call, stream, fail, bad) = (&rows[0], &rows[1], &rows[2], &rows[3]);
+    // The mock reports its usage; gpt-4o's list price ($2.50 in, $10 out per million) from
+    // the shipped catalog: exact to the micro-dollar, rounded once (half up).
+    let cost =
+        |input: i64, output: i64| (input * 2_500_000 + output * 10_000_000 + 500_000) / 1_000_000;
+    assert_eq!(
+        (call.status, call.end_reason.as_str(), call.stream),
+        (200, "completed", false)
+    );
+    assert!(call.input > 0 && call.output > 0, "{call:?}");
+    assert_eq!(call.cost, Some(cost(call.input, call.output)), "{call:?}");
+    assert_eq!(call.price_entry.as_deref(), Some("openai/gpt-4o"));
+    assert_eq!(
+        (
+            call.served_model.as_deref(),
+            call.upstream.as_deref(),
+            call.provider.as_deref()
+        ),
+        (Some("gpt-4o"), Some("mock"), Some("openai"))
+    );
+    assert_eq!((stream.status, stream.stream), (200, true));
+    assert_eq!(
+        stream.cost,
+        Some(cost(stream.input, stream.output)),
+        "{stream:?}"
+    );
+    // Refused upstream and refused by the gateway: on the books, without tokens or cost.
+    assert_eq!(
+        (fail.status, fail.end_reason.as_str(), fail.input, fail.cost),
+        (400, "upstream_error", 0, None)
+    );
+    assert_eq!(
+        (bad.status, bad.end_reason.as_str(), bad.cost),
+        (400, "bad_request", None)
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[tokio::test]
+async fn a_gateway_started_from_a_config_in_memory_keeps_no_books_unless_asked() {
+    let mock = mock("").await;
+    let gw = gateway(&mock, Setup::default()).await;
+    let r = h1(gw.addr(), request("POST", "/v1/chat/completions", "", CHAT)).await;
+    assert_eq!(r.status, 200);
+    let metrics = gw.telemetry().encode();
+    assert!(!metrics.contains("sluice_ledger_records"), "{metrics}");
+}
