@@ -169,6 +169,16 @@ impl Admin {
                 let reply = self.source.reload().await;
                 full(reply.status, "application/json", reply.body)
             }
+            "/admin/usage" => {
+                let reply = self.source.usage(req.uri().query().unwrap_or("")).await;
+                let csv = reply.status.is_success() && !reply.body.starts_with(b"{");
+                let kind = if csv {
+                    "text/csv; charset=utf-8"
+                } else {
+                    "application/json"
+                };
+                full(reply.status, kind, reply.body)
+            }
             p if p == "/admin/keys" || p.starts_with("/admin/keys/") => {
                 // Reads the state store (Redis when shared), so across every instance.
                 let reply = self.source.keys(&p["/admin/keys".len()..]).await;
@@ -208,7 +218,7 @@ impl Admin {
                     "not_found",
                     "admin paths: /metrics, /healthz, /readyz, /admin/, /admin/feed, \
                      /admin/pools, /admin/targets, /admin/config, /admin/keys[/{id}], \
-                     POST /admin/reload",
+                     /admin/usage, POST /admin/reload",
                 ),
             },
         }

@@ -39,4 +39,6 @@ pub trait AdminSource: Send + Sync + 'static {
     fn reload(&self) -> Pending;
     /// `GET /admin/keys{rest}`.
     fn keys(&self, rest: &str) -> Pending;
+    /// `GET /admin/usage?{query}`: the ledger's totals (JSON, or CSV with `format=csv`).
+    fn usage(&self, query: &str) -> Pending;
 }

@@ -79,6 +79,8 @@ pub struct Gateway {
     task: JoinHandle<()>,
     /// The ledger's writer, flushed within the shutdown grace when the gateway stops.
     ledger: Option<sluice_ledger::Ledger>,
+    /// The ledger's sink for usage queries (its own connections, beside the writer's).
+    usage: Option<Arc<sluice_ledger::Sink>>,
     grace: Duration,
 }
 
@@ -183,7 +185,10 @@ impl Gateway {
         keys.register_metrics(telemetry.registry_mut());
         let grace = config.server.shutdown_grace;
         let edge = EdgeSetup::new(&config.server, telemetry.registry_mut());
-        let ledger = start_ledger(&config, source.as_ref()).await?;
+        let (ledger, usage) = match start_ledger(&config, source.as_ref()).await? {
+            Some((l, u)) => (Some(l), u),
+            None => (None, None),
+        };
         if let Some(l) = &ledger {
             telemetry
                 .registry_mut()
@@ -219,6 +224,7 @@ impl Gateway {
             stop,
             task,
             ledger,
+            usage,
             grace,
         })
     }
@@ -260,7 +266,7 @@ impl Gateway {
     /// What the admin plane may see of this gateway (`sluice-admin` serves it; the `sluice`
     /// binary composes the two).
     pub fn admin_view(&self) -> AdminView {
-        AdminView::new(self.reloader.clone())
+        AdminView::new(self.reloader.clone(), self.usage.clone())
     }
 
     /// The metrics registry.
@@ -297,10 +303,12 @@ impl Gateway {
 /// config file's directory; without `[ledger]`, the default sink (SQLite next to the config
 /// file) when there is a file, and none for a config in memory (tests, embedders), which has
 /// no place for one.
+/// Also a second sink on the same store for usage queries (`None` for one that cannot answer
+/// them: OTLP).
 async fn start_ledger(
     config: &Config,
     source: Option<&ConfigSource>,
-) -> Result<Option<sluice_ledger::Ledger>, StartError> {
+) -> Result<Option<StartedLedger>, StartError> {
     let dir = source.and_then(|s| s.path.parent()).map(|p| {
         if p.as_os_str().is_empty() {
             std::path::Path::new(".")
@@ -319,7 +327,14 @@ async fn start_ledger(
     match sluice_ledger::Sink::open(&cfg.sink, dir, None).await {
         Ok(sink) => {
             tracing::info!(sink = sink.kind(), "ledger: recording every request");
-            Ok(Some(sluice_ledger::Ledger::start(&cfg, sink)))
+            let queries = match cfg.sink {
+                sluice_ledger::SinkConfig::Otlp => None,
+                _ => sluice_ledger::Sink::open(&cfg.sink, dir, None)
+                    .await
+                    .ok()
+                    .map(Arc::new),
+            };
+            Ok(Some((sluice_ledger::Ledger::start(&cfg, sink), queries)))
         }
         Err(e) if explicit => Err(e.into()),
         // The default sink only: a config directory that cannot take the file (a read-only
@@ -334,6 +349,9 @@ async fn start_ledger(
         }
     }
 }
+
+/// The ledger's writer and its query sink.
+type StartedLedger = (sluice_ledger::Ledger, Option<Arc<sluice_ledger::Sink>>);
 
 /// `sluice_ledger_records_total{outcome}` and `sluice_ledger_queued`, read at scrape time.
 #[derive(Debug)]

@@ -172,4 +172,8 @@ impl AdminSource for View {
     fn keys(&self, rest: &str) -> sluice_admin::Pending {
         Box::pin(self.0.keys(rest))
     }
+
+    fn usage(&self, query: &str) -> sluice_admin::Pending {
+        Box::pin(self.0.usage(query))
+    }
 }

@@ -20,11 +20,53 @@ use crate::generation::Generation;
 #[derive(Clone, Debug)]
 pub struct AdminView {
     reloader: Arc<Reloader>,
+    /// The ledger's sink for usage queries, when the ledger is on and can answer them.
+    usage: Option<Arc<sluice_ledger::Sink>>,
 }
 
 impl AdminView {
-    pub(crate) fn new(reloader: Arc<Reloader>) -> Self {
-        AdminView { reloader }
+    pub(crate) fn new(reloader: Arc<Reloader>, usage: Option<Arc<sluice_ledger::Sink>>) -> Self {
+        AdminView { reloader, usage }
+    }
+
+    /// `GET /admin/usage?from=…&to=…&group_by=…&bucket=…&format=json|csv`: the ledger's
+    /// totals, answered by its sink's SQL.
+    pub fn usage(&self, query: &str) -> impl Future<Output = AdminReply> + Send + 'static {
+        let sink = self.usage.clone();
+        let query = query.to_string();
+        async move {
+            let error = |status: StatusCode, code: &str, message: String| AdminReply {
+                status,
+                body: serde_json::json!({ "error": { "code": code, "message": message } })
+                    .to_string()
+                    .into(),
+            };
+            let Some(sink) = sink else {
+                return error(
+                    StatusCode::NOT_FOUND,
+                    "no_ledger",
+                    "the ledger is off or its sink cannot answer queries (OTLP): see [ledger]"
+                        .into(),
+                );
+            };
+            let (q, format) =
+                match sluice_ledger::UsageQuery::from_query_string(&query, sluice_ledger::now_us())
+                {
+                    Ok(parsed) => parsed,
+                    Err(e) => return error(StatusCode::BAD_REQUEST, "bad_query", e.to_string()),
+                };
+            match sink.usage(&q).await {
+                Ok(rows) => AdminReply {
+                    status: StatusCode::OK,
+                    body: sluice_ledger::query::render(format, &q, &rows).into(),
+                },
+                Err(e) => error(
+                    StatusCode::SERVICE_UNAVAILABLE,
+                    e.metric_label(),
+                    e.to_string(),
+                ),
+            }
+        }
     }
 
     /// The config in force.

@@ -78,7 +78,12 @@ async fn every_model_call_is_on_the_books_once_with_its_tokens_and_cost() {
     assert_eq!(streamed.status, 200);
     let failed = h1(
         addr,
-        request("POST", "/v1/chat/completions", "fail_first=1, fail_with=400", CHAT),
+        request(
+            "POST",
+            "/v1/chat/completions",
+            "fail_first=1, fail_with=400",
+            CHAT,
+        ),
     )
     .await;
     assert_eq!(failed.status, 400);
@@ -111,10 +116,46 @@ async fn every_model_call_is_on_the_books_once_with_its_tokens_and_cost() {
         metrics.contains("sluice_ledger_records_total{outcome=\"dropped_full\"} 0"),
         "{metrics}"
     );
+    // `/admin/usage` once the writer has flushed (every 100 ms here): its totals are the
+    // records' own, summed by SQL.
+    let admin = gw.admin_addr();
+    let usage = loop {
+        let r = h1(admin, request("GET", "/admin/usage?group_by=route", "", "")).await;
+        assert_eq!(r.status, 200, "{}", String::from_utf8_lossy(&r.body));
+        if r.json()["totals"]["requests"] == 4 {
+            break r.json();
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    };
+    let csv = h1(admin, request("GET", "/admin/usage?format=csv", "", "")).await;
+    assert_eq!(csv.headers["content-type"], "text/csv; charset=utf-8");
+    assert!(String::from_utf8_lossy(&csv.body).starts_with("bucket_start,group,requests"));
+    let bad = h1(admin, request("GET", "/admin/usage?group_by=color", "", "")).await;
+    assert_eq!(bad.status, 400, "{}", String::from_utf8_lossy(&bad.body));
     // Shutdown flushes the queue within the grace.
     gw.shutdown().await;
     let rows = rows(&db);
     assert_eq!(rows.len(), 4, "{rows:#?}");
+    let conn = rusqlite::Connection::open(&db).unwrap();
+    let (input, output, cost): (i64, i64, i64) = conn
+        .query_row(
+            "SELECT SUM(input_tokens), SUM(output_tokens), SUM(cost_micros) FROM sluice_requests",
+            [],
+            |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
+        )
+        .unwrap();
+    let t = &usage["totals"];
+    assert_eq!(
+        (
+            t["input_tokens"].as_i64(),
+            t["output_tokens"].as_i64(),
+            t["cost_micros"].as_i64()
+        ),
+        (Some(input), Some(output), Some(cost)),
+        "{usage}"
+    );
+    // The routed calls, and the bad request that never reached a route ("-").
+    assert_eq!(usage["rows"].as_array().map(Vec::len), Some(2), "{usage}");
     for (row, id) in rows.iter().zip(&ids) {
         assert_eq!(&row.request_id, id, "{rows:#?}");
         assert_eq!(row.client_api, "openai.chat");
