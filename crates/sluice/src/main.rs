@@ -2,6 +2,7 @@
 #![forbid(unsafe_code)]
 
 mod bench_cmd;
+mod books_cmd;
 mod demo_cmd;
 mod init_cmd;
 mod mock_cmd;
@@ -64,6 +65,10 @@ enum Command {
     },
     /// Write a commented starter config for a provider.
     Init(init_cmd::InitArgs),
+    /// Who spent what: the ledger's totals by key, team, model, route or upstream.
+    Usage(books_cmd::UsageArgs),
+    /// The prices that apply (the shipped catalog, and a config's `[[price]]`).
+    Prices(books_cmd::PricesArgs),
     /// Print a shell completion script: `sluice completions bash > /etc/bash_completion.d/sluice`.
     Completions {
         /// The shell.
@@ -99,6 +104,8 @@ fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Bench { command } => bench_cmd::run(command),
         Command::Demo(args) => demo_cmd::run(args),
         Command::Init(args) => init_cmd::run(args),
+        Command::Usage(args) => books_cmd::usage(args),
+        Command::Prices(args) => books_cmd::prices(args),
         Command::Completions { shell } => {
             // Into a buffer first: clap_complete panics on a write error (e.g. `| head`).
             let mut script = Vec::new();
