@@ -40,6 +40,7 @@
 #![forbid(unsafe_code)]
 #![deny(missing_docs)]
 
+mod cache;
 mod check;
 mod config;
 mod error;
@@ -54,6 +55,12 @@ mod redis_url;
 mod stats;
 mod store;
 
+pub use cache::{
+    age_header_value, CacheConfig, CacheDirectives, CacheKey, CacheScope, CacheStats, CacheStatus,
+    CacheStoreConfig, CachedBody, CachedEvent, CachedResponse, CachedUsage, Flight, FlightGuard,
+    FlightWaiter, InvalidCacheTtl, Lookup, PutOutcome, PutPolicy, Replay, ResponseCache, Waited,
+    CACHE_STATUS_HEADER, CACHE_TTL_HEADER, MAX_CACHED_RESPONSE_BYTES,
+};
 pub use check::{Check, CheckKind, Quota, Refusal, RefusalReason, Usage, MAX_CHECKS};
 pub use config::{
     BackendConfig, ConfigError, FailureMode, IdempotencyConfig, MemoryConfig, RedisConfig,

@@ -93,6 +93,21 @@ impl KeyLayout {
         format!("{}:i:{}", self.prefix, record.name)
     }
 
+    /// A cached answer: `<prefix>:q:<digest hex>`, in both layouts (one key per call, so
+    /// with Cluster entries spread over the nodes by their digest).
+    pub fn cache_entry(&self, digest_hex: &str) -> String {
+        format!("{}:q:{digest_hex}", self.prefix)
+    }
+
+    /// The index of a namespace's (`qn`) or a route's (`qr`) cached answers, for purges: a
+    /// sorted set of entry keys scored by their expiry.
+    pub fn cache_index(&self, scope: &crate::CacheScope) -> String {
+        match scope {
+            crate::CacheScope::Namespace(ns) => format!("{}:qn:{ns}", self.prefix),
+            crate::CacheScope::Route(route) => format!("{}:qr:{route}", self.prefix),
+        }
+    }
+
     /// The hash slot of a key with Cluster; `None` (one group for all) otherwise, where a
     /// script may touch any keys.
     pub fn slot(&self, redis_key: &str) -> Option<Slot> {
