@@ -10,13 +10,15 @@
 //! Canonical form: the JSON parsed and written again with every object's keys sorted (by
 //! their UTF-8 bytes, at every depth), no insignificant whitespace, strings escaped as
 //! serde_json writes them (so `"\u00e9"` and `"é"` are one string) and numbers as serde_json
-//! prints them (`1.0` and `1.00` are one number, `1` and `1.0` are two), with the top-level
-//! fields of [`IGNORED`] left out. Sorting is explicit, so the result does not depend on
+//! prints them (`1.0` and `1.00` are one number, `1` and `1.0` are two; whole numbers beyond
+//! what a double tells apart stay as written), with the top-level fields of [`IGNORED`] left
+//! out. Duplicate keys keep the last, as JSON parsers do. Sorting is explicit, so the result does not depend on
 //! whether serde_json's `preserve_order` feature is on in the build.
 
+use std::borrow::Cow;
 use std::io::Write;
 
-use serde_json::{Map, Number, Value};
+use serde_json::Number;
 
 /// The request fields left out of the key because they cannot change the answer, as paths
 /// from the top of the body (`a.b`: field `b` of the object under `a`).
@@ -45,25 +47,28 @@ pub const IGNORED: &[&str] = &[
 /// reads integers beyond `u64`/`i64` as doubles, which merge distinct integers above 2^53.
 const MAX_EXACT_FLOAT: f64 = 9_007_199_254_740_992.0; // 2^53
 
+/// Deepest nesting of arrays and objects read: serde_json's own limit.
+const MAX_DEPTH: usize = 127;
+
 /// Why a body has no canonical form (the request is then not cached: a miss, never an error
 /// for the client).
 #[derive(Debug, thiserror::Error)]
 pub enum CanonicalError {
-    /// The body is not JSON.
-    #[error("the body is not JSON: {0}")]
-    Json(#[from] serde_json::Error),
-    /// A whole number too large for a double to keep apart from its neighbours
-    /// (`18446744073709551617` and `18446744073709551616` read as one value).
-    #[error("a number too large to key exactly")]
-    ImpreciseNumber,
+    /// The body is not one JSON value.
+    #[error("the body is not JSON: {reason} at byte {at}")]
+    NotJson {
+        /// Where reading stopped.
+        at: usize,
+        /// What was wrong there.
+        reason: &'static str,
+    },
 }
 
 impl CanonicalError {
-    /// A low-cardinality label for metrics: `not_json`, `imprecise_number`.
+    /// A low-cardinality label for metrics: `not_json`.
     pub fn metric_label(&self) -> &'static str {
         match self {
-            CanonicalError::Json(_) => "not_json",
-            CanonicalError::ImpreciseNumber => "imprecise_number",
+            CanonicalError::NotJson { .. } => "not_json",
         }
     }
 }
@@ -71,82 +76,363 @@ impl CanonicalError {
 /// The canonical form of a request body: sorted keys at every depth, no insignificant
 /// whitespace, the fields of [`IGNORED`] left out (see the module's doc).
 ///
+/// One pass over the bytes, without building a `serde_json::Value`: a string already written
+/// as serde_json would write it (no escapes, or only the ones serde_json makes) is copied as
+/// it is, and only other strings and numbers go through serde_json. That is what keeps a hit
+/// on a 64 KiB prompt within the cache's budget (~3× less than parsing into a `Value` and
+/// writing it out); the tests check the result equals exactly that slower way's.
+///
 /// # Errors
-/// The body is not one JSON value, or holds a whole number beyond 2^53 written as a float
-/// or beyond 64 bits ([`CanonicalError::ImpreciseNumber`]).
+/// The body is not one JSON value.
 pub fn canonical_body(body: &[u8]) -> Result<Vec<u8>, CanonicalError> {
-    let mut value: Value = serde_json::from_slice(body)?;
-    if let Value::Object(top) = &mut value {
-        drop_ignored(top);
+    if let Err(e) = std::str::from_utf8(body) {
+        return Err(CanonicalError::NotJson {
+            at: e.valid_up_to(),
+            reason: "invalid UTF-8",
+        });
     }
+    let mut reader = Reader { src: body, pos: 0 };
     let mut out = Vec::with_capacity(body.len());
-    write_canonical(&mut out, &value)?;
+    reader.value(&mut out, 0, Strip::Top)?;
+    reader.ws();
+    if reader.pos != body.len() {
+        return Err(reader.fail("trailing characters"));
+    }
     Ok(out)
 }
 
-fn drop_ignored(top: &mut Map<String, Value>) {
+/// Which fields of an object are left out.
+#[derive(Clone, Copy)]
+enum Strip {
+    /// The body itself: the top-level fields of [`IGNORED`], and the inner ones below theirs.
+    Top,
+    /// An object under a top-level field named in [`IGNORED`] (`metadata`): this inner field.
+    Inner(&'static str),
+    /// Anything else: nothing.
+    None,
+}
+
+/// A field of an object being read: its key (unescaped, to sort by) and its canonical
+/// `"key":value` bytes in the object's buffer.
+struct Field<'a> {
+    key: Cow<'a, [u8]>,
+    span: std::ops::Range<usize>,
+    dropped: bool,
+}
+
+/// A string as read: its bytes between the quotes, and whether serde_json would write it the
+/// same way.
+struct RawString {
+    inner: std::ops::Range<usize>,
+    escaped: bool,
+    canonical: bool,
+}
+
+struct Reader<'a> {
+    src: &'a [u8],
+    pos: usize,
+}
+
+impl<'a> Reader<'a> {
+    fn fail(&self, reason: &'static str) -> CanonicalError {
+        CanonicalError::NotJson {
+            at: self.pos,
+            reason,
+        }
+    }
+
+    fn ws(&mut self) {
+        while let Some(b' ' | b'\n' | b'\r' | b'\t') = self.src.get(self.pos) {
+            self.pos += 1;
+        }
+    }
+
+    fn expect(&mut self, byte: u8, reason: &'static str) -> Result<(), CanonicalError> {
+        self.ws();
+        if self.src.get(self.pos) != Some(&byte) {
+            return Err(self.fail(reason));
+        }
+        self.pos += 1;
+        Ok(())
+    }
+
+    /// Writes the canonical form of the value at the cursor. Returns true when it was an
+    /// object that had its [`Strip::Inner`] field and nothing else (it is then left out).
+    fn value(
+        &mut self,
+        out: &mut Vec<u8>,
+        depth: usize,
+        strip: Strip,
+    ) -> Result<bool, CanonicalError> {
+        self.ws();
+        match self.src.get(self.pos) {
+            Some(b'{') => return self.object(out, depth + 1, strip),
+            Some(b'[') => self.array(out, depth + 1)?,
+            Some(b'"') => {
+                let raw = self.string()?;
+                self.write_string(out, &raw)?;
+            }
+            Some(b't') => self.literal(out, b"true")?,
+            Some(b'f') => self.literal(out, b"false")?,
+            Some(b'n') => self.literal(out, b"null")?,
+            Some(b'-' | b'0'..=b'9') => self.number(out)?,
+            Some(_) => return Err(self.fail("expected a value")),
+            None => return Err(self.fail("unexpected end")),
+        }
+        Ok(false)
+    }
+
+    fn literal(&mut self, out: &mut Vec<u8>, word: &[u8]) -> Result<(), CanonicalError> {
+        if !self.src[self.pos..].starts_with(word) {
+            return Err(self.fail("expected a value"));
+        }
+        self.pos += word.len();
+        out.extend_from_slice(word);
+        Ok(())
+    }
+
+    fn array(&mut self, out: &mut Vec<u8>, depth: usize) -> Result<(), CanonicalError> {
+        if depth > MAX_DEPTH {
+            return Err(self.fail("nested too deep"));
+        }
+        self.pos += 1;
+        out.push(b'[');
+        self.ws();
+        if self.src.get(self.pos) == Some(&b']') {
+            self.pos += 1;
+            out.push(b']');
+            return Ok(());
+        }
+        loop {
+            self.value(out, depth, Strip::None)?;
+            self.ws();
+            match self.src.get(self.pos) {
+                Some(b',') => out.push(b','),
+                Some(b']') => break,
+                _ => return Err(self.fail("expected `,` or `]`")),
+            }
+            self.pos += 1;
+        }
+        self.pos += 1;
+        out.push(b']');
+        Ok(())
+    }
+
+    fn object(
+        &mut self,
+        out: &mut Vec<u8>,
+        depth: usize,
+        strip: Strip,
+    ) -> Result<bool, CanonicalError> {
+        if depth > MAX_DEPTH {
+            return Err(self.fail("nested too deep"));
+        }
+        self.pos += 1;
+        self.ws();
+        if self.src.get(self.pos) == Some(&b'}') {
+            self.pos += 1;
+            out.extend_from_slice(b"{}");
+            return Ok(false);
+        }
+        // Each field is written here as it is read, then the fields are copied out sorted.
+        let mut buf = Vec::new();
+        let mut fields: Vec<Field<'a>> = Vec::new();
+        loop {
+            self.expect(b'"', "expected a key")?;
+            self.pos -= 1;
+            let raw = self.string()?;
+            let key: Cow<'a, [u8]> = if raw.escaped {
+                Cow::Owned(self.unescape(&raw)?.into_bytes())
+            } else {
+                Cow::Borrowed(&self.src[raw.inner.clone()])
+            };
+            self.expect(b':', "expected `:`")?;
+            let start = buf.len();
+            self.write_string(&mut buf, &raw)?;
+            buf.push(b':');
+            let (mut dropped, inner) = match strip {
+                Strip::Top => ignored(&key),
+                Strip::Inner(name) => (*key == *name.as_bytes(), Strip::None),
+                Strip::None => (false, Strip::None),
+            };
+            dropped |= self.value(&mut buf, depth, inner)?;
+            fields.push(Field {
+                key,
+                span: start..buf.len(),
+                dropped,
+            });
+            self.ws();
+            match self.src.get(self.pos) {
+                Some(b',') => self.pos += 1,
+                Some(b'}') => break,
+                _ => return Err(self.fail("expected `,` or `}`")),
+            }
+        }
+        self.pos += 1;
+        // Stable, so of fields with one key the last read stays last: JSON parsers keep the
+        // last of duplicate keys, and so does the key.
+        fields.sort_by(|a, b| a.key.cmp(&b.key));
+        let mut kept = 0;
+        let mut removed = false;
+        out.push(b'{');
+        for (i, field) in fields.iter().enumerate() {
+            if fields.get(i + 1).is_some_and(|next| next.key == field.key) {
+                continue;
+            }
+            if field.dropped {
+                removed = true;
+                continue;
+            }
+            if kept > 0 {
+                out.push(b',');
+            }
+            out.extend_from_slice(&buf[field.span.clone()]);
+            kept += 1;
+        }
+        out.push(b'}');
+        let emptied = matches!(strip, Strip::Inner(_)) && removed && kept == 0;
+        Ok(emptied)
+    }
+
+    /// Reads a string at the cursor (on its opening quote).
+    fn string(&mut self) -> Result<RawString, CanonicalError> {
+        self.pos += 1;
+        let start = self.pos;
+        let (mut escaped, mut canonical) = (false, true);
+        loop {
+            let rest = &self.src[self.pos..];
+            let Some(n) = memchr::memchr2(b'"', b'\\', rest) else {
+                self.pos = self.src.len();
+                return Err(self.fail("unterminated string"));
+            };
+            // A fold rather than `any`: without the early exit it compiles to SIMD compares.
+            if rest[..n].iter().fold(false, |found, &b| found | (b < 0x20)) {
+                self.pos += rest[..n].iter().position(|&b| b < 0x20).unwrap_or(0);
+                return Err(self.fail("control character in string"));
+            }
+            self.pos += n;
+            if rest[n] == b'"' {
+                let inner = start..self.pos;
+                self.pos += 1;
+                return Ok(RawString {
+                    inner,
+                    escaped,
+                    canonical,
+                });
+            }
+            escaped = true;
+            match self.src.get(self.pos + 1) {
+                Some(b'"' | b'\\' | b'b' | b'f' | b'n' | b'r' | b't') => self.pos += 2,
+                Some(b'/') => {
+                    canonical = false;
+                    self.pos += 2;
+                }
+                Some(b'u') => {
+                    let hex = self
+                        .src
+                        .get(self.pos + 2..self.pos + 6)
+                        .filter(|h| h.iter().all(u8::is_ascii_hexdigit))
+                        .ok_or_else(|| self.fail("invalid \\u escape"))?;
+                    // serde_json writes `\u00xx`, lowercase, for the controls without a short
+                    // escape, and nothing else.
+                    let code = hex.iter().fold(0u32, |n, &h| {
+                        n * 16 + char::from(h).to_digit(16).unwrap_or(0)
+                    });
+                    let lower = hex.iter().all(|h| !h.is_ascii_uppercase());
+                    if !(lower && code < 0x20 && ![8, 9, 10, 12, 13].contains(&code)) {
+                        canonical = false;
+                    }
+                    self.pos += 6;
+                }
+                _ => return Err(self.fail("invalid escape")),
+            }
+        }
+    }
+
+    fn unescape(&self, raw: &RawString) -> Result<String, CanonicalError> {
+        let quoted = &self.src[raw.inner.start - 1..raw.inner.end + 1];
+        serde_json::from_slice(quoted).map_err(|_| CanonicalError::NotJson {
+            at: raw.inner.start,
+            reason: "invalid string",
+        })
+    }
+
+    fn write_string(&self, out: &mut Vec<u8>, raw: &RawString) -> Result<(), CanonicalError> {
+        if raw.canonical {
+            out.extend_from_slice(&self.src[raw.inner.start - 1..raw.inner.end + 1]);
+            return Ok(());
+        }
+        let s = self.unescape(raw)?;
+        serde_json::to_writer(&mut *out, &s).map_err(|_| self.fail("unwritable string"))
+    }
+
+    fn number(&mut self, out: &mut Vec<u8>) -> Result<(), CanonicalError> {
+        let start = self.pos;
+        while let Some(b'0'..=b'9' | b'-' | b'+' | b'.' | b'e' | b'E') = self.src.get(self.pos) {
+            self.pos += 1;
+        }
+        let text = &self.src[start..self.pos];
+        // Most numbers are small integers, which serde_json prints exactly as written.
+        let digits = text.strip_prefix(b"-").unwrap_or(text);
+        let plain = !digits.is_empty()
+            && digits.len() <= 18
+            && digits.iter().all(u8::is_ascii_digit)
+            && (digits[0] != b'0' || (digits.len() == 1 && digits.len() == text.len()));
+        if plain {
+            out.extend_from_slice(text);
+            return Ok(());
+        }
+        let n: Number = serde_json::from_slice(text).map_err(|_| CanonicalError::NotJson {
+            at: start,
+            reason: "invalid number",
+        })?;
+        write_number(out, &n, text);
+        Ok(())
+    }
+}
+
+/// Whether a top-level field is left out, and how its value is read.
+fn ignored(key: &[u8]) -> (bool, Strip) {
     for path in IGNORED {
         match path.split_once('.') {
-            None => {
-                top.remove(*path);
-            }
-            Some((outer, inner)) => {
-                let Some(Value::Object(nested)) = top.get_mut(outer) else {
-                    continue;
-                };
-                if nested.remove(inner).is_some() && nested.is_empty() {
-                    // `{"metadata":{"user_id":"u1"}}` keys like no metadata at all.
-                    top.remove(outer);
-                }
-            }
+            None if path.as_bytes() == key => return (true, Strip::None),
+            Some((outer, inner)) if outer.as_bytes() == key => return (false, Strip::Inner(inner)),
+            _ => {}
         }
     }
+    (false, Strip::None)
 }
 
-fn write_canonical(out: &mut Vec<u8>, value: &Value) -> Result<(), CanonicalError> {
-    match value {
-        Value::Null => out.extend_from_slice(b"null"),
-        Value::Bool(true) => out.extend_from_slice(b"true"),
-        Value::Bool(false) => out.extend_from_slice(b"false"),
-        Value::Number(n) => write_number(out, n)?,
-        Value::String(s) => serde_json::to_writer(&mut *out, s)?,
-        Value::Array(items) => {
-            out.push(b'[');
-            for (i, item) in items.iter().enumerate() {
-                if i > 0 {
-                    out.push(b',');
-                }
-                write_canonical(out, item)?;
-            }
-            out.push(b']');
-        }
-        Value::Object(map) => {
-            let mut entries: Vec<(&String, &Value)> = map.iter().collect();
-            entries.sort_unstable_by(|a, b| a.0.as_bytes().cmp(b.0.as_bytes()));
-            out.push(b'{');
-            for (i, (key, item)) in entries.into_iter().enumerate() {
-                if i > 0 {
-                    out.push(b',');
-                }
-                serde_json::to_writer(&mut *out, key)?;
-                out.push(b':');
-                write_canonical(out, item)?;
-            }
-            out.push(b'}');
-        }
-    }
-    Ok(())
-}
-
-fn write_number(out: &mut Vec<u8>, n: &Number) -> Result<(), CanonicalError> {
+/// Writes a number as serde_json prints it (integers exactly, doubles as their shortest
+/// round-trip form), except where that could merge numbers an upstream tells apart, which
+/// are written as they came:
+/// - a double whose text has more than 15 significant digits: serde_json's reader (without
+///   its `float_roundtrip` feature) may round those to a neighbouring double
+///   (`9007199254740991.0` reads as `9007199254740990.0`); up to 15 digits, distinct texts are
+///   distinct doubles;
+/// - a whole double of 2^53 or more (`1e25`, or an integer beyond 64 bits): `18446744073709551616`
+///   and `18446744073709551617` are one double, but two integers to a reader that keeps them.
+///
+/// So `1.50` and `1.5` are one number; `1e25` and `1E25` merely miss each other (the safe way).
+fn write_number(out: &mut Vec<u8>, n: &Number, text: &[u8]) {
     if let Some(f) = n.as_f64().filter(|_| n.is_f64()) {
-        if f.fract() == 0.0 && f.abs() >= MAX_EXACT_FLOAT {
-            return Err(CanonicalError::ImpreciseNumber);
+        let whole_and_large = f.fract() == 0.0 && f.abs() >= MAX_EXACT_FLOAT;
+        if whole_and_large || significant_digits(text) > 15 {
+            out.extend_from_slice(text);
+            return;
         }
     }
     // `Number`'s Display is serde_json's own output: ryu for doubles, itoa for integers.
-    write!(out, "{n}").map_err(serde_json::Error::io)?;
-    Ok(())
+    write!(out, "{n}").expect("writing to a Vec cannot fail");
+}
+
+/// Digits of a number's mantissa from its first non-zero one (`-0.00120e5`: 3).
+fn significant_digits(text: &[u8]) -> usize {
+    text.iter()
+        .take_while(|&&b| b != b'e' && b != b'E')
+        .filter(|b| b.is_ascii_digit())
+        .skip_while(|&&b| b == b'0')
+        .count()
 }
 
 /// The cache key of a request: SHA-256 over a version tag and the four fields, each prefixed
@@ -184,8 +470,69 @@ pub fn cache_key(
 #[cfg(test)]
 mod tests {
     use proptest::prelude::*;
+    use serde_json::{Map, Value};
 
     use super::*;
+
+    /// The canonical form the slow, obvious way: parse into a `Value`, drop the ignored fields,
+    /// write it out with sorted keys. [`canonical_body`] must agree with it byte for byte.
+    fn oracle(body: &[u8]) -> Option<Vec<u8>> {
+        fn drop_ignored(top: &mut Map<String, Value>) {
+            for path in IGNORED {
+                match path.split_once('.') {
+                    None => {
+                        top.remove(*path);
+                    }
+                    Some((outer, inner)) => {
+                        let Some(Value::Object(nested)) = top.get_mut(outer) else {
+                            continue;
+                        };
+                        if nested.remove(inner).is_some() && nested.is_empty() {
+                            top.remove(outer);
+                        }
+                    }
+                }
+            }
+        }
+        fn write(out: &mut Vec<u8>, value: &Value) -> Option<()> {
+            match value {
+                Value::Number(n) => write_number(out, n, n.to_string().as_bytes()),
+                Value::Array(items) => {
+                    out.push(b'[');
+                    for (i, item) in items.iter().enumerate() {
+                        if i > 0 {
+                            out.push(b',');
+                        }
+                        write(out, item)?;
+                    }
+                    out.push(b']');
+                }
+                Value::Object(map) => {
+                    let mut entries: Vec<(&String, &Value)> = map.iter().collect();
+                    entries.sort_unstable_by(|a, b| a.0.as_bytes().cmp(b.0.as_bytes()));
+                    out.push(b'{');
+                    for (i, (key, item)) in entries.into_iter().enumerate() {
+                        if i > 0 {
+                            out.push(b',');
+                        }
+                        serde_json::to_writer(&mut *out, key).ok()?;
+                        out.push(b':');
+                        write(out, item)?;
+                    }
+                    out.push(b'}');
+                }
+                other => serde_json::to_writer(&mut *out, other).ok()?,
+            }
+            Some(())
+        }
+        let mut value: Value = serde_json::from_slice(body).ok()?;
+        if let Value::Object(top) = &mut value {
+            drop_ignored(top);
+        }
+        let mut out = Vec::new();
+        write(&mut out, &value)?;
+        Some(out)
+    }
 
     fn canon(s: &str) -> String {
         String::from_utf8(canonical_body(s.as_bytes()).unwrap()).unwrap()
@@ -208,13 +555,24 @@ mod tests {
             r#"{"t":1.0,"u":100.0,"v":-0.0,"w":7}"#
         );
         assert_eq!(canon("[0.1, 1.5e-7]"), "[0.1,1.5e-7]");
-        // Distinct whole numbers a double cannot keep apart are refused, not merged.
+        // Distinct whole numbers a double cannot keep apart stay apart, as written.
         for body in ["[18446744073709551617]", "[1e300]", "[-9007199254740992.0]"] {
-            assert!(matches!(
-                canonical_body(body.as_bytes()),
-                Err(CanonicalError::ImpreciseNumber)
-            ));
+            assert_eq!(canon(body), body);
         }
+        assert_ne!(
+            canon("[18446744073709551617]"),
+            canon("[18446744073709551616]")
+        );
+        // Beyond 15 significant digits, as written: serde_json may read them a double off.
+        assert_eq!(
+            canon("[9007199254740991.0, 0.1000000000000000055]"),
+            "[9007199254740991.0,0.1000000000000000055]"
+        );
+        assert_eq!(
+            canon("[1e15, 123456789.012345, -0.00120e5]"),
+            "[1000000000000000.0,123456789.012345,-120.0]"
+        );
+        assert_eq!(significant_digits(b"-0.00120e5"), 3);
         assert_eq!(
             canon("[18446744073709551615, -9223372036854775808]"),
             "[18446744073709551615,-9223372036854775808]"
@@ -242,6 +600,56 @@ mod tests {
         assert!(canonical_body(b"{").is_err());
         assert!(canonical_body(b"{} x").is_err());
         assert_eq!(canon(r#""text""#), r#""text""#);
+    }
+
+    #[test]
+    fn the_fast_reader_agrees_with_serde_json_on_hand_picked_bodies() {
+        let deep = |n: usize| format!("{}{}", "[".repeat(n), "]".repeat(n));
+        for body in [
+            r#"{"a":"\/\u0041\u00E9\u00e9\u001f\u001F\u0008\b\ud83d\ude00 ok"}"#,
+            r#"{"k\u0041":1,"kA":2,"k\"":3,"k#":4}"#,
+            r#"{"dup":1,"dup":{"x":2}}"#,
+            r#"{"metadata":{"user_id":"u"},"metadata":{"a":1}}"#,
+            r#"{"metadata":{"a":1},"metadata":{"user_id":"u"}}"#,
+            r#"{"metadata":{"user_id":"u","user_id":"v"}}"#,
+            r#"{"metadata":{}}"#,
+            r#"{"metadata":"user_id"}"#,
+            r#"{"metadata":[{"user_id":1}]}"#,
+            "[0, -0, 12, -12, 1.0, 1.50, 1e2, 1E+2, -1.5e-3, 123456789012345678]",
+            "[1234567890123456789, 18446744073709551615, -9223372036854775808]",
+            "[9007199254740993, 0.1, 5e-324, 1.5e-300, 900719925474099.0]",
+            "[01]",
+            "[1.]",
+            "[.5]",
+            "[-]",
+            "[1e400]",
+            "[+1]",
+            "[1 2]",
+            "[1,]",
+            "{\"a\":1,}",
+            "\"\\ud83d\"",
+            "\"\\ude00x\"",
+            "\"a\tb\"",
+            "\"\\x\"",
+            "\"\\u12\"",
+            "tru",
+            "nul",
+            " true ",
+            "\u{feff}{}",
+            "",
+            "   ",
+            "{\"a\" 1}",
+            "{1:2}",
+            &deep(100),
+            &deep(127),
+            &deep(128),
+            &deep(129),
+            &deep(300),
+        ] {
+            let fast = canonical_body(body.as_bytes()).ok();
+            assert_eq!(fast, oracle(body.as_bytes()), "{body}");
+        }
+        assert!(canonical_body(b"\"\xff\"").is_err());
     }
 
     #[test]
@@ -357,6 +765,105 @@ mod tests {
         reversed: false,
         spaced: false,
     };
+
+    /// JSON text with the spellings a reader must get right: escapes of every kind (some
+    /// canonical, some not), numbers in many forms, duplicate keys, whitespace.
+    fn wild_json() -> impl Strategy<Value = String> {
+        let piece = prop_oneof![
+            "[a-zA-Z0-9 é😀#]{1,3}",
+            prop::sample::select(vec![
+                "\\n",
+                "\\t",
+                "\\\"",
+                "\\\\",
+                "\\/",
+                "\\u0041",
+                "\\u00e9",
+                "\\u00E9",
+                "\\u001f",
+                "\\u001F",
+                "\\u0008",
+                "\\b",
+                "\\f",
+                "\\r",
+                "\\ud83d\\ude00",
+                "\\u0000",
+                "\\u007f",
+            ])
+            .prop_map(String::from),
+        ];
+        let string = prop::collection::vec(piece, 0..4).prop_map(|p| format!("\"{}\"", p.concat()));
+        let number = prop::sample::select(vec![
+            "0",
+            "-0",
+            "7",
+            "-12",
+            "1.0",
+            "1.50",
+            "1e2",
+            "1E+2",
+            "-1.5e-3",
+            "0.1",
+            "123456789012345678",
+            "1234567890123456789",
+            "18446744073709551615",
+            "-9223372036854775808",
+            "9007199254740993",
+            "2.5e10",
+            "1e15",
+            "123456789.012345",
+        ])
+        .prop_map(String::from);
+        let leaf = prop_oneof![
+            string.clone(),
+            number,
+            prop::sample::select(vec!["true", "false", "null"]).prop_map(String::from),
+        ];
+        let ws = prop::sample::select(vec!["", " ", "\n\t", "\r\n  "]);
+        leaf.prop_recursive(4, 40, 5, move |inner| {
+            let keys = prop_oneof![
+                string.clone(),
+                prop::sample::select(vec![
+                    "\"stream\"",
+                    "\"user\"",
+                    "\"metadata\"",
+                    "\"user_id\"",
+                    "\"a\"",
+                    "\"b\"",
+                    "\"stream_options\"",
+                ])
+                .prop_map(String::from),
+            ];
+            prop_oneof![
+                (prop::collection::vec(inner.clone(), 0..5), ws.clone())
+                    .prop_map(|(items, ws)| format!("[{ws}{}{ws}]", items.join(&format!("{ws},")))),
+                (prop::collection::vec((keys, inner), 0..5), ws.clone()).prop_map(
+                    |(fields, ws)| {
+                        let fields: Vec<String> = fields
+                            .into_iter()
+                            .map(|(k, v)| format!("{k}{ws}:{ws}{v}"))
+                            .collect();
+                        format!("{{{ws}{}{ws}}}", fields.join(","))
+                    }
+                ),
+            ]
+        })
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(1024))]
+
+        #[test]
+        fn the_fast_reader_agrees_with_serde_json(text in wild_json()) {
+            let fast = canonical_body(text.as_bytes()).ok();
+            prop_assert_eq!(&fast, &oracle(text.as_bytes()), "{}", text);
+            // A damaged body is refused or read as serde_json reads it.
+            for cut in [1, text.len() / 2, text.len().saturating_sub(1)] {
+                let bytes = &text.as_bytes()[..cut.min(text.len())];
+                prop_assert_eq!(canonical_body(bytes).ok(), oracle(bytes), "{:?}", bytes);
+            }
+        }
+    }
 
     proptest! {
         #[test]

@@ -28,11 +28,14 @@ pub(crate) enum FlightState {
     Uncacheable,
 }
 
+/// Digest → (flight number, the flight's state).
+type Table = HashMap<[u8; 32], (u64, watch::Receiver<FlightState>)>;
+
 /// The flights in progress, and finished ones whose answer is still being stored in Redis
 /// (followers arriving meanwhile get the answer at once).
 #[derive(Debug, Default)]
 pub(crate) struct Flights {
-    map: Mutex<HashMap<[u8; 32], (u64, watch::Receiver<FlightState>)>>,
+    map: Mutex<Table>,
     next_id: AtomicU64,
 }
 
@@ -43,7 +46,7 @@ pub(crate) enum Joined {
 }
 
 impl Flights {
-    fn lock(&self) -> MutexGuard<'_, HashMap<[u8; 32], (u64, watch::Receiver<FlightState>)>> {
+    fn lock(&self) -> MutexGuard<'_, Table> {
         self.map
             .lock()
             .unwrap_or_else(|poisoned| poisoned.into_inner())

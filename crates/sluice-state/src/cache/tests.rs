@@ -254,6 +254,7 @@ async fn fifty_at_once(cache: &ResponseCache) -> (usize, Vec<Bytes>) {
                         let deadline = Instant::now() + Duration::from_secs(5);
                         match waiter.wait(deadline).await {
                             Waited::Filled(entry) => return entry,
+                            Waited::Abandoned => continue,
                             other => panic!("follower got {other:?}"),
                         }
                     }
