@@ -99,13 +99,15 @@ impl KeyLayout {
         format!("{}:q:{digest_hex}", self.prefix)
     }
 
-    /// The index of a namespace's (`qn`) or a route's (`qr`) cached answers, for purges: a
-    /// sorted set of entry keys scored by their expiry.
-    pub fn cache_index(&self, scope: &crate::CacheScope) -> String {
-        match scope {
-            crate::CacheScope::Namespace(ns) => format!("{}:qn:{ns}", self.prefix),
-            crate::CacheScope::Route(route) => format!("{}:qr:{route}", self.prefix),
-        }
+    /// The index of a namespace's cached answers, for purges: a sorted set of entry keys
+    /// scored by their expiry.
+    pub fn cache_namespace_index(&self, namespace: &str) -> String {
+        format!("{}:qn:{namespace}", self.prefix)
+    }
+
+    /// The index of a route's cached answers, as [`KeyLayout::cache_namespace_index`].
+    pub fn cache_route_index(&self, route: &str) -> String {
+        format!("{}:qr:{route}", self.prefix)
     }
 
     /// The hash slot of a key with Cluster; `None` (one group for all) otherwise, where a

@@ -77,6 +77,14 @@ pub(crate) enum Fetched {
     Absent,
 }
 
+/// The index of `scope`'s entries.
+fn index(shared: &RedisBackend, scope: &CacheScope) -> String {
+    match scope {
+        CacheScope::Namespace(ns) => shared.keys().cache_namespace_index(ns),
+        CacheScope::Route(route) => shared.keys().cache_route_index(route),
+    }
+}
+
 fn millis(d: Duration) -> u64 {
     d.as_millis().clamp(1, u128::from(u64::MAX)) as u64
 }
@@ -177,7 +185,7 @@ impl RedisCache {
     /// # Errors
     /// Redis failed or is down; what was deleted until then stays deleted.
     pub async fn purge(&self, scope: &CacheScope) -> Result<u64, StateError> {
-        let index = self.shared.keys().cache_index(scope);
+        let index = index(&self.shared, scope);
         let deadline = self.background_deadline();
         let total: u64 = {
             let index = index.clone();
@@ -234,7 +242,7 @@ impl RedisCache {
     /// Redis failed or is down.
     pub async fn count(&self, scope: &CacheScope) -> Result<u64, StateError> {
         let mut inv = self.count.prepare_invoke();
-        inv.key(self.shared.keys().cache_index(scope));
+        inv.key(index(&self.shared, scope));
         self.shared
             .call_for(self.background_deadline(), |mut conn| async move {
                 inv.invoke_async(&mut conn).await
@@ -255,8 +263,8 @@ async fn put_envelope(
     let entry = keys.cache_entry(&key.hex());
     let names = vec![
         entry.clone(),
-        keys.cache_index(&CacheScope::Namespace(key.namespace.clone())),
-        keys.cache_index(&CacheScope::Route(key.route.clone())),
+        keys.cache_namespace_index(&key.namespace),
+        keys.cache_route_index(&key.route),
     ];
     let calls = shared
         .by_slot(names, |k| k.as_str())
