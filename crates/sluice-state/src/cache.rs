@@ -231,7 +231,12 @@ impl ResponseCache {
             return Self::in_memory(config);
         };
         let counters = Arc::<CacheCounters>::default();
-        let backend = Backend::Redis(RedisCache::new(shared, config.put_queue, counters.clone()));
+        let backend = Backend::Redis(RedisCache::new(
+            store.clone(),
+            shared,
+            config.put_queue,
+            counters.clone(),
+        ));
         Ok(Self::build(backend, counters, config))
     }
 

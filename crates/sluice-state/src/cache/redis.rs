@@ -31,7 +31,7 @@ use super::entry::{decode, CacheKey, CachedResponse};
 use super::flight::FlightEnd;
 use super::CacheCounters;
 use crate::redis_backend::RedisBackend;
-use crate::{CacheScope, StateError};
+use crate::{CacheScope, StateError, Store};
 
 /// Queued stores run at once.
 const PUT_BATCH: usize = 32;
@@ -54,6 +54,9 @@ pub(crate) struct PutJob {
 }
 
 pub(crate) struct RedisCache {
+    /// Held so the store's background task, which probes Redis back after an outage, runs as
+    /// long as the cache does.
+    _store: Store,
     pub shared: Arc<RedisBackend>,
     pub jobs: mpsc::Sender<PutJob>,
     /// Bytes of envelopes queued, bounded by `CacheStoreConfig::max_queued_bytes`.
@@ -92,6 +95,7 @@ fn millis(d: Duration) -> u64 {
 impl RedisCache {
     /// Builds the cache and starts its store task (ends when the cache is dropped).
     pub fn new(
+        store: Store,
         shared: Arc<RedisBackend>,
         queue: usize,
         counters: Arc<CacheCounters>,
@@ -107,6 +111,7 @@ impl RedisCache {
             counters,
         ));
         RedisCache {
+            _store: store,
             shared,
             jobs,
             queued_bytes,
