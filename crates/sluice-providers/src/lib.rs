@@ -35,6 +35,7 @@
 
 pub mod api;
 pub mod bedrock;
+pub mod cache_key;
 mod chat;
 pub mod error;
 pub mod eventstream;

@@ -39,62 +39,74 @@ impl StoredResponse {
     /// The bytes it counts against [`crate::IdempotencyConfig::max_response_bytes`]: body,
     /// header names and values.
     pub fn stored_len(&self) -> usize {
-        self.body.len()
-            + self
-                .headers
-                .iter()
-                .map(|(n, v)| n.as_str().len() + v.len())
-                .sum::<usize>()
+        self.body.len() + headers_len(&self.headers)
     }
 
-    /// `[u16 name length][name][u32 value length][value]` per header, big-endian.
+    /// The headers in the stored format of [`encode_headers`].
     pub(crate) fn encode_headers(&self) -> Vec<u8> {
-        let mut out =
-            Vec::with_capacity(self.stored_len() - self.body.len() + 6 * self.headers.len());
-        for (name, value) in &self.headers {
-            let name = name.as_str().as_bytes();
-            out.extend_from_slice(&(name.len() as u16).to_be_bytes());
-            out.extend_from_slice(name);
-            out.extend_from_slice(&(value.len() as u32).to_be_bytes());
-            out.extend_from_slice(value.as_bytes());
-        }
-        out
+        encode_headers(&self.headers)
     }
 
     /// The reverse of [`StoredResponse::encode_headers`], for records read back from Redis.
     pub(crate) fn decode(status: u16, headers: &[u8], body: Bytes) -> Result<Self, StateError> {
         let status =
             StatusCode::from_u16(status).map_err(|_| StateError::Corrupt("status code"))?;
-        let mut list = Vec::new();
-        let mut rest = headers;
-        let take = |n: usize, rest: &mut &[u8]| -> Result<Vec<u8>, StateError> {
-            if rest.len() < n {
-                return Err(StateError::Corrupt("truncated headers"));
-            }
-            let (head, tail) = rest.split_at(n);
-            *rest = tail;
-            Ok(head.to_vec())
-        };
-        while !rest.is_empty() {
-            let len = take(2, &mut rest)?;
-            let name = take(u16::from_be_bytes([len[0], len[1]]) as usize, &mut rest)?;
-            let len = take(4, &mut rest)?;
-            let value = take(
-                u32::from_be_bytes([len[0], len[1], len[2], len[3]]) as usize,
-                &mut rest,
-            )?;
-            let name =
-                HeaderName::from_bytes(&name).map_err(|_| StateError::Corrupt("header name"))?;
-            let value =
-                HeaderValue::from_bytes(&value).map_err(|_| StateError::Corrupt("header value"))?;
-            list.push((name, value));
-        }
         Ok(StoredResponse {
             status,
-            headers: list,
+            headers: decode_headers(headers)?,
             body,
         })
     }
+}
+
+/// Bytes of header names and values: what headers count against a stored response's bound.
+pub(crate) fn headers_len(headers: &[(HeaderName, HeaderValue)]) -> usize {
+    headers
+        .iter()
+        .map(|(n, v)| n.as_str().len() + v.len())
+        .sum::<usize>()
+}
+
+/// `[u16 name length][name][u32 value length][value]` per header, big-endian: the stored
+/// form of replayed headers (idempotency records and cache entries).
+pub(crate) fn encode_headers(headers: &[(HeaderName, HeaderValue)]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(headers_len(headers) + 6 * headers.len());
+    for (name, value) in headers {
+        let name = name.as_str().as_bytes();
+        out.extend_from_slice(&(name.len() as u16).to_be_bytes());
+        out.extend_from_slice(name);
+        out.extend_from_slice(&(value.len() as u32).to_be_bytes());
+        out.extend_from_slice(value.as_bytes());
+    }
+    out
+}
+
+/// The reverse of [`encode_headers`].
+pub(crate) fn decode_headers(headers: &[u8]) -> Result<Vec<(HeaderName, HeaderValue)>, StateError> {
+    let mut list = Vec::new();
+    let mut rest = headers;
+    let take = |n: usize, rest: &mut &[u8]| -> Result<Vec<u8>, StateError> {
+        if rest.len() < n {
+            return Err(StateError::Corrupt("truncated headers"));
+        }
+        let (head, tail) = rest.split_at(n);
+        *rest = tail;
+        Ok(head.to_vec())
+    };
+    while !rest.is_empty() {
+        let len = take(2, &mut rest)?;
+        let name = take(u16::from_be_bytes([len[0], len[1]]) as usize, &mut rest)?;
+        let len = take(4, &mut rest)?;
+        let value = take(
+            u32::from_be_bytes([len[0], len[1], len[2], len[3]]) as usize,
+            &mut rest,
+        )?;
+        let name = HeaderName::from_bytes(&name).map_err(|_| StateError::Corrupt("header name"))?;
+        let value =
+            HeaderValue::from_bytes(&value).map_err(|_| StateError::Corrupt("header value"))?;
+        list.push((name, value));
+    }
+    Ok(list)
 }
 
 /// What [`IdempotencyGuard::complete`](crate::IdempotencyGuard::complete) did.

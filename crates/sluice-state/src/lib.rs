@@ -1,5 +1,6 @@
 //! State shared by the Sluice gateway's requests: rate, token, concurrency and budget limits,
-//! and idempotency records; in this process's memory, or in Redis shared by many instances.
+//! idempotency records and the response cache; in this process's memory, or in Redis shared by
+//! many instances.
 //!
 //! The gateway holds one [`Store`] and, per request:
 //! 1. builds the request's [`Check`]s (per key, key × model, route) and calls
@@ -10,11 +11,17 @@
 //!    spend), or lets the [`Admission`] drop (leases released, reservation kept);
 //! 3. with an `Idempotency-Key`, calls [`Store::idempotency_begin`] (or
 //!    [`Store::idempotency_wait`] for a non-streaming duplicate) before forwarding, and
-//!    [`IdempotencyGuard::complete`] with the response.
+//!    [`IdempotencyGuard::complete`] with the response;
+//! 4. on a route with a cache, holds a [`ResponseCache`] beside the store (built from it, so
+//!    it shares its Redis): [`ResponseCache::get`] before forwarding, [`ResponseCache::begin`]
+//!    on a miss (single flight), [`FlightGuard::complete`] with a complete success.
 //!
 //! Modules, in the order a request meets them:
 //!
 //! ```text
+//! cache.rs          the response cache (ResponseCache, Lookup, Flight) over cache/: entry.rs
+//!                   (what is kept, its key, its Redis form), memory.rs (the LRU), redis.rs,
+//!                   flight.rs (single flight), directives.rs (headers), config.rs
 //! store.rs          the Store, and the handles it gives a request: Admission, IdempotencyGuard
 //! check.rs          what a request asks (Check) and is told (Quota, Refusal, Usage)
 //! redis_backend.rs  the shared backend: one Lua script per call, each with a deadline
@@ -28,7 +35,8 @@
 //! stats.rs, config.rs, error.rs
 //! ```
 //!
-//! Imports point down that list and never back: store → redis_backend → redis_keys,
+//! Imports point down that list and never back: cache → store, redis_backend, redis_keys,
+//! idempotency; store → redis_backend → redis_keys,
 //! redis_link → redis_sentinel, redis_url; redis_backend → memory → gcra, idempotency, check
 //! → error.
 //!
@@ -40,6 +48,7 @@
 #![forbid(unsafe_code)]
 #![deny(missing_docs)]
 
+mod cache;
 mod check;
 mod config;
 mod error;
@@ -54,6 +63,12 @@ mod redis_url;
 mod stats;
 mod store;
 
+pub use cache::{
+    age_header_value, CacheConfig, CacheDirectives, CacheKey, CacheScope, CacheStats, CacheStatus,
+    CacheStoreConfig, CachedBody, CachedEvent, CachedResponse, CachedUsage, Flight, FlightGuard,
+    FlightWaiter, InvalidCacheTtl, Lookup, PutOutcome, PutPolicy, Replay, ResponseCache, Waited,
+    CACHE_STATUS_HEADER, CACHE_TTL_HEADER, MAX_CACHED_RESPONSE_BYTES,
+};
 pub use check::{Check, CheckKind, Quota, Refusal, RefusalReason, Usage, MAX_CHECKS};
 pub use config::{
     BackendConfig, ConfigError, FailureMode, IdempotencyConfig, MemoryConfig, RedisConfig,

@@ -209,6 +209,11 @@ impl RedisBackend {
         &self.config
     }
 
+    /// How this store names its keys.
+    pub fn keys(&self) -> &KeyLayout {
+        &self.keys
+    }
+
     pub fn is_down(&self) -> bool {
         self.down.load(Ordering::Acquire)
     }
@@ -238,7 +243,7 @@ impl RedisBackend {
     }
 
     /// One call with the call deadline; refused at once while Redis is down.
-    async fn call<T, F, Fut>(&self, call: F) -> Result<T, StateError>
+    pub(crate) async fn call<T, F, Fut>(&self, call: F) -> Result<T, StateError>
     where
         F: FnOnce(Conn) -> Fut,
         Fut: Future<Output = RedisResult<T>>,
@@ -247,7 +252,11 @@ impl RedisBackend {
     }
 
     /// [`RedisBackend::call`] with another deadline.
-    async fn call_for<T, F, Fut>(&self, deadline: Duration, call: F) -> Result<T, StateError>
+    pub(crate) async fn call_for<T, F, Fut>(
+        &self,
+        deadline: Duration,
+        call: F,
+    ) -> Result<T, StateError>
     where
         F: FnOnce(Conn) -> Fut,
         Fut: Future<Output = RedisResult<T>>,
@@ -577,7 +586,7 @@ impl RedisBackend {
 
     /// `items` split by the hash slot of their key with Cluster, in their order; one group
     /// otherwise.
-    fn by_slot<T>(&self, items: Vec<T>, key: impl Fn(&T) -> &str) -> Vec<Vec<T>> {
+    pub(crate) fn by_slot<T>(&self, items: Vec<T>, key: impl Fn(&T) -> &str) -> Vec<Vec<T>> {
         if self.keys.layout() == Layout::Plain {
             return vec![items];
         }

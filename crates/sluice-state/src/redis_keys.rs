@@ -93,6 +93,23 @@ impl KeyLayout {
         format!("{}:i:{}", self.prefix, record.name)
     }
 
+    /// A cached answer: `<prefix>:q:<digest hex>`, in both layouts (one key per call, so
+    /// with Cluster entries spread over the nodes by their digest).
+    pub fn cache_entry(&self, digest_hex: &str) -> String {
+        format!("{}:q:{digest_hex}", self.prefix)
+    }
+
+    /// The index of a namespace's cached answers, for purges: a sorted set of entry keys
+    /// scored by their expiry.
+    pub fn cache_namespace_index(&self, namespace: &str) -> String {
+        format!("{}:qn:{namespace}", self.prefix)
+    }
+
+    /// The index of a route's cached answers, as [`KeyLayout::cache_namespace_index`].
+    pub fn cache_route_index(&self, route: &str) -> String {
+        format!("{}:qr:{route}", self.prefix)
+    }
+
     /// The hash slot of a key with Cluster; `None` (one group for all) otherwise, where a
     /// script may touch any keys.
     pub fn slot(&self, redis_key: &str) -> Option<Slot> {

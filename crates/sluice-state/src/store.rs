@@ -368,6 +368,14 @@ impl Store {
         }
     }
 
+    /// The Redis backend, if the store has one (the response cache shares it).
+    pub(crate) fn shared_backend(&self) -> Option<Arc<RedisBackend>> {
+        match &self.inner.backend {
+            Backend::Memory(_) => None,
+            Backend::Redis { shared, .. } => Some(shared.clone()),
+        }
+    }
+
     /// The counters, for metrics.
     pub fn stats(&self) -> StatsSnapshot {
         self.inner.stats.snapshot(self.mode())

@@ -234,3 +234,70 @@ async fn an_unreachable_cluster_at_startup_does_not_stop_the_store() {
     let err = store.admit(admission("k", "m")).await.unwrap_err();
     assert!(err.is_unavailable(), "{err:?}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[cfg_attr(
+    any(no_redis, no_redis_cli),
+    ignore = "no redis-server or redis-cli: install them (apt-get install redis-server redis-tools) or set REDIS_SERVER and REDIS_CLI"
+)]
+async fn cached_answers_spread_over_a_cluster_and_purge_across_slots() {
+    use sluice_state::{
+        CacheKey, CacheScope, CacheStoreConfig, CachedBody, CachedResponse, CachedUsage, Lookup,
+        PutOutcome, PutPolicy, ResponseCache,
+    };
+    let cluster = RedisCluster::start().await;
+    let config = CacheStoreConfig::default();
+    let a = ResponseCache::new(&redis_store(redis_config(&cluster.url())).await, &config).unwrap();
+    let b = ResponseCache::new(&redis_store(redis_config(&cluster.url())).await, &config).unwrap();
+    let entry = || CachedResponse {
+        status: http::StatusCode::OK,
+        headers: Vec::new(),
+        body: CachedBody::Whole(bytes::Bytes::from_static(b"{}")),
+        usage: CachedUsage::default(),
+        stored_at: std::time::SystemTime::now(),
+    };
+    let policy = PutPolicy {
+        ttl: Duration::from_secs(600),
+        max_bytes: 1024,
+    };
+    let cache_key = |n: u8, route: &str, ns: &str| CacheKey {
+        digest: [n; 32],
+        route: key(route),
+        namespace: key(ns),
+    };
+    // Entries, their namespace indexes and their route indexes fall in different slots.
+    for n in 0..30u8 {
+        let k = cache_key(
+            n,
+            ["chat", "embed"][usize::from(n % 2)],
+            &format!("key:k{}", n % 3),
+        );
+        assert_eq!(a.put(&k, entry(), policy).await, PutOutcome::Stored);
+    }
+    let counts = cluster.key_counts().await;
+    assert_eq!(counts.iter().sum::<u64>(), 30 + 2 + 3, "{counts:?}");
+    assert!(counts.iter().all(|n| *n > 0), "{counts:?}");
+    assert!(matches!(
+        b.get(&cache_key(4, "chat", "key:k1")).await,
+        Lookup::Hit(..)
+    ));
+    let route = CacheScope::Route(key("chat"));
+    assert_eq!(b.count(&route).await.unwrap(), 15);
+    assert_eq!(b.purge(&route).await.unwrap(), 15);
+    assert!(matches!(
+        a.get(&cache_key(4, "chat", "key:k1")).await,
+        Lookup::Miss
+    ));
+    let namespace = CacheScope::Namespace(key("key:k1"));
+    // k1 holds 10 entries, 5 of them on "chat" and already gone.
+    assert_eq!(a.purge(&namespace).await.unwrap(), 5);
+    assert!(matches!(
+        b.get(&cache_key(1, "embed", "key:k1")).await,
+        Lookup::Miss
+    ));
+    assert!(matches!(
+        b.get(&cache_key(3, "embed", "key:k0")).await,
+        Lookup::Hit(..)
+    ));
+    assert_eq!(a.stats().errors + b.stats().errors, 0);
+}
