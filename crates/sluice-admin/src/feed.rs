@@ -35,6 +35,13 @@ pub(crate) const TICK: Duration = Duration::from_secs(1);
 const HISTORY: usize = 600;
 /// Latency quantiles are over this many ticks, so a quiet second does not blank the plot.
 const LATENCY_WINDOW: usize = 10;
+/// The books' tables are read from the ledger this often while someone watches (three SQL
+/// queries).
+const BOOKS_EVERY: Duration = Duration::from_secs(30);
+/// Over the last this many hours, and the top this many rows.
+const BOOKS_HOURS: i64 = 3;
+const BOOKS_TOP: usize = 10;
+
 /// Dashboards open at once; more get 503.
 pub(crate) const MAX_VIEWERS: usize = 16;
 
@@ -53,6 +60,10 @@ pub(crate) struct Point {
     pending: usize,
     /// Retries + fallbacks per second.
     retries: f64,
+    /// Tokens (input plus output) the upstreams reported, per second.
+    tokens: f64,
+    /// Spend per second, in dollars (as far as priced).
+    spend: f64,
     fb_p50: Option<f64>,
     fb_p99: Option<f64>,
     fe_p50: Option<f64>,
@@ -65,6 +76,8 @@ struct Sampler {
     requests: u64,
     errors: u64,
     retries: u64,
+    tokens: u64,
+    spend_micros: u64,
     fb: VecDeque<[u64; LATENCY_BUCKETS]>,
     fe: VecDeque<[u64; LATENCY_BUCKETS]>,
 }
@@ -75,6 +88,9 @@ pub(crate) struct Feed {
     started: Instant,
     frames: watch::Sender<Bytes>,
     history: Mutex<VecDeque<Point>>,
+    /// The top teams, keys and models of the last hours, from the ledger (refreshed every
+    /// [`BOOKS_EVERY`] while someone watches; `null` without a ledger).
+    books: Mutex<Value>,
     viewers: Arc<Semaphore>,
 }
 
@@ -113,6 +129,7 @@ impl Feed {
             started: Instant::now(),
             frames,
             history: Mutex::new(VecDeque::with_capacity(HISTORY)),
+            books: Mutex::new(Value::Null),
             viewers: Arc::new(Semaphore::new(MAX_VIEWERS)),
         })
     }
@@ -129,10 +146,13 @@ impl Feed {
                 errors: errors_total(live),
                 retries: live.retries.load(Ordering::Relaxed)
                     + live.fallbacks.load(Ordering::Relaxed),
+                tokens: live.tokens.load(Ordering::Relaxed),
+                spend_micros: live.spend_micros.load(Ordering::Relaxed),
                 fb: VecDeque::from([live.first_byte.read()]),
                 fe: VecDeque::from([live.first_event.read()]),
             }
         };
+        let mut books_at: Option<Instant> = None;
         let mut tick = tokio::time::interval_at(Instant::now() + TICK, TICK);
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
         loop {
@@ -141,6 +161,12 @@ impl Feed {
                 _ = tick.tick() => {}
             }
             let point = self.sample(&mut s);
+            let stale = books_at.is_none_or(|t| t.elapsed() >= BOOKS_EVERY);
+            if self.frames.receiver_count() > 0 && stale {
+                books_at = Some(Instant::now());
+                let books = self.books().await;
+                *self.books.lock() = books;
+            }
             {
                 let mut h = self.history.lock();
                 if h.len() == HISTORY {
@@ -155,6 +181,32 @@ impl Feed {
         }
     }
 
+    /// The top teams, keys and models by spend over the last [`BOOKS_HOURS`], from the
+    /// ledger's usage query; `null` when there is no ledger to ask.
+    async fn books(&self) -> Value {
+        let from = unix_ms() as i64 / 1000 - BOOKS_HOURS * 3600;
+        let mut out = serde_json::Map::new();
+        for group in ["team", "key", "model"] {
+            let reply = self
+                .source
+                .usage(&format!("from={from}&group_by={group}"))
+                .await;
+            if !reply.status.is_success() {
+                return Value::Null;
+            }
+            let Ok(v) = serde_json::from_slice::<Value>(&reply.body) else {
+                return Value::Null;
+            };
+            let mut rows: Vec<Value> = v["rows"].as_array().cloned().unwrap_or_default();
+            rows.retain(|r| !r["group"].is_null());
+            rows.sort_by_key(|r| std::cmp::Reverse(r["cost_micros"].as_i64().unwrap_or(0)));
+            rows.truncate(BOOKS_TOP);
+            out.insert(group.to_string(), Value::Array(rows));
+        }
+        out.insert("hours".into(), Value::from(BOOKS_HOURS));
+        Value::Object(out)
+    }
+
     fn sample(&self, s: &mut Sampler) -> Point {
         let telemetry = self.source.telemetry();
         let live = &telemetry.live;
@@ -163,6 +215,8 @@ impl Feed {
         let requests = live.requests.load(Ordering::Relaxed);
         let errors = errors_total(live);
         let retries = live.retries.load(Ordering::Relaxed) + live.fallbacks.load(Ordering::Relaxed);
+        let tokens = live.tokens.load(Ordering::Relaxed);
+        let spend_micros = live.spend_micros.load(Ordering::Relaxed);
         let rate = |new: u64, old: u64| (new.saturating_sub(old)) as f64 / secs;
         for (ring, h) in [
             (&mut s.fb, &live.first_byte),
@@ -179,6 +233,8 @@ impl Feed {
             rps: rate(requests, s.requests),
             errors: rate(errors, s.errors),
             retries: rate(retries, s.retries),
+            tokens: rate(tokens, s.tokens),
+            spend: rate(spend_micros, s.spend_micros) / 1e6,
             active: live.stream_ages(now).count,
             pending: self.source.pending(),
             fb_p50: quantile_ms(&fb, 0.5),
@@ -190,6 +246,8 @@ impl Feed {
         s.requests = requests;
         s.errors = errors;
         s.retries = retries;
+        s.tokens = tokens;
+        s.spend_micros = spend_micros;
         point
     }
 }
@@ -271,6 +329,7 @@ impl Feed {
             "routes": routes,
             "upstreams": pools["upstreams"],
             "keys": keys,
+            "books": self.books.lock().clone(),
         });
         sse("tick", &frame.to_string())
     }

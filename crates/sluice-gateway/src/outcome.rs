@@ -93,8 +93,17 @@ impl Finish {
             owner: k.owner(),
         });
         self.record.finish_keyed(reason, facts, spend);
-        if let Some(books) = self.books.take() {
-            books.ledger.record(self.ledger_record(&books, reason, key));
+        match self.books.take() {
+            Some(books) => {
+                let rec = self.ledger_record(&books, reason, key);
+                if let Pricing::Priced { cost, .. } = &rec.pricing {
+                    self.record
+                        .add_spend(u64::try_from(cost.micros).unwrap_or(0));
+                }
+                books.ledger.record(rec);
+            }
+            // Without books only a keyed request is priced (its budget's spend).
+            None => self.record.add_spend(spend.unwrap_or(0)),
         }
     }
 

@@ -91,6 +91,10 @@ pub struct Live {
     pub end_reasons: [AtomicU64; EndReason::ALL.len()],
     pub retries: AtomicU64,
     pub fallbacks: AtomicU64,
+    /// Tokens the upstreams reported (input plus output), all requests.
+    pub tokens: AtomicU64,
+    /// What the requests cost, in micro-dollars, as far as priced.
+    pub spend_micros: AtomicU64,
     /// Request start → upstream response head.
     pub first_byte: LatencyHistogram,
     /// Streams: request start → first event sent to the client.

@@ -3,6 +3,7 @@
 //! counters and the access-log line. It observes; settling a key's spend is the gateway's
 //! (the record is handed the result).
 
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -246,12 +247,26 @@ impl RequestRecord {
         if let Some(u) = &self.usage {
             t.tokens(&self.route, &self.usage_label, u);
         }
+        if let Some(u) = &self.usage {
+            t.live
+                .tokens
+                .fetch_add(u.input + u.output, Ordering::Relaxed);
+        }
         if let Some(k) = &key {
             let (input, output) = self.usage.map_or((0, 0), |u| (u.input, u.output));
             t.live
                 .key_usage(k.id, input, output, spend_micros.unwrap_or(0));
         }
         self.write_access_log(reason, duration, key, spend_micros);
+    }
+
+    /// What the request cost, in micro-dollars, for the dashboard's spend rate (once, by
+    /// whoever priced it).
+    pub fn add_spend(&self, micros: u64) {
+        self.telemetry
+            .live
+            .spend_micros
+            .fetch_add(micros, Ordering::Relaxed);
     }
 
     /// Whether [`RequestRecord::finish_keyed`] has run.

@@ -86,6 +86,14 @@ function onTick(f) {
   text("retries-total", f.totals.retries);
   text("fallbacks-total", f.totals.fallbacks);
   text("requests-total", f.totals.requests);
+  text("tokens", p.tokens.toFixed(0));
+  text("spend", "$" + p.spend.toFixed(6));
+  const b = f.books;
+  if (b) text("books-hours", b.hours);
+  rows("books", b ? ["team", "key", "model"].flatMap((g) => b[g].map((r) => el("tr", {}, [
+    el("td", {}, [g]), el("td", {}, [r.group]), el("td", { class: "n" }, [r.requests]),
+    el("td", { class: "n" }, [r.input_tokens + r.output_tokens]),
+    el("td", { class: "n" }, ["$" + r.cost_usd])]))) : [], b ? "nothing spent yet" : "no ledger (see [ledger])");
 
   const tier = (ts) => ts.map((t) => t.upstream + (t.model ? " → " + t.model : "") + (t.weight !== 1 ? " ×" + t.weight : "")).join(", ");
   rows("routes", f.routes.map((r) => el("tr", {}, [el("td", {}, [r.name]), el("td", {}, [r.models.join(" ")]),

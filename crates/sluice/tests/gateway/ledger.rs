@@ -52,6 +52,35 @@ fn rows(db: &std::path::Path) -> Vec<Row> {
     .collect()
 }
 
+/// The `books` of the first feed frame that has them.
+async fn feed_books(admin: std::net::SocketAddr) -> serde_json::Value {
+    use http_body_util::BodyExt;
+    let mut send = h1_connect(admin).await;
+    let resp = h1_send(&mut send, request("GET", "/admin/feed", "", "")).await;
+    let mut body = resp.into_body();
+    let mut buf = String::new();
+    let marker = "event: tick\ndata: ";
+    loop {
+        while let Some(i) = buf.find(marker) {
+            let rest = &buf[i + marker.len()..];
+            let Some(end) = rest.find("\n\n") else { break };
+            let frame: serde_json::Value = serde_json::from_str(&rest[..end]).unwrap();
+            buf.drain(..i + marker.len() + end);
+            if !frame["books"].is_null() {
+                return frame["books"].clone();
+            }
+        }
+        let frame = tokio::time::timeout(std::time::Duration::from_secs(5), body.frame())
+            .await
+            .expect("a feed frame within 5 s")
+            .expect("the feed ended")
+            .unwrap();
+        if let Ok(d) = frame.into_data() {
+            buf.push_str(std::str::from_utf8(&d).unwrap());
+        }
+    }
+}
+
 #[tokio::test]
 async fn every_model_call_is_on_the_books_once_with_its_tokens_and_cost() {
     let dir = std::env::temp_dir().join(format!("sluice-ledger-{}", std::process::id()));
@@ -127,6 +156,11 @@ async fn every_model_call_is_on_the_books_once_with_its_tokens_and_cost() {
         }
         tokio::time::sleep(std::time::Duration::from_millis(50)).await;
     };
+    // The dashboard's feed shows the books of the last hours, from the same queries.
+    let books = feed_books(admin).await;
+    let models = books["model"].as_array().unwrap();
+    assert_eq!(models[0]["group"], "gpt-4o", "{books}");
+    assert_eq!(models[0]["requests"], 3, "{books}");
     let csv = h1(admin, request("GET", "/admin/usage?format=csv", "", "")).await;
     assert_eq!(csv.headers["content-type"], "text/csv; charset=utf-8");
     assert!(String::from_utf8_lossy(&csv.body).starts_with("bucket_start,group,requests"));
