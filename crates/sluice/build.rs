@@ -64,6 +64,7 @@ fn main() {
     println!("cargo::rustc-env=SLUICE_GIT_HASH={hash}");
     test_env::cfg_when_missing("no_curl", test_env::find_tool(&["curl"], "CURL").is_none());
     test_env::cfg_when_missing("no_redis", !test_env::redis_server());
+    test_env::cfg_when_missing("no_postgres", !test_env::postgres());
     let browser = test_env::find_tool(
         &["chromium", "chromium-browser", "google-chrome"],
         "SLUICE_CHROMIUM",
