@@ -11,11 +11,9 @@
 mod support;
 
 #[path = "../../sluice-ledger/tests/support/mod.rs"]
-#[allow(dead_code)]
 mod pg;
 
 #[path = "../../sluice-state/tests/support/mod.rs"]
-#[allow(dead_code)]
 mod redis_support;
 
 use std::collections::BTreeMap;
