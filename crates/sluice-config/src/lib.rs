@@ -50,6 +50,7 @@ use std::time::{Duration, SystemTime};
 pub use admin::{AdminToken, DEFAULT_ADMIN_LISTEN};
 pub use limits::{
     BudgetLimit, KeyConfig, KeyMode, Limits, ModelLimits, PriceConfig, RateLimit, StateSettings,
+    TeamConfig,
 };
 pub use log::{AccessLogSink, LogFormat, DEFAULT_QUEUE};
 pub use mcp::{
@@ -83,6 +84,8 @@ pub struct Config {
     /// when the file has no `[ledger]`: `sluice serve` then writes an SQLite file next to the
     /// config (the default sink), and a gateway started from a config in memory keeps none.
     pub ledger: Option<sluice_ledger::LedgerConfig>,
+    /// `[[team]]`: limits and budgets shared by a team's keys, in file order; ids unique.
+    pub teams: Vec<TeamConfig>,
 }
 
 /// `[server]`.

@@ -9,7 +9,7 @@ use toml::de::DeTable;
 use super::diagnostics::{deserialize_error, line_of, locate};
 use super::raw::{
     FailureName, RawBudgetLimit, RawIdempotency, RawKey, RawKeyFile, RawModelLimits, RawPrice,
-    RawRate, RawRouteLimits, RawState,
+    RawRate, RawRouteLimits, RawState, RawTeam,
 };
 use super::units::{DurationValue, SizeValue};
 use super::ConfigError;
@@ -92,6 +92,18 @@ pub struct KeyConfig {
     pub budget: Option<BudgetLimit>,
     /// Its limits on some models.
     pub model_limits: Vec<ModelLimits>,
+}
+
+/// `[[team]]`: limits and a budget shared by every key whose `team` names it, checked in the
+/// same admission (one round trip to the store) as the key's own.
+#[derive(Clone, Debug, PartialEq)]
+pub struct TeamConfig {
+    /// The name keys give in `team`.
+    pub id: String,
+    /// The team's limits (all its keys' requests together).
+    pub limits: Limits,
+    /// The team's spend limit.
+    pub budget: Option<BudgetLimit>,
 }
 
 /// Whether a route asks requests for a virtual key; `required`, `optional` or `off` in the
@@ -238,6 +250,60 @@ pub(super) fn route_limits(path: &str, raw: RawRouteLimits) -> Result<Limits, Co
 }
 
 /// `[[key]]` at `path` (`key[3]`). `routes` are the route names, in order.
+/// `[[team]]`.
+pub(super) fn team(path: &str, raw: RawTeam) -> Result<TeamConfig, ConfigError> {
+    let RawTeam {
+        id,
+        requests,
+        tokens,
+        concurrency: c,
+        budget,
+    } = raw;
+    if id.is_empty()
+        || id.len() > MAX_LABEL
+        || id.chars().any(|c| c.is_control() || "{}".contains(c))
+    {
+        return Err(ConfigError::new(
+            format!("{path}.id"),
+            "must be 1 to 64 characters, without control characters or braces (it names the \
+             team's counters and is a metric label)",
+        ));
+    }
+    let limits = Limits {
+        requests: rate(&format!("{path}.requests"), requests)?,
+        tokens: rate(&format!("{path}.tokens"), tokens)?,
+        concurrency: concurrency(&format!("{path}.concurrency"), c)?,
+    };
+    let budget = budget_limit(&format!("{path}.budget"), budget)?;
+    if limits.is_empty() && budget.is_none() {
+        return Err(ConfigError::new(
+            path,
+            "sets nothing; give `requests`, `tokens`, `concurrency` or `budget`, or remove it",
+        ));
+    }
+    Ok(TeamConfig { id, limits, budget })
+}
+
+fn budget_limit(
+    path: &str,
+    budget: Option<RawBudgetLimit>,
+) -> Result<Option<BudgetLimit>, ConfigError> {
+    let Some(RawBudgetLimit { limit, per }) = budget else {
+        return Ok(None);
+    };
+    let micros = limit * 1e6;
+    if !(limit.is_finite() && micros >= 1.0 && micros <= MAX_LIMIT as f64) {
+        return Err(ConfigError::new(
+            format!("{path}.limit"),
+            "must be a positive amount of currency (at least 0.000001), e.g. 20.0",
+        ));
+    }
+    Ok(Some(BudgetLimit {
+        limit_micros: micros.round() as u64,
+        per: positive(&format!("{path}.per"), per)?,
+    }))
+}
+
 pub(super) fn key(path: &str, raw: RawKey, routes: &[String]) -> Result<KeyConfig, ConfigError> {
     let RawKey {
         id,
@@ -308,22 +374,7 @@ pub(super) fn key(path: &str, raw: RawKey, routes: &[String]) -> Result<KeyConfi
     if let Some(m) = &models {
         globs(&format!("{path}.models"), m)?;
     }
-    let budget = match budget {
-        None => None,
-        Some(RawBudgetLimit { limit, per }) => {
-            let micros = limit * 1e6;
-            if !(limit.is_finite() && micros >= 1.0 && micros <= MAX_LIMIT as f64) {
-                return Err(ConfigError::new(
-                    format!("{path}.budget.limit"),
-                    "must be a positive amount of currency (at least 0.000001), e.g. 20.0",
-                ));
-            }
-            Some(BudgetLimit {
-                limit_micros: micros.round() as u64,
-                per: positive(&format!("{path}.budget.per"), per)?,
-            })
-        }
-    };
+    let budget = budget_limit(&format!("{path}.budget"), budget)?;
     let mut out_models = Vec::new();
     for (j, m) in model_limits.unwrap_or_default().into_iter().enumerate() {
         let p = format!("{path}.model_limits[{j}]");

@@ -307,3 +307,24 @@ fn a_cluster_refuses_route_limits_beside_keys_unless_the_prefix_pins_one_slot() 
     );
     assert!(Config::from_toml(&keys_only, &env).is_ok());
 }
+
+#[test]
+fn teams_get_their_limits_and_budget_and_bad_ones_are_named() {
+    let text = format!(
+        "{BASE}\n[[team]]\nid = \"search\"\nrequests = {{ limit = 100, per = \"1m\" }}\nbudget = {{ limit = 50.0, per = \"1d\" }}\n"
+    );
+    let c = Config::from_toml(&text, &env).unwrap();
+    assert_eq!(c.teams.len(), 1);
+    assert_eq!(c.teams[0].limits.requests.unwrap().limit, 100);
+    assert_eq!(c.teams[0].budget.unwrap().limit_micros, 50_000_000);
+    let twice = format!("{text}\n[[team]]\nid = \"search\"\nconcurrency = 3\n");
+    let e = err(&twice);
+    assert!(
+        e.contains("team[1].id") && e.contains("defined twice"),
+        "{e}"
+    );
+    let empty = format!("{BASE}\n[[team]]\nid = \"search\"\n");
+    assert!(err(&empty).contains("sets nothing"), "{}", err(&empty));
+    let braces = format!("{BASE}\n[[team]]\nid = \"{{x}}\"\nconcurrency = 3\n");
+    assert!(err(&braces).contains("team[0].id"), "{}", err(&braces));
+}

@@ -29,6 +29,8 @@ pub(super) struct RawConfig {
     pub(super) telemetry: Option<RawTelemetry>,
     pub(super) mcp: Option<super::mcp::RawMcp>,
     pub(super) ledger: Option<sluice_ledger::LedgerConfig>,
+    #[serde(default, rename = "team")]
+    pub(super) teams: Vec<RawTeam>,
 }
 
 /// `[state]`: where limits, budgets and idempotency records live.
@@ -101,6 +103,17 @@ pub(super) struct RawKey {
     pub(super) concurrency: Option<u64>,
     pub(super) budget: Option<RawBudgetLimit>,
     pub(super) model_limits: Option<Vec<RawModelLimits>>,
+}
+
+/// `[[team]]`: limits and a budget the team's keys share.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawTeam {
+    pub(super) id: String,
+    pub(super) requests: Option<RawRate>,
+    pub(super) tokens: Option<RawRate>,
+    pub(super) concurrency: Option<u64>,
+    pub(super) budget: Option<RawBudgetLimit>,
 }
 
 /// `{ limit = 600, per = "1m" }`.

@@ -77,6 +77,7 @@ fn config_json(c: &Config) -> Value {
         state,
         mcp,
         ledger,
+        teams,
     } = c;
     let mut out = json!({
         "server": server_json(server),
@@ -99,6 +100,21 @@ fn config_json(c: &Config) -> Value {
     // Likewise `[ledger]`, and a price's new fields only when they differ from their defaults.
     if let Some(l) = ledger {
         out["ledger"] = ledger_json(l);
+    }
+    if !teams.is_empty() {
+        out["team"] = teams
+            .iter()
+            .map(|t| {
+                json!({
+                    "id": t.id,
+                    "limits": limits_json(&t.limits),
+                    "budget": t.budget.map(|b| json!({
+                        "limit": b.limit_micros as f64 / 1e6,
+                        "per": dur(b.per),
+                    })),
+                })
+            })
+            .collect();
     }
     for (p, v) in prices
         .iter()

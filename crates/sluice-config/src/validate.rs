@@ -135,6 +135,7 @@ fn validate(raw: RawConfig, ctx: &mut Ctx<'_>) -> Result<Config, ConfigError> {
         prices,
         mcp,
         ledger,
+        teams,
     } = raw;
     let server = server_config(server, ctx)?;
     let mut ups: Vec<UpstreamConfig> = Vec::with_capacity(upstreams.len());
@@ -263,6 +264,17 @@ fn validate(raw: RawConfig, ctx: &mut Ctx<'_>) -> Result<Config, ConfigError> {
     }
     let state = limits::state(state.unwrap_or_default())?;
     cluster_slots(&state, &out_routes, &out_keys)?;
+    let mut out_teams: Vec<crate::TeamConfig> = Vec::with_capacity(teams.len());
+    for (i, t) in teams.into_iter().enumerate() {
+        let t = limits::team(&format!("team[{i}]"), t)?;
+        if out_teams.iter().any(|o| o.id == t.id) {
+            return Err(ConfigError::new(
+                format!("team[{i}].id"),
+                format!("`{}` is defined twice", t.id),
+            ));
+        }
+        out_teams.push(t);
+    }
     let mcp = {
         let (env, mode) = (ctx.env, ctx.mode);
         let unresolved: Vec<String> = ctx.unresolved.iter().map(|u| u.path.clone()).collect();
@@ -286,6 +298,7 @@ fn validate(raw: RawConfig, ctx: &mut Ctx<'_>) -> Result<Config, ConfigError> {
         prices: out_prices,
         state,
         mcp,
+        teams: out_teams,
         ledger: ledger
             .map(|l| {
                 l.validate().map_err(|e| {

@@ -35,6 +35,7 @@ use sluice_state::{Admission, Check, Decision, Quota, Store, MAX_CHECKS};
 pub use admin::{admin_keys, AdminReply};
 pub(crate) use idempotency::{complete, replay, to_store, IdempotencyStart, IDEMPOTENCY_KEY};
 pub use refusal::{KeyError, Limited};
+use table::TeamPlan;
 pub use table::{Identity, VirtualKey};
 
 use crate::config::{Config, KeyMode, Limits};
@@ -92,6 +93,7 @@ struct RoutePlan {
 enum ScopeRef {
     Key,
     KeyModels(usize),
+    Team,
     Route,
     Tracking,
 }
@@ -132,17 +134,36 @@ impl Keys {
     }
 
     fn build(config: &Config, store: Store, metrics: KeyMetrics) -> Keys {
+        let teams: Vec<Arc<TeamPlan>> = config
+            .teams
+            .iter()
+            .map(|t| {
+                Arc::new(TeamPlan {
+                    counter: Arc::from(format!("{{{}}}t", t.id)),
+                    config: t.clone(),
+                })
+            })
+            .collect();
         let keys = config
             .keys
             .iter()
             .map(|k| {
+                let team = k
+                    .team
+                    .as_deref()
+                    .and_then(|name| teams.iter().find(|t| t.config.id == name))
+                    .cloned();
+                let tag = team
+                    .as_ref()
+                    .map_or(String::new(), |t| format!("{{{}}}", t.config.id));
                 Arc::new(VirtualKey {
-                    counter: Arc::from(format!("k:{}", k.id)),
+                    counter: Arc::from(format!("{tag}k:{}", k.id)),
                     model_counters: (0..k.model_limits.len())
-                        .map(|j| Arc::from(format!("k:{}/m{j}", k.id)))
+                        .map(|j| Arc::from(format!("{tag}k:{}/m{j}", k.id)))
                         .collect(),
                     metrics: metrics.key_counters(k.team.as_deref(), k.owner.as_deref()),
                     config: k.clone(),
+                    team,
                 })
             })
             .collect();
@@ -336,6 +357,11 @@ impl Keys {
                                 .unwrap_or_default(),
                         ),
                         ScopeRef::Route => Scope::Route(plan.name.clone()),
+                        ScopeRef::Team => Scope::Team(
+                            key.and_then(|k| k.team.as_ref())
+                                .map(|t| t.config.id.clone())
+                                .unwrap_or_default(),
+                        ),
                         ScopeRef::Tracking => Scope::Tracking,
                     };
                     let e = KeyError::Limited(Box::new(Limited {
@@ -456,6 +482,21 @@ impl Keys {
                     ScopeRef::KeyModels(j),
                     &mut push,
                 );
+            }
+            // The team's, in the same admission: one round trip, all or nothing.
+            if let Some(t) = &k.team {
+                limits(&t.counter, &t.config.limits, ScopeRef::Team, &mut push);
+                if let Some(b) = t.config.budget {
+                    push(
+                        Check::Budget {
+                            key: t.counter.clone(),
+                            limit_micros: b.limit_micros,
+                            period: b.per,
+                        },
+                        ScopeRef::Team,
+                        false,
+                    );
+                }
             }
         }
         limits(&plan.counter, &plan.limits, ScopeRef::Route, &mut push);
@@ -642,4 +683,80 @@ pub fn reservation(max_tokens: u64, body_len: usize) -> u64 {
 /// A request's input tokens, estimated from its body size (about four bytes a token).
 pub fn input_estimate(body_len: usize) -> u64 {
     (body_len as u64).div_ceil(4)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The checks one admission of `key` on the only route makes.
+    fn checks_of(config: &Config, key: &str) -> Vec<Check> {
+        let keys = Keys::with_store(
+            config,
+            Store::in_memory(&Default::default(), &Default::default()),
+        );
+        let k = keys
+            .inner
+            .table
+            .ids()
+            .find(|k| k.id() == key)
+            .unwrap()
+            .clone();
+        let mut checks = Vec::new();
+        let plan = &keys.inner.routes[0];
+        keys.plan(plan, Some(&k), "gpt-4o", 10, true, |c, _, _| checks.push(c));
+        checks
+    }
+
+    #[test]
+    fn a_key_its_model_limits_and_its_team_share_one_redis_cluster_slot() {
+        let text = r#"
+[[upstream]]
+name = "u"
+base_url = "http://127.0.0.1:9/v1"
+[[route]]
+name = "chat"
+models = ["*"]
+upstream = "u"
+[[price]]
+models = ["*"]
+input = 1.0
+output = 1.0
+[[team]]
+id = "search"
+requests = { limit = 10, per = "1m" }
+budget = { limit = 5.0, per = "1d" }
+[[key]]
+id = "k42"
+hash = "0000000000000000000000000000000000000000000000000000000000000000"
+team = "search"
+requests = { limit = 5, per = "1m" }
+budget = { limit = 1.0, per = "1d" }
+model_limits = [{ models = ["gpt-4o*"], tokens = { limit = 1000, per = "1m" } }]
+[[key]]
+id = "solo"
+hash = "1111111111111111111111111111111111111111111111111111111111111111"
+requests = { limit = 5, per = "1m" }
+model_limits = [{ models = ["gpt-4o*"], requests = { limit = 2, per = "1m" } }]
+"#;
+        let config = Config::from_toml(text, &|_| None).unwrap();
+        let cluster = sluice_state::RedisConfig {
+            url: "redis+cluster://127.0.0.1:7000".into(),
+            ..Default::default()
+        };
+        for key in ["k42", "solo"] {
+            let checks = checks_of(&config, key);
+            assert!(checks.len() >= 3, "{key}: {checks:?}");
+            assert!(cluster.shares_slot(&checks), "{key}: {checks:?}");
+        }
+        // The team's checks are in k42's admission.
+        let team = checks_of(&config, "k42");
+        assert!(
+            team.iter()
+                .filter(|c| c.key().starts_with("{search}t"))
+                .count()
+                == 2,
+            "{team:?}"
+        );
+    }
 }

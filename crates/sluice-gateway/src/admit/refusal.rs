@@ -20,6 +20,8 @@ pub(crate) enum Scope {
     KeyModels(String, Vec<String>),
     /// The route's limits.
     Route(String),
+    /// The limits or budget of the key's team.
+    Team(String),
     /// The key's spend, tracked without a budget (never refuses, no header).
     Tracking,
 }
@@ -32,6 +34,7 @@ impl std::fmt::Display for Scope {
                 write!(f, "key `{id}` on models {}", models.join(", "))
             }
             Scope::Route(name) => write!(f, "route `{name}`"),
+            Scope::Team(name) => write!(f, "team `{name}`"),
             Scope::Tracking => f.write_str("spend tracking"),
         }
     }

@@ -19,7 +19,7 @@ pub(crate) const KEY_HEADERS: [&str; 4] =
 #[derive(Debug)]
 pub struct VirtualKey {
     pub(crate) config: KeyConfig,
-    /// The name of the key's own counters: `k:<id>`.
+    /// The name of the key's own counters: `k:<id>` (`{<team>}k:<id>` in a `[[team]]`).
     pub(crate) counter: Arc<str>,
     /// Per `model_limits` entry: `k:<id>/m<index>` (the `/` keeps it in its key's hash slot
     /// on a Redis Cluster, so a key and key × model admission is one round trip).
@@ -27,6 +27,17 @@ pub struct VirtualKey {
     /// The key's metric counters (labelled by team and owner, shared with keys of the same
     /// labels), resolved once.
     pub(crate) metrics: super::metrics::KeyCounters,
+    /// The `[[team]]` its `team` names, whose limits and budget it shares.
+    pub(crate) team: Option<Arc<TeamPlan>>,
+}
+
+/// A `[[team]]`: its limits and budget, and the name of its counters, `{<id>}t`. A team's keys
+/// name theirs `{<id>}k:<key>`: the hash tag puts a key's and its team's counters in one hash
+/// slot on a Redis Cluster, so the key and its team are still one admission, one round trip.
+#[derive(Debug)]
+pub(crate) struct TeamPlan {
+    pub(crate) config: crate::config::TeamConfig,
+    pub(crate) counter: Arc<str>,
 }
 
 impl VirtualKey {

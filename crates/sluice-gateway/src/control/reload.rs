@@ -360,6 +360,7 @@ pub(crate) fn restart_field(old: &Config, new: &Config) -> Option<&'static str> 
         routes: _,
         telemetry,
         keys: _,
+        teams: _,
         prices: _,
         state,
         // Not held by the data plane: the `sluice` binary mounts the MCP gateway.

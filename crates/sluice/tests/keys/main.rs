@@ -12,6 +12,7 @@ mod budget;
 mod feed;
 mod idempotency;
 mod limits;
+mod teams;
 
 use bytes::Bytes;
 use http::Request;
