@@ -324,7 +324,16 @@ async fn start_ledger(
     if cfg.sink == sluice_ledger::SinkConfig::None {
         return Ok(None);
     }
-    match sluice_ledger::Sink::open(&cfg.sink, dir, None).await {
+    // OTLP logs go to the collector `[telemetry]` sends traces to.
+    let otlp = match (
+        &cfg.sink,
+        sluice_telemetry::trace::poster(&config.telemetry, "/v1/logs"),
+    ) {
+        (sluice_ledger::SinkConfig::Otlp, Some(Ok(post))) => Some(post),
+        (sluice_ledger::SinkConfig::Otlp, Some(Err(e))) => return Err(StartError::Upstream(e)),
+        _ => None,
+    };
+    match sluice_ledger::Sink::open(&cfg.sink, dir, otlp).await {
         Ok(sink) => {
             tracing::info!(sink = sink.kind(), "ledger: recording every request");
             let queries = match cfg.sink {

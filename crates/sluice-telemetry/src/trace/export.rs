@@ -236,3 +236,70 @@ impl Exporter {
         }
     }
 }
+
+/// Posts an OTLP/HTTP protobuf body to the collector `[telemetry]` names, at another signal's
+/// path (`/v1/logs` beside `/v1/traces`), with the same headers and timeout: `Ok` on a 2xx.
+pub type Poster = Arc<
+    dyn Fn(
+            Vec<u8>,
+        )
+            -> std::pin::Pin<Box<dyn std::future::Future<Output = Result<(), String>> + Send>>
+        + Send
+        + Sync,
+>;
+
+/// A [`Poster`] for `path` on `[telemetry]`'s collector; `None` without an endpoint.
+///
+/// # Errors
+/// The collector's address is rejected as an upstream.
+pub fn poster(
+    cfg: &TelemetryConfig,
+    path: &'static str,
+) -> Option<Result<Poster, sluice_upstream::UpstreamConfigError>> {
+    let endpoint = cfg.endpoint.clone()?;
+    let mut parts = endpoint.into_parts();
+    parts.path_and_query = Some(http::uri::PathAndQuery::from_static("/"));
+    let base = http::Uri::from_parts(parts).unwrap_or_default();
+    let client = match Upstream::new(sluice_upstream::UpstreamConfig {
+        name: "otlp-logs".to_string(),
+        base_url: base,
+        protocol: sluice_upstream::Protocol::Auto,
+        connect_timeout: cfg.export_timeout.min(Duration::from_secs(5)),
+        ..sluice_upstream::UpstreamConfig::default()
+    }) {
+        Ok(c) => c,
+        Err(e) => return Some(Err(e)),
+    };
+    let headers = Arc::new(cfg.headers.clone());
+    let timeout = cfg.export_timeout;
+    Some(Ok(Arc::new(move |body: Vec<u8>| {
+        let (client, headers) = (client.clone(), headers.clone());
+        Box::pin(async move {
+            let mut req = http::Request::new(Bytes::from(body));
+            *req.method_mut() = http::Method::POST;
+            *req.uri_mut() = http::Uri::from_static(path);
+            let h = req.headers_mut();
+            h.insert(
+                http::header::CONTENT_TYPE,
+                http::HeaderValue::from_static("application/x-protobuf"),
+            );
+            for th in headers.iter() {
+                h.insert(th.name.clone(), th.value.clone());
+            }
+            req.extensions_mut().insert(Lane::Short);
+            let deadline = Instant::now() + timeout;
+            let resp = client
+                .send(req, deadline)
+                .await
+                .map_err(|e| e.to_string())?;
+            let status = resp.status();
+            let body = http_body_util::Limited::new(resp.into_body(), MAX_ANSWER);
+            let _ = tokio::time::timeout_at(deadline, body.collect()).await;
+            if status.is_success() {
+                Ok(())
+            } else {
+                Err(format!("the collector answered {status}"))
+            }
+        })
+    })))
+}

@@ -28,6 +28,7 @@ use sluice_providers::Operation;
 use tokio::time::Instant;
 
 pub use context::TraceContext;
+pub use export::{poster, Poster};
 pub use span::{AttemptSpan, RequestSpan};
 
 use export::{Exporter, SpanQueue};

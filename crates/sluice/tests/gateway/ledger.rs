@@ -241,3 +241,73 @@ async fn a_gateway_started_from_a_config_in_memory_keeps_no_books_unless_asked()
     let metrics = gw.telemetry().encode();
     assert!(!metrics.contains("sluice_ledger_records"), "{metrics}");
 }
+
+/// A collector that keeps the raw bodies POSTed to `/v1/logs`.
+async fn logs_collector() -> (
+    std::net::SocketAddr,
+    std::sync::Arc<parking_lot::Mutex<Vec<bytes::Bytes>>>,
+) {
+    use http_body_util::{BodyExt, Full};
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let bodies = std::sync::Arc::new(parking_lot::Mutex::new(Vec::new()));
+    let kept = bodies.clone();
+    tokio::spawn(async move {
+        while let Ok((tcp, _)) = listener.accept().await {
+            let kept = kept.clone();
+            tokio::spawn(async move {
+                let svc =
+                    hyper::service::service_fn(move |req: http::Request<hyper::body::Incoming>| {
+                        let kept = kept.clone();
+                        async move {
+                            let logs = req.uri().path() == "/v1/logs"
+                                && req.headers()["content-type"] == "application/x-protobuf";
+                            let body = req.into_body().collect().await.unwrap().to_bytes();
+                            if logs {
+                                kept.lock().push(body);
+                            }
+                            let mut resp = http::Response::new(Full::new(bytes::Bytes::new()));
+                            *resp.status_mut() = if logs {
+                                http::StatusCode::OK
+                            } else {
+                                http::StatusCode::NOT_FOUND
+                            };
+                            Ok::<_, std::convert::Infallible>(resp)
+                        }
+                    });
+                let _ = hyper_util::server::conn::auto::Builder::new(
+                    hyper_util::rt::TokioExecutor::new(),
+                )
+                .serve_connection(hyper_util::rt::TokioIo::new(tcp), svc)
+                .await;
+            });
+        }
+    });
+    (addr, bodies)
+}
+
+#[tokio::test]
+async fn the_otlp_sink_sends_records_as_logs_to_the_traces_collector() {
+    let (collector, bodies) = logs_collector().await;
+    let mock = mock("").await;
+    let server = "[ledger]\nflush_interval = \"100ms\"\nsink = { kind = \"otlp\" }";
+    let upstream = "";
+    let text = format!(
+        "[server]\nlisten = \"127.0.0.1:0\"\naccess_log = \"off\"\n{server}\n\n[telemetry]\nendpoint = \"http://{collector}/v1/traces\"\nsampling_ratio = 0.0\n\n[[upstream]]\nname = \"mock\"\nbase_url = \"{}/v1\"\nprotocol = \"h2c\"\n{upstream}\n\n[[route]]\nmodels = [\"*\"]\nupstream = \"mock\"\n",
+        mock.url()
+    );
+    let cfg = sluice_gateway::config::Config::from_toml(&text, &|_| None).unwrap();
+    let gw = sluice::Server::start(cfg).await.unwrap();
+    let r = h1(gw.addr(), request("POST", "/v1/chat/completions", "", CHAT)).await;
+    assert_eq!(r.status, 200);
+    let id = r.headers["x-request-id"].to_str().unwrap().to_string();
+    gw.shutdown().await;
+    let bodies = bodies.lock();
+    assert!(
+        bodies
+            .iter()
+            .any(|b| b.windows(id.len()).any(|w| w == id.as_bytes())),
+        "a logs export carrying request {id}: {} bodies",
+        bodies.len()
+    );
+}
