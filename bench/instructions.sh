@@ -5,6 +5,8 @@
 # `sluice mock` over HTTP/1.1 keep-alive.
 #
 # usage: bench/instructions.sh SLUICE_BIN [seconds=20] [nginx]
+#   EXTRA_CONFIG: TOML appended to the gateway's config (e.g. a [ledger] table); without it
+#   the ledger is on, as for any `sluice serve --config FILE` (SQLite next to the config).
 #   nginx: also count nginx (one worker, master process off, access_log off).
 # Prints instructions per request; leaves the callgrind files in $WORK (printed) for
 # `callgrind_annotate`. Needs valgrind and wrk (and nginx for the reference). Only 127.0.0.1.
@@ -41,6 +43,7 @@ protocol = "http1"
 [[route]]
 models = ["*"]
 upstream = "mock"
+${EXTRA_CONFIG:-}
 CONF
 
 cat > "$WORK/post.lua" <<'LUA'
