@@ -10,7 +10,8 @@
 //! Modules, in the order a config file meets them:
 //! - `interpolate`: `${VAR}` expansion in string values (or their warnings with `--skip-env`);
 //! - `raw`: the file's shape, field for field; `units`: durations and sizes as written;
-//! - `validate` (with `limits` for keys, prices and `[state]`, `telemetry` for
+//! - `validate` (one module per section: `validate::server`, `validate::upstream`,
+//!   `validate::route`; with `limits` for keys, prices and `[state]`, `telemetry` for
 //!   `[telemetry]`, `tls` for certificate files, `admin` for the admin plane's token and
 //!   exposure): raw into checked types, `diagnostics` locating the first problem;
 //! - this module: the validated types ([`Config`], [`ServerConfig`], [`UpstreamConfig`],
