@@ -179,6 +179,14 @@ impl Admin {
                 };
                 full(reply.status, kind, reply.body)
             }
+            "/admin/mcp" => match self.source.mcp() {
+                Some(v) => json(StatusCode::OK, &v),
+                None => error(
+                    StatusCode::NOT_FOUND,
+                    "mcp_disabled",
+                    "no MCP gateway: add [[mcp.server]] entries to the config and restart",
+                ),
+            },
             p if p == "/admin/keys" || p.starts_with("/admin/keys/") => {
                 // Reads the state store (Redis when shared), so across every instance.
                 let reply = self.source.keys(&p["/admin/keys".len()..]).await;
@@ -218,7 +226,7 @@ impl Admin {
                     "not_found",
                     "admin paths: /metrics, /healthz, /readyz, /admin/, /admin/feed, \
                      /admin/pools, /admin/targets, /admin/config, /admin/keys[/{id}], \
-                     /admin/usage, POST /admin/reload",
+                     /admin/usage, /admin/mcp, POST /admin/reload",
                 ),
             },
         }

@@ -41,4 +41,7 @@ pub trait AdminSource: Send + Sync + 'static {
     fn keys(&self, rest: &str) -> Pending;
     /// `GET /admin/usage?{query}`: the ledger's totals (JSON, or CSV with `format=csv`).
     fn usage(&self, query: &str) -> Pending;
+    /// `GET /admin/mcp`: the MCP gateway's servers, their health and tool counts; `None` when
+    /// no MCP gateway is mounted.
+    fn mcp(&self) -> Option<Value>;
 }

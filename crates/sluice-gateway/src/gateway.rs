@@ -56,6 +56,14 @@ pub enum StartError {
     /// PostgreSQL schema newer than this build).
     #[error("ledger: {0}")]
     Ledger(#[from] sluice_ledger::SinkError),
+    /// A service to mount on the listener could not be built (its config section and why).
+    #[error("{section}: {reason}")]
+    Mount {
+        /// The config section (`mcp`).
+        section: &'static str,
+        /// What is wrong, as the service says it.
+        reason: String,
+    },
 }
 
 impl From<crate::generation::BuildError> for StartError {
@@ -107,7 +115,7 @@ impl Gateway {
     /// [`StartError`] if the address is taken, the TLS files do not load, or an upstream's
     /// settings are rejected.
     pub async fn start(config: Config) -> Result<Gateway, StartError> {
-        Gateway::launch(config, None, None).await
+        Gateway::launch(config, None, None, Vec::new()).await
     }
 
     /// [`Gateway::start`] with the file `config` was read from, which a reload reads again.
@@ -118,7 +126,7 @@ impl Gateway {
         config: Config,
         source: ConfigSource,
     ) -> Result<Gateway, StartError> {
-        Gateway::launch(config, Some(source), None).await
+        Gateway::launch(config, Some(source), None, Vec::new()).await
     }
 
     /// [`Gateway::start_with_source`] (or [`Gateway::start`] without a file), serving each
@@ -135,13 +143,29 @@ impl Gateway {
         source: Option<ConfigSource>,
         workers: Arc<crate::workers::Workers>,
     ) -> Result<Gateway, StartError> {
-        Gateway::launch(config, source, Some(workers)).await
+        Gateway::launch(config, source, Some(workers), Vec::new()).await
+    }
+
+    /// [`Gateway::start_on_workers`] (on the current runtime without `workers`), with services
+    /// mounted on the listener beside the model API (the MCP gateway at `/mcp`; see
+    /// [`Mount`](crate::Mount)). Each is attached (metrics, ledger) before the listener serves.
+    ///
+    /// # Errors
+    /// As [`Gateway::start`].
+    pub async fn start_mounted(
+        config: Config,
+        source: Option<ConfigSource>,
+        workers: Option<Arc<crate::workers::Workers>>,
+        mounts: Vec<Arc<dyn crate::Mount>>,
+    ) -> Result<Gateway, StartError> {
+        Gateway::launch(config, source, workers, mounts).await
     }
 
     async fn launch(
         config: Config,
         source: Option<ConfigSource>,
         workers: Option<Arc<crate::workers::Workers>>,
+        mounts: Vec<Arc<dyn crate::Mount>>,
     ) -> Result<Gateway, StartError> {
         let tls = config
             .server
@@ -194,8 +218,12 @@ impl Gateway {
                 .registry_mut()
                 .register_collector(Box::new(LedgerCollector(l.handle())));
         }
+        let books = ledger.as_ref().map(|l| l.handle());
+        for m in &mounts {
+            m.attach(telemetry.registry_mut(), books.as_ref());
+        }
         let telemetry = Arc::new(telemetry);
-        let shared = Arc::new(Shared::new(ledger.as_ref().map(|l| l.handle())));
+        let shared = Arc::new(Shared::new(books, crate::mount::Mounts::new(mounts)));
         let parts = Parts {
             telemetry: telemetry.clone(),
             keys,

@@ -17,7 +17,8 @@
 //!   key's ticket, then the telemetry record, exactly once);
 //! - `probe` (the body's routing fields), [`error`] (the gateway's errors, mapped to status and
 //!   body in one place), [`admit`] (keys, limits, budgets, idempotency);
-//! - leaves: `headers`, `clock`, `body_budget`, [`workers`].
+//! - leaves: `headers`, `clock`, `body_budget`, [`workers`], [`mount`] (services on the
+//!   listener beside the model API, such as the MCP gateway).
 //!
 //! ```no_run
 //! # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
@@ -66,8 +67,10 @@ pub mod admit;
 mod body_budget;
 mod clock;
 mod headers;
+pub mod mount;
 pub mod workers;
 
 pub use control::AdminView;
 pub use control::{ConfigSource, Overrides, ReloadError, ReloadOutcome};
 pub use gateway::{Gateway, ReloadHandle, StartError};
+pub use mount::{Mount, MountBody, MountCaller, MountFuture, MountedBody};

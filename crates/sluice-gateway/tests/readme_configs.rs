@@ -33,7 +33,8 @@ fn every_readme_config_example_loads() {
         // applies (`${SLUICE_ON_FAILURE:-fail_open}` must name a valid value).
         let env = |name: &str| {
             let defaulted = block.contains(&format!("${{{name}:-"));
-            (!defaulted).then(|| "sk-readme-example".to_string())
+            // Long enough for a secret with a minimum length (`mcp.session_secret`: 32 bytes).
+            (!defaulted).then(|| "sk-readme-example-0123456789abcdef-0123456789".to_string())
         };
         let checked = Config::check_toml(&block, &env, EnvMode::Required)
             .unwrap_or_else(|e| panic!("{e}\n--- in ---\n{block}"));

@@ -2,6 +2,7 @@
 //! its admin plane) and what the commands are made of, for tests to call.
 #![forbid(unsafe_code)]
 
+pub mod mcp;
 mod server;
 
 pub use server::Server;

@@ -1,6 +1,7 @@
 //! The composition root: the gateway (the data plane) and its admin plane beside it, started
 //! together and stopped together. The admin plane reads the gateway only through the
-//! gateway's [`AdminView`], adapted here to `sluice-admin`'s [`AdminSource`].
+//! gateway's [`AdminView`], adapted here to `sluice-admin`'s [`AdminSource`]. The MCP gateway
+//! (`sluice-mcp`), when `[mcp]` has servers, is mounted on the gateway's listener at `/mcp`.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -10,6 +11,9 @@ use serde_json::Value;
 use sluice_admin::{AdminHandle, AdminSource};
 use sluice_config::Config;
 use sluice_gateway::workers::Workers;
+use sluice_gateway::Mount;
+
+use crate::mcp::McpMount;
 use sluice_gateway::{
     AdminView, ConfigSource, Gateway, ReloadError, ReloadHandle, ReloadOutcome, StartError,
 };
@@ -35,8 +39,7 @@ impl Server {
     /// [`StartError`]: an address taken (the gateway's or the admin plane's), TLS files that
     /// do not load, an upstream's settings rejected.
     pub async fn start(config: Config) -> Result<Server, StartError> {
-        let admin = config.server.admin_addr();
-        Server::compose(Gateway::start(config).await?, admin).await
+        Server::launch(config, None, None).await
     }
 
     /// [`Server::start`] with the file `config` was read from, which a reload reads again.
@@ -47,8 +50,7 @@ impl Server {
         config: Config,
         source: ConfigSource,
     ) -> Result<Server, StartError> {
-        let admin = config.server.admin_addr();
-        Server::compose(Gateway::start_with_source(config, source).await?, admin).await
+        Server::launch(config, Some(source), None).await
     }
 
     /// [`Server::start_with_source`] (or [`Server::start`] without a file), serving client
@@ -62,13 +64,38 @@ impl Server {
         source: Option<ConfigSource>,
         workers: Arc<Workers>,
     ) -> Result<Server, StartError> {
-        let admin = config.server.admin_addr();
-        let gateway = Gateway::start_on_workers(config, source, workers).await?;
-        Server::compose(gateway, admin).await
+        Server::launch(config, source, Some(workers)).await
     }
 
-    async fn compose(gateway: Gateway, admin_addr: SocketAddr) -> Result<Server, StartError> {
-        let view: Arc<dyn AdminSource> = Arc::new(View(gateway.admin_view()));
+    /// The MCP gateway (when `[mcp]` has servers) mounted at `/mcp`, then the gateway, then
+    /// the admin plane.
+    async fn launch(
+        config: Config,
+        source: Option<ConfigSource>,
+        workers: Option<Arc<Workers>>,
+    ) -> Result<Server, StartError> {
+        let admin = config.server.admin_addr();
+        let mcp = McpMount::build(&config).map_err(|e| StartError::Mount {
+            section: "mcp",
+            reason: e.to_string(),
+        })?;
+        let mounts: Vec<Arc<dyn Mount>> = match &mcp {
+            Some(m) => vec![m.clone() as Arc<dyn Mount>],
+            None => Vec::new(),
+        };
+        let gateway = Gateway::start_mounted(config, source, workers, mounts).await?;
+        Server::compose(gateway, admin, mcp).await
+    }
+
+    async fn compose(
+        gateway: Gateway,
+        admin_addr: SocketAddr,
+        mcp: Option<Arc<McpMount>>,
+    ) -> Result<Server, StartError> {
+        let view: Arc<dyn AdminSource> = Arc::new(View {
+            gateway: gateway.admin_view(),
+            mcp,
+        });
         let admin = sluice_admin::start(view, admin_addr)
             .await
             .map_err(|source| StartError::Bind {
@@ -133,47 +160,54 @@ impl Server {
     }
 }
 
-/// The gateway's view, as the admin plane asks for it.
-struct View(AdminView);
+/// The gateway's view (and the MCP gateway's, when mounted), as the admin plane asks for it.
+struct View {
+    gateway: AdminView,
+    mcp: Option<Arc<McpMount>>,
+}
 
 impl AdminSource for View {
     fn config(&self) -> Arc<Config> {
-        self.0.config()
+        self.gateway.config()
     }
 
     fn generation(&self) -> GenerationView {
-        self.0.generation()
+        self.gateway.generation()
     }
 
     fn telemetry(&self) -> Arc<Telemetry> {
-        self.0.telemetry()
+        self.gateway.telemetry()
     }
 
     fn readiness(&self) -> Readiness {
-        self.0.readiness()
+        self.gateway.readiness()
     }
 
     fn pools(&self) -> Value {
-        self.0.pools()
+        self.gateway.pools()
     }
 
     fn targets(&self) -> Value {
-        self.0.targets()
+        self.gateway.targets()
     }
 
     fn pending(&self) -> usize {
-        self.0.pending()
+        self.gateway.pending()
     }
 
     fn reload(&self) -> sluice_admin::Pending {
-        Box::pin(self.0.reload())
+        Box::pin(self.gateway.reload())
     }
 
     fn keys(&self, rest: &str) -> sluice_admin::Pending {
-        Box::pin(self.0.keys(rest))
+        Box::pin(self.gateway.keys(rest))
     }
 
     fn usage(&self, query: &str) -> sluice_admin::Pending {
-        Box::pin(self.0.usage(query))
+        Box::pin(self.gateway.usage(query))
+    }
+
+    fn mcp(&self) -> Option<Value> {
+        self.mcp.as_ref().map(|m| m.admin_snapshot())
     }
 }

@@ -363,8 +363,8 @@ pub(crate) fn restart_field(old: &Config, new: &Config) -> Option<&'static str> 
         teams: _,
         prices: _,
         state,
-        // Not held by the data plane: the `sluice` binary mounts the MCP gateway.
-        mcp: _,
+        // Built once at start and mounted by the `sluice` binary: a change needs a restart.
+        mcp,
         ledger,
     } = new;
     let ServerConfig {
@@ -440,6 +440,10 @@ pub(crate) fn restart_field(old: &Config, new: &Config) -> Option<&'static str> 
         ("telemetry", *telemetry == old.telemetry),
         ("state", same_state(state, &old.state)),
         ("ledger", *ledger == old.ledger),
+        (
+            "mcp",
+            mcp.session_secret == old.mcp.session_secret && mcp.redacted() == old.mcp.redacted(),
+        ),
     ];
     same.iter().find(|(_, same)| !same).map(|(field, _)| *field)
 }
@@ -485,6 +489,12 @@ mod tests {
             ),
             ("", "[state]\nmax_entries = 1000\n", "state"),
             ("", "[state]\nsweep_interval = \"3s\"\n", "state"),
+            (
+                "",
+                "[mcp]\nsession_secret = \"0123456789abcdef0123456789abcdef\"\n\
+                 [[mcp.server]]\nname = \"a\"\nurl = \"http://127.0.0.1:9/mcp\"\n",
+                "mcp",
+            ),
         ] {
             assert_eq!(
                 restart_field(&base, &config(server, rest)),

@@ -42,13 +42,18 @@ pub(crate) struct Shared {
     pub(crate) draining: CancellationToken,
     /// The ledger's queue, when the ledger is on (its sink is held for the process).
     pub(crate) ledger: Option<sluice_ledger::LedgerHandle>,
+    /// Services on the listener beside the model API, fixed at start.
+    pub(crate) mounts: crate::mount::Mounts,
     /// Request ids stay unique across reloads.
     request_ids: AtomicU64,
     id_prefix: Box<str>,
 }
 
 impl Shared {
-    pub(crate) fn new(ledger: Option<sluice_ledger::LedgerHandle>) -> Self {
+    pub(crate) fn new(
+        ledger: Option<sluice_ledger::LedgerHandle>,
+        mounts: crate::mount::Mounts,
+    ) -> Self {
         // A per-process prefix keeps generated ids unique across restarts without a RNG crate.
         let nanos = SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
@@ -58,6 +63,7 @@ impl Shared {
             streams_deadline: CancellationToken::new(),
             draining: CancellationToken::new(),
             ledger,
+            mounts,
             request_ids: AtomicU64::new(0),
             id_prefix: format!("sl-{:x}{:x}", nanos as u64, std::process::id()).into(),
         }

@@ -22,6 +22,8 @@ use crate::policy::Policy;
 use crate::route::{self, Endpoint, Operation};
 use sluice_telemetry::{EndReason, RequestRecord};
 
+use crate::admit::Identity;
+use crate::mount::{Mount, MountBody, MountCaller};
 use crate::outcome::Finish;
 
 /// What the admit stage decided for a request that may go on.
@@ -97,6 +99,13 @@ where
         None,
     ));
     log.client_ip = Some(edge.client_ip);
+    if let Some(m) = state.shared.mounts.find(parts.uri.path()) {
+        // Boxed: a mounted service's wait would otherwise take room in every request's future.
+        let r = Box::pin(mounted(&state, m.clone(), parts, body, &request_id)).await;
+        log.status = r.status().as_u16();
+        log.finish(EndReason::Completed);
+        return Admission::Answer(r);
+    }
     let family = route::family_of(parts.uri.path());
     let op = match route::endpoint(&parts.method, parts.uri.path()) {
         Err(e) => {
@@ -151,6 +160,34 @@ where
         }
         Err(f) => Admission::Answer(fail(family, &mut log, f, &request_id)),
     }
+}
+
+/// A request to a mounted service: its caller identified by the key table (as a model call's
+/// is), then handed over whole; the answer is the service's, with the request id.
+async fn mounted<B>(
+    state: &Generation,
+    mount: Arc<dyn Mount>,
+    parts: http::request::Parts,
+    body: B,
+    request_id: &HeaderValue,
+) -> Response<GatewayBody>
+where
+    B: Body<Data = Bytes> + Send + 'static,
+    B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
+{
+    let caller = match state.keys.identify(&parts.headers) {
+        Identity::Anonymous => MountCaller::Anonymous,
+        Identity::Unknown => MountCaller::Unknown,
+        Identity::Key(k) => MountCaller::Key(k.config.id.as_str().into()),
+        Identity::Revoked(k) => MountCaller::Revoked(k.config.id.as_str().into()),
+    };
+    let body = MountBody::new(body.map_err(Into::into));
+    let (mut head, body) = mount
+        .serve(Request::from_parts(parts, body), caller)
+        .await
+        .into_parts();
+    head.headers.insert(REQUEST_ID, request_id.clone());
+    Response::from_parts(head, GatewayBody::Mounted(body))
 }
 
 /// The endpoints the gateway answers itself.

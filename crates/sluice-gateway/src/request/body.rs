@@ -15,6 +15,8 @@ use crate::relay::SseRelay;
 pub(crate) enum GatewayBody {
     Full(Option<Bytes>),
     Relay(Box<SseRelay>),
+    /// A mounted service's answer (see `mount`).
+    Mounted(crate::mount::MountedBody),
 }
 
 impl Body for GatewayBody {
@@ -28,6 +30,7 @@ impl Body for GatewayBody {
         match self.get_mut() {
             GatewayBody::Full(b) => Poll::Ready(b.take().map(|b| Ok(Frame::data(b)))),
             GatewayBody::Relay(r) => Pin::new(r.as_mut()).poll_frame(cx),
+            GatewayBody::Mounted(m) => Pin::new(m).poll_frame(cx),
         }
     }
 
@@ -35,6 +38,7 @@ impl Body for GatewayBody {
         match self {
             GatewayBody::Full(b) => b.is_none(),
             GatewayBody::Relay(r) => r.is_end_stream(),
+            GatewayBody::Mounted(m) => m.is_end_stream(),
         }
     }
 
@@ -43,6 +47,7 @@ impl Body for GatewayBody {
             GatewayBody::Full(Some(b)) => SizeHint::with_exact(b.len() as u64),
             GatewayBody::Full(None) => SizeHint::with_exact(0),
             GatewayBody::Relay(_) => SizeHint::default(),
+            GatewayBody::Mounted(m) => m.size_hint(),
         }
     }
 }

@@ -1,0 +1,373 @@
+//! The MCP gateway as `sluice serve` runs it: mounted at `/mcp` on the gateway's listener,
+//! callers identified by the gateway's own virtual keys, each tool call on the books (the
+//! ledger), its metrics on `/metrics` and its servers on `/admin/mcp`. The official MCP Python
+//! SDK is the client (tests/python/mcp_client.py) and the servers (tests/python/mcp_server.py),
+//! over real sockets, through two `sluice::Server` instances that share the session secret.
+//!
+//! Needs a Python with the `mcp` SDK (`$SLUICE_PYTHON`, else `.venv/bin/python`; `.ci/run`
+//! creates it): without one the tests are ignored with the reason, except under `CI=true`.
+
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+use bytes::Bytes;
+use http::{Request, StatusCode};
+use http_body_util::{BodyExt, Full};
+use hyper_util::rt::TokioIo;
+use sluice::Server;
+use sluice_gateway::config::Config;
+
+const SECRET: &str = "whole-server-test-secret-0123456789abcdef";
+
+fn workspace_root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+fn python() -> PathBuf {
+    std::env::var_os("SLUICE_PYTHON")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| workspace_root().join(".venv/bin/python"))
+}
+
+/// `sha256:<hex>` of a key, as `[[key]] hash` takes it.
+fn hash(key: &str) -> String {
+    let d = ring::digest::digest(&ring::digest::SHA256, key.as_bytes());
+    let hex: String = d.as_ref().iter().map(|b| format!("{b:02x}")).collect();
+    format!("sha256:{hex}")
+}
+
+/// A scratch directory, removed on drop.
+struct Scratch(PathBuf);
+
+impl Scratch {
+    fn new(tag: &str) -> Scratch {
+        let p = std::env::temp_dir().join(format!(
+            "sluice-mcp-server-{tag}-{}-{}",
+            std::process::id(),
+            std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .unwrap()
+                .as_nanos()
+        ));
+        std::fs::create_dir_all(&p).unwrap();
+        Scratch(p)
+    }
+}
+
+impl Drop for Scratch {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// tests/python/mcp_server.py on an ephemeral port; killed on drop.
+struct PyServer {
+    child: Child,
+    port: u16,
+    _dir: Scratch,
+}
+
+impl Drop for PyServer {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl PyServer {
+    async fn start(name: &str) -> PyServer {
+        let dir = Scratch::new(name);
+        let port_file = dir.0.join("port");
+        let child = Command::new(python())
+            .arg(workspace_root().join("tests/python/mcp_server.py"))
+            .arg(name)
+            .arg(&port_file)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .expect("start the Python MCP server");
+        let mut server = PyServer {
+            child,
+            port: 0,
+            _dir: dir,
+        };
+        for _ in 0..300 {
+            if let Some(port) = std::fs::read_to_string(&port_file)
+                .ok()
+                .and_then(|p| p.trim().parse().ok())
+            {
+                server.port = port;
+                return server;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        panic!("the Python MCP server `{name}` did not start within 15 s");
+    }
+
+    fn url(&self) -> String {
+        format!("http://127.0.0.1:{}/mcp", self.port)
+    }
+}
+
+/// A whole Sluice config: one model route (unused here), three keys (alice may use both
+/// servers' granted tools, bob only beta, `gone` is revoked), the ledger in `db`, and the two
+/// MCP servers.
+fn config(alpha: &PyServer, beta: &PyServer, db: &Path) -> Config {
+    let text = format!(
+        r#"
+[server]
+listen = "127.0.0.1:0"
+admin_listen = "127.0.0.1:0"
+access_log = "off"
+
+[[upstream]]
+name = "u"
+base_url = "http://127.0.0.1:9/v1"
+
+[[route]]
+models = ["*"]
+upstream = "u"
+
+[[key]]
+id = "alice"
+hash = "{alice}"
+
+[[key]]
+id = "bob"
+hash = "{bob}"
+
+[[key]]
+id = "gone"
+hash = "{gone}"
+revoked = true
+
+[ledger]
+flush_interval = "100ms"
+sink = {{ kind = "sqlite", path = "{db}" }}
+
+[mcp]
+session_secret = "{SECRET}"
+
+[[mcp.server]]
+name = "alpha"
+url = "{alpha}"
+
+[[mcp.server]]
+name = "beta"
+url = "{beta}"
+
+[[mcp.grant]]
+keys = ["alice"]
+server = "*"
+tools = ["echo", "add", "slow", "cancelled", "whoami"]
+
+[[mcp.grant]]
+keys = ["bob"]
+server = "beta"
+"#,
+        alice = hash("sk-alice"),
+        bob = hash("sk-bob"),
+        gone = hash("sk-gone"),
+        db = db.display(),
+        alpha = alpha.url(),
+        beta = beta.url(),
+    );
+    Config::from_toml(&text, &|_| None).unwrap_or_else(|e| panic!("{e}\n{text}"))
+}
+
+/// Runs tests/python/mcp_client.py; every check it prints must pass.
+async fn run_client(args: Vec<String>) {
+    let script = workspace_root().join("tests/python/mcp_client.py");
+    let out = tokio::task::spawn_blocking(move || {
+        Command::new(python())
+            .arg(script)
+            .args(args)
+            .output()
+            .expect("cannot run python")
+    })
+    .await
+    .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    println!("{stdout}\n{}", String::from_utf8_lossy(&out.stderr));
+    assert!(out.status.success(), "MCP SDK checks failed:\n{stdout}");
+    assert!(stdout.contains(" passed, 0 failed"), "{stdout}");
+}
+
+/// One HTTP/1.1 request: status and body.
+async fn http(
+    addr: SocketAddr,
+    method: &str,
+    path: &str,
+    headers: &[(&str, &str)],
+    body: &str,
+) -> (StatusCode, String) {
+    let io = tokio::net::TcpStream::connect(addr).await.unwrap();
+    let (mut send, conn) = hyper::client::conn::http1::handshake(TokioIo::new(io))
+        .await
+        .unwrap();
+    tokio::spawn(conn);
+    let mut b = Request::builder()
+        .method(method)
+        .uri(format!("http://{addr}{path}"))
+        .header("host", addr.to_string());
+    for (k, v) in headers {
+        b = b.header(*k, *v);
+    }
+    let resp = send
+        .send_request(b.body(Full::new(Bytes::from(body.to_string()))).unwrap())
+        .await
+        .unwrap();
+    let status = resp.status();
+    let body = resp.into_body().collect().await.unwrap().to_bytes();
+    (status, String::from_utf8_lossy(&body).into_owned())
+}
+
+/// The ledger's tool-call rows: (key, model, upstream, status, end reason).
+fn tool_calls(db: &Path) -> Vec<(String, String, Option<String>, i64, String)> {
+    let conn = rusqlite::Connection::open(db).unwrap();
+    let mut q = conn
+        .prepare(
+            "SELECT key_id, served_model, upstream, status, end_reason FROM sluice_requests \
+             WHERE route = 'mcp' AND client_api = 'mcp' ORDER BY ts_us",
+        )
+        .unwrap();
+    q.query_map([], |r| {
+        Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?))
+    })
+    .unwrap()
+    .map(Result::unwrap)
+    .collect()
+}
+
+/// Polls until the ledger's writer has flushed rows matching `want` (it flushes every 100 ms).
+async fn wait_for_rows(
+    db: &Path,
+    want: impl Fn(&[(String, String, Option<String>, i64, String)]) -> bool,
+) -> Vec<(String, String, Option<String>, i64, String)> {
+    let mut rows = Vec::new();
+    for _ in 0..100 {
+        if db.exists() {
+            rows = tool_calls(db);
+            if want(&rows) {
+                return rows;
+            }
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    panic!("the ledger never held the expected tool calls: {rows:#?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[cfg_attr(
+    no_python_mcp,
+    ignore = "no Python with the `mcp` SDK: create .venv (see README)"
+)]
+async fn sdk_through_two_servers_keys_books_metrics_and_admin() {
+    let (alpha, beta) = tokio::join!(PyServer::start("alpha"), PyServer::start("beta"));
+    let dir = Scratch::new("ledger");
+    let (db_a, db_b) = (dir.0.join("a.db"), dir.0.join("b.db"));
+    let a = Server::start(config(&alpha, &beta, &db_a)).await.unwrap();
+    let b = Server::start(config(&alpha, &beta, &db_b)).await.unwrap();
+    let url = |s: &Server| format!("http://{}/mcp", s.addr());
+
+    // alice's session opens on A and goes on on B (a balancer without affinity): federated,
+    // filtered by her grant, progress streamed, a cancelled call cancelled on the server.
+    run_client(vec!["session".into(), url(&a), url(&b), "sk-alice".into()]).await;
+    // The calls after `initialize` were B's: on B's books, under alice's key id (never the
+    // key), the server as the upstream and the prefixed tool as the model.
+    let rows = wait_for_rows(&db_b, |rows| {
+        rows.iter()
+            .any(|r| r.1 == "alpha__echo" && r.4 == "ok" && r.3 == 200)
+            && rows.iter().any(|r| r.1 == "beta__add")
+            && rows.iter().any(|r| r.4 == "cancelled")
+    })
+    .await;
+    assert!(rows.iter().all(|r| r.0 == "alice"), "{rows:#?}");
+    assert!(
+        rows.iter()
+            .any(|r| r.2.as_deref() == Some("alpha") && r.1 == "alpha__echo"),
+        "{rows:#?}"
+    );
+
+    // A client of the stateless revision (2026-07-28) needs no session on either instance.
+    run_client(vec![
+        "stateless".into(),
+        url(&a),
+        url(&b),
+        "sk-alice".into(),
+    ])
+    .await;
+
+    // bob's key sees only beta: alpha's tools are neither listed nor callable, and the refusal
+    // is on A's books as his.
+    run_client(vec!["nogrant".into(), url(&a), "sk-bob".into()]).await;
+    let rows = wait_for_rows(&db_a, |rows| {
+        rows.iter()
+            .any(|r| r.0 == "bob" && r.4 == "refused" && r.3 == 403)
+    })
+    .await;
+    assert!(
+        rows.iter()
+            .any(|r| r.0 == "bob" && r.1 == "beta__echo" && r.4 == "ok"),
+        "{rows:#?}"
+    );
+
+    // A revoked key is refused before any server hears of it, in JSON-RPC form.
+    let init = r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}"#;
+    let (status, body) = http(
+        a.addr(),
+        "POST",
+        "/mcp",
+        &[
+            ("authorization", "Bearer sk-gone"),
+            ("content-type", "application/json"),
+            ("accept", "application/json, text/event-stream"),
+        ],
+        init,
+    )
+    .await;
+    assert_eq!(status, StatusCode::UNAUTHORIZED, "{body}");
+    let v: serde_json::Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(v["jsonrpc"], "2.0", "{body}");
+    assert!(
+        v["error"]["message"].as_str().unwrap().contains("revoked"),
+        "{body}"
+    );
+
+    // The model API beside it is untouched: an unknown path is still the gateway's 404.
+    let (status, _) = http(a.addr(), "GET", "/mcp/other", &[], "").await;
+    assert_eq!(status, StatusCode::NOT_FOUND);
+
+    // `/admin/mcp`: both servers, with their tool counts; `/metrics`: the MCP families.
+    let (status, body) = http(a.admin_addr(), "GET", "/admin/mcp", &[], "").await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    let v: serde_json::Value = serde_json::from_str(&body).unwrap();
+    let names: Vec<&str> = v["servers"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, ["alpha", "beta"], "{body}");
+    let (_, metrics) = http(b.admin_addr(), "GET", "/metrics", &[], "").await;
+    assert!(
+        metrics.contains("sluice_mcp_calls_total{server=\"alpha\",tool=\"echo\",outcome=\"ok\"}"),
+        "{metrics}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn without_mcp_servers_the_path_is_the_gateways_404_and_admin_says_disabled() {
+    let text = "[server]\nlisten = \"127.0.0.1:0\"\nadmin_listen = \"127.0.0.1:0\"\naccess_log = \"off\"\n\n[[upstream]]\nname = \"u\"\nbase_url = \"http://127.0.0.1:9/v1\"\n\n[[route]]\nmodels = [\"*\"]\nupstream = \"u\"\n";
+    let s = Server::start(Config::from_toml(text, &|_| None).unwrap())
+        .await
+        .unwrap();
+    let (status, _) = http(s.addr(), "POST", "/mcp", &[], "{}").await;
+    assert_eq!(status, StatusCode::NOT_FOUND);
+    let (status, body) = http(s.admin_addr(), "GET", "/admin/mcp", &[], "").await;
+    assert_eq!(status, StatusCode::NOT_FOUND);
+    assert!(body.contains("mcp_disabled"), "{body}");
+}
