@@ -42,6 +42,7 @@ async fn serve_gateway(gw: McpGateway) -> SocketAddr {
                         let caller = Caller {
                             key_id: Some("bench".into()),
                             authorization: None,
+                            traceparent: None,
                         };
                         Ok::<_, Infallible>(gw.handle(req, caller).await)
                     }

@@ -48,6 +48,8 @@ pub struct Caller {
     /// The client's own credential, sent as `Authorization` to servers with
     /// `auth = { type = "passthrough" }` (and to nothing else). Never logged.
     pub authorization: Option<HeaderValue>,
+    /// The client's W3C `traceparent`: each tool call's span continues its trace.
+    pub traceparent: Option<HeaderValue>,
 }
 
 impl std::fmt::Debug for Caller {
@@ -692,6 +694,7 @@ impl McpGateway {
             error_code: None,
             latency: Duration::ZERO,
             protocol: req.era.label(),
+            traceparent: req.caller.traceparent.clone(),
         };
         let started = Instant::now();
         let route = federation::split_name(&prefixed).and_then(|(server, tool)| {

@@ -446,6 +446,7 @@ mod tests {
                 error_code: None,
                 latency: Duration::ZERO,
                 protocol: "2025-11-25",
+                traceparent: None,
             }),
             started: Instant::now(),
             sink,

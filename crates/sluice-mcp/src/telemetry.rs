@@ -70,6 +70,10 @@ pub struct ToolCallRecord {
     pub latency: Duration,
     /// The protocol version the client spoke.
     pub protocol: &'static str,
+    /// The client's `traceparent`, for the call's span (see [`Caller::traceparent`]).
+    ///
+    /// [`Caller::traceparent`]: crate::Caller::traceparent
+    pub traceparent: Option<http::HeaderValue>,
 }
 
 /// Where tool-call records go. Called once per call, on the request path: must not block.
@@ -275,6 +279,7 @@ mod tests {
             error_code: None,
             latency: Duration::from_millis(3),
             protocol: "2025-11-25",
+            traceparent: None,
         };
         m.call(&rec("create_issue", CallOutcome::Ok));
         m.call(&rec("made-up-by-a-client", CallOutcome::Refused));

@@ -255,6 +255,7 @@ async fn the_gateway_answers_every_mutated_request() {
         let caller = sluice_mcp::Caller {
             key_id: [None, Some("k".to_string())][rng.below(2)].clone(),
             authorization: None,
+            traceparent: None,
         };
         let resp = tokio::time::timeout(
             std::time::Duration::from_secs(10),

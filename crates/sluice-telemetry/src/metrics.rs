@@ -264,6 +264,12 @@ impl Telemetry {
         self.registry.register_collector(Box::new(pools));
     }
 
+    /// The tracer, when `[telemetry]` names an endpoint (for spans of mounted services, such
+    /// as the MCP gateway's tool calls).
+    pub fn tracer(&self) -> Option<&crate::trace::Tracer> {
+        self.tracer.as_ref()
+    }
+
     /// Starts trace export as `[telemetry]` says (nothing without an endpoint), with its
     /// counters in this registry. Call on the runtime that will serve.
     pub fn start_tracer(&mut self, cfg: &sluice_config::TelemetryConfig) {

@@ -1,7 +1,7 @@
 //! The MCP gateway (`sluice-mcp`) mounted on the gateway's listener at `/mcp`: the caller's
 //! virtual key as the gateway's key table identifies it, each tool call on the books (the
 //! ledger, when it is on) and in the `tracing` log, its metric families in the gateway's
-//! registry.
+//! registry, its span (`execute_tool server__tool`) in the gateway's traces.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock};
@@ -18,6 +18,8 @@ use sluice_mcp::{
     CallOutcome, Caller, McpDeps, McpError, McpGateway, McpMetrics, ToolCallRecord, ToolCallSink,
     TracingSink,
 };
+use sluice_telemetry::trace::ToolCallEnd;
+use sluice_telemetry::Telemetry;
 
 /// The path the MCP gateway answers on the gateway's listener.
 pub const MCP_PATH: &str = "/mcp";
@@ -27,6 +29,7 @@ pub(crate) struct McpMount {
     gateway: McpGateway,
     metrics: McpMetrics,
     books: Arc<OnceLock<LedgerHandle>>,
+    telemetry: Arc<OnceLock<Arc<Telemetry>>>,
 }
 
 impl McpMount {
@@ -38,8 +41,10 @@ impl McpMount {
         }
         let metrics = McpMetrics::new();
         let books = Arc::new(OnceLock::new());
+        let telemetry = Arc::new(OnceLock::new());
         let sink = Arc::new(Books {
             books: books.clone(),
+            telemetry: telemetry.clone(),
             seq: AtomicU64::new(0),
         });
         let deps = McpDeps {
@@ -52,7 +57,13 @@ impl McpMount {
             gateway,
             metrics,
             books,
+            telemetry,
         })))
+    }
+
+    /// Hands the gateway's telemetry over once it runs: tool calls' spans go to its tracer.
+    pub(crate) fn observe(&self, telemetry: Arc<Telemetry>) {
+        let _ = self.telemetry.set(telemetry);
     }
 
     /// `/admin/mcp`.
@@ -88,6 +99,7 @@ impl Mount for McpMount {
         let caller = Caller {
             key_id: key_id.map(|k| k.to_string()),
             authorization,
+            traceparent: req.headers().get("traceparent").cloned(),
         };
         let gateway = self.gateway.clone();
         Box::pin(async move {
@@ -122,12 +134,24 @@ fn revoked() -> Response<MountedBody> {
 /// outcome as the end reason).
 struct Books {
     books: Arc<OnceLock<LedgerHandle>>,
+    telemetry: Arc<OnceLock<Arc<Telemetry>>>,
     seq: AtomicU64,
 }
 
 impl ToolCallSink for Books {
     fn record(&self, r: &ToolCallRecord) {
         TracingSink.record(r);
+        if let Some(tracer) = self.telemetry.get().and_then(|t| t.tracer()) {
+            tracer.tool_call(ToolCallEnd {
+                traceparent: r.traceparent.as_ref().map(HeaderValue::as_bytes),
+                server: &r.server,
+                tool: &r.tool,
+                key_id: r.key_id.as_deref(),
+                outcome: r.outcome.as_str(),
+                error: !matches!(r.outcome, CallOutcome::Ok),
+                latency: r.latency,
+            });
+        }
         let Some(ledger) = self.books.get() else {
             return;
         };

@@ -84,6 +84,9 @@ impl Server {
             None => Vec::new(),
         };
         let gateway = Gateway::start_mounted(config, source, workers, mounts).await?;
+        if let Some(m) = &mcp {
+            m.observe(gateway.telemetry().clone());
+        }
         Server::compose(gateway, admin, mcp).await
     }
 

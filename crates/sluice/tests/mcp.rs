@@ -7,6 +7,10 @@
 //! Needs a Python with the `mcp` SDK (`$SLUICE_PYTHON`, else `.venv/bin/python`; `.ci/run`
 //! creates it): without one the tests are ignored with the reason, except under `CI=true`.
 
+#[path = "gateway/collector.rs"]
+#[allow(dead_code)]
+mod collector;
+
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -113,9 +117,9 @@ impl PyServer {
 }
 
 /// A whole Sluice config: one model route (unused here), three keys (alice may use both
-/// servers' granted tools, bob only beta, `gone` is revoked), the ledger in `db`, and the two
-/// MCP servers.
-fn config(alpha: &PyServer, beta: &PyServer, db: &Path) -> Config {
+/// servers' granted tools, bob only beta, `gone` is revoked), the ledger in `db`, every trace
+/// sampled to `collector`, and the two MCP servers.
+fn config(alpha: &PyServer, beta: &PyServer, db: &Path, collector: SocketAddr) -> Config {
     let text = format!(
         r#"
 [server]
@@ -143,6 +147,10 @@ hash = "{bob}"
 id = "gone"
 hash = "{gone}"
 revoked = true
+
+[telemetry]
+endpoint = "http://{collector}/v1/traces"
+sampling_ratio = 1.0
 
 [ledger]
 flush_interval = "100ms"
@@ -269,8 +277,13 @@ async fn sdk_through_two_servers_keys_books_metrics_and_admin() {
     let (alpha, beta) = tokio::join!(PyServer::start("alpha"), PyServer::start("beta"));
     let dir = Scratch::new("ledger");
     let (db_a, db_b) = (dir.0.join("a.db"), dir.0.join("b.db"));
-    let a = Server::start(config(&alpha, &beta, &db_a)).await.unwrap();
-    let b = Server::start(config(&alpha, &beta, &db_b)).await.unwrap();
+    let traces = collector::Collector::start().await;
+    let a = Server::start(config(&alpha, &beta, &db_a, traces.addr))
+        .await
+        .unwrap();
+    let b = Server::start(config(&alpha, &beta, &db_b, traces.addr))
+        .await
+        .unwrap();
     let url = |s: &Server| format!("http://{}/mcp", s.addr());
 
     // alice's session opens on A and goes on on B (a balancer without affinity): federated,
@@ -291,6 +304,21 @@ async fn sdk_through_two_servers_keys_books_metrics_and_admin() {
             .any(|r| r.2.as_deref() == Some("alpha") && r.1 == "alpha__echo"),
         "{rows:#?}"
     );
+
+    // Each call is a span named after its tool, with the key id (never the key).
+    let spans = traces
+        .wait_for("the tool call spans", |s| {
+            s.iter().any(|s| s.name == "execute_tool alpha__echo")
+        })
+        .await;
+    let echo = spans
+        .iter()
+        .find(|s| s.name == "execute_tool alpha__echo")
+        .unwrap();
+    let attr = |k: &str| echo.str(k);
+    assert_eq!(attr("gen_ai.tool.name"), Some("alpha__echo"));
+    assert_eq!(attr("sluice.key_id"), Some("alice"));
+    assert_eq!(attr("sluice.end_reason"), Some("ok"));
 
     // A client of the stateless revision (2026-07-28) needs no session on either instance.
     run_client(vec![

@@ -132,6 +132,7 @@ async fn serve(gw: &McpGateway, req: Request<Incoming>) -> Response<McpBody> {
         Caller {
             key_id,
             authorization,
+            traceparent: None,
         },
     )
     .await

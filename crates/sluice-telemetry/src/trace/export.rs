@@ -102,7 +102,7 @@ impl SpanQueue {
             .inc_by(n as u64);
     }
 
-    fn take_batch(&self) -> Vec<SpanData> {
+    pub(super) fn take_batch(&self) -> Vec<SpanData> {
         let mut q = self.spans.lock();
         let n = q.len().min(self.batch);
         q.drain(..n).collect()

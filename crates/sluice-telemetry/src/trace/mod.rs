@@ -135,6 +135,88 @@ impl Tracer {
     }
 }
 
+/// A tool call of the MCP gateway, as its span records it (GenAI conventions: `execute_tool`).
+#[derive(Debug)]
+pub struct ToolCallEnd<'a> {
+    /// The client's `traceparent`, when it sent one: the span continues its trace.
+    pub traceparent: Option<&'a [u8]>,
+    /// The server's name and its own tool name.
+    pub server: &'a str,
+    pub tool: &'a str,
+    /// The caller's key id (never the key).
+    pub key_id: Option<&'a str>,
+    /// How it ended (`ok`, `refused`, `timeout`, ...).
+    pub outcome: &'static str,
+    /// The call failed (the span's status is an error).
+    pub error: bool,
+    /// From the request to the end of the answer; the span ends now.
+    pub latency: std::time::Duration,
+}
+
+impl Tracer {
+    /// Ends a tool call's span (`execute_tool server__tool`): sampled as a request is (the
+    /// client's `traceparent`, else `sampling_ratio`), queued without waiting.
+    pub fn tool_call(&self, end: ToolCallEnd<'_>) {
+        let parent = end.traceparent.and_then(TraceContext::parse);
+        let (trace_id, span_id) = {
+            let mut rng = self.rng.lock();
+            let trace_id = match &parent {
+                Some(p) => p.trace_id,
+                None => context::new_trace_id(&mut rng),
+            };
+            (trace_id, context::new_span_id(&mut rng))
+        };
+        let sampled = match &parent {
+            Some(p) => p.sampled(),
+            None => context::ratio_sampled(&trace_id, self.ratio),
+        };
+        if !sampled {
+            return;
+        }
+        let name = if end.server.is_empty() {
+            end.tool.to_string()
+        } else {
+            format!("{}__{}", end.server, end.tool)
+        };
+        let mut attrs: Vec<(&'static str, AttrValue)> = vec![
+            ("gen_ai.operation.name", "execute_tool".into()),
+            ("gen_ai.tool.name", name.as_str().into()),
+            ("sluice.mcp.server", end.server.into()),
+            ("sluice.end_reason", end.outcome.into()),
+        ];
+        if let Some(k) = end.key_id {
+            attrs.push(("sluice.key_id", k.into()));
+        }
+        if end.error {
+            attrs.push(("error.type", end.outcome.into()));
+        }
+        let now = Instant::now();
+        let clock = Clock::now();
+        let span = SpanData {
+            trace_id,
+            span_id,
+            parent_span_id: parent.as_ref().map(|p| p.span_id),
+            parent_is_remote: parent.is_some(),
+            name: format!("execute_tool {name}"),
+            kind: SpanKind::Internal,
+            start_unix_nanos: clock.unix_nanos(now.checked_sub(end.latency).unwrap_or(now)),
+            end_unix_nanos: clock.unix_nanos(now),
+            attributes: attrs,
+            status: if end.error {
+                StatusCode::Error
+            } else {
+                StatusCode::Unset
+            },
+            status_message: if end.error {
+                end.outcome.to_string()
+            } else {
+                String::new()
+            },
+        };
+        self.queue.push(vec![span]);
+    }
+}
+
 /// The request span, then a child per attempt, then the phases of the attempt with timings.
 fn request_spans(
     span: &RequestSpan,
@@ -292,5 +374,71 @@ impl Drop for Tracer {
     fn drop(&mut self) {
         // The exporter sends what is queued, then ends.
         self.queue.close();
+    }
+}
+
+#[cfg(test)]
+mod tool_call_tests {
+    use super::*;
+
+    fn tracer(ratio: f64) -> Tracer {
+        Tracer {
+            ratio,
+            rng: Mutex::new(fastrand::Rng::with_seed(7)),
+            queue: Arc::new(SpanQueue::new(16, 16)),
+        }
+    }
+
+    fn end<'a>(traceparent: Option<&'a [u8]>, outcome: &'static str) -> ToolCallEnd<'a> {
+        ToolCallEnd {
+            traceparent,
+            server: "github",
+            tool: "create_issue",
+            key_id: Some("team-a"),
+            outcome,
+            error: outcome != "ok",
+            latency: std::time::Duration::from_millis(12),
+        }
+    }
+
+    #[test]
+    fn a_tool_call_span_continues_the_clients_trace_and_is_named_after_the_tool() {
+        let t = tracer(0.0);
+        let parent = b"00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01";
+        t.tool_call(end(Some(parent), "timeout"));
+        let spans = t.queue.take_batch();
+        assert_eq!(spans.len(), 1);
+        let s = &spans[0];
+        assert_eq!(s.name, "execute_tool github__create_issue");
+        assert_eq!(hex(&s.trace_id), "0af7651916cd43dd8448eb211c80319c");
+        assert_eq!(
+            s.parent_span_id.map(|p| hex(&p)).as_deref(),
+            Some("b7ad6b7169203331")
+        );
+        assert!(s.parent_is_remote);
+        assert_eq!(s.status, StatusCode::Error);
+        assert_eq!(s.end_unix_nanos - s.start_unix_nanos, 12_000_000);
+        let names: Vec<&str> = s.attributes.iter().map(|(k, _)| *k).collect();
+        assert!(names.contains(&"gen_ai.tool.name") && names.contains(&"error.type"));
+    }
+
+    #[test]
+    fn an_unsampled_parent_or_ratio_records_nothing() {
+        let t = tracer(0.0);
+        t.tool_call(end(
+            Some(b"00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-00"),
+            "ok",
+        ));
+        t.tool_call(end(None, "ok"));
+        assert!(t.queue.take_batch().is_empty());
+        let all = tracer(1.0);
+        all.tool_call(end(None, "ok"));
+        let spans = all.queue.take_batch();
+        assert_eq!(spans.len(), 1);
+        assert!(spans[0].parent_span_id.is_none());
+    }
+
+    fn hex(b: &[u8]) -> String {
+        b.iter().map(|x| format!("{x:02x}")).collect()
     }
 }
