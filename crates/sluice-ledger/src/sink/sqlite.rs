@@ -11,10 +11,10 @@
 //! in-memory queue in front of it does not give anyway.
 
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex, OnceLock, PoisonError};
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
-use rusqlite::{params, Connection, OpenFlags, Statement};
+use rusqlite::{params, Connection, OpenFlags};
 use tokio::time::Instant;
 
 use super::schema::{self, TABLE};
@@ -223,97 +223,60 @@ fn migrate(conn: &Connection) -> Result<(), SinkError> {
     Ok(())
 }
 
-/// Rows per `INSERT` statement. A statement's run has a fixed cost (the program's start and
-/// halt, opening the table's and the index's cursors) that a one-row insert pays per record;
-/// shared by 32 rows it is ~1/32 of that. 32 × 33 values stays far below SQLite's bound of
-/// 32,766 variables.
-const ROWS_PER_INSERT: usize = 32;
-
-/// `INSERT INTO sluice_requests (...) VALUES (?, ...), (?, ...), ...` for `rows` rows.
-fn insert_sql(rows: usize) -> String {
-    let row = format!("({})", vec!["?"; schema::COLUMNS.len()].join(", "));
-    format!(
-        "INSERT INTO {TABLE} ({}) VALUES {}",
-        schema::column_list(),
-        vec![row; rows].join(", ")
-    )
-}
-
-/// Inserts `batch` in one transaction, `ROWS_PER_INSERT` rows per statement (the full-size
-/// statement prepared once per batch, the shorter last one once).
 fn insert(conn: &mut Connection, batch: &[RequestRecord]) -> Result<(), SinkError> {
-    static FULL: OnceLock<String> = OnceLock::new();
-    let full_sql = FULL.get_or_init(|| insert_sql(ROWS_PER_INSERT));
+    let sql = format!(
+        "INSERT INTO {TABLE} ({}) VALUES ({})",
+        schema::column_list(),
+        (1..=schema::COLUMNS.len())
+            .map(|i| format!("?{i}"))
+            .collect::<Vec<_>>()
+            .join(", ")
+    );
     let tx = conn.transaction()?;
     {
-        let mut full: Option<Statement<'_>> = None;
-        for chunk in batch.chunks(ROWS_PER_INSERT) {
-            let mut last;
-            let stmt = if chunk.len() == ROWS_PER_INSERT {
-                match &mut full {
-                    Some(s) => s,
-                    None => full.insert(tx.prepare(full_sql)?),
-                }
-            } else {
-                last = tx.prepare(&insert_sql(chunk.len()))?;
-                &mut last
-            };
-            for (row, r) in chunk.iter().enumerate() {
-                bind_row(stmt, row * schema::COLUMNS.len(), r)?;
-            }
-            stmt.raw_execute()?;
+        let mut stmt = tx.prepare(&sql)?;
+        for r in batch {
+            let t = &r.tokens;
+            let classes = r.attempt_classes_joined();
+            let capture = r.capture.as_deref();
+            stmt.execute(params![
+                r.ts_us,
+                &*r.request_id,
+                r.key_id.as_deref(),
+                r.team.as_deref(),
+                r.owner.as_deref(),
+                &*r.route,
+                r.client_api,
+                r.requested_model.as_deref(),
+                r.served_model.as_deref(),
+                r.upstream.as_deref(),
+                r.provider.as_deref(),
+                r.attempts,
+                classes,
+                r.status,
+                r.end_reason,
+                r.stream,
+                sat_i64(t.input),
+                sat_i64(t.output),
+                sat_i64(t.cache_read),
+                sat_i64(t.cache_write),
+                sat_i64(t.cache_write_1h),
+                sat_i64(t.reasoning),
+                r.pricing.code(),
+                r.pricing.entry(),
+                r.pricing.cost_micros(),
+                r.latency.first_byte_us.map(sat_i64),
+                r.latency.first_token_us.map(sat_i64),
+                sat_i64(r.latency.total_us),
+                r.cache_hit,
+                r.idempotent_replay,
+                capture.map(|c| c.prompt.as_str()),
+                capture.map(|c| c.response.as_str()),
+                capture.map(|c| c.prompt_truncated || c.response_truncated),
+            ])?;
         }
     }
     tx.commit()?;
-    Ok(())
-}
-
-/// Binds one record's values, in `schema::COLUMNS` order, after the first `at` parameters.
-fn bind_row(
-    stmt: &mut Statement<'_>,
-    at: usize,
-    r: &RequestRecord,
-) -> rusqlite::Result<()> {
-    let t = &r.tokens;
-    let capture = r.capture.as_deref();
-    let values: [&dyn rusqlite::ToSql; 33] = [
-        &r.ts_us,
-        &&*r.request_id,
-        &r.key_id.as_deref(),
-        &r.team.as_deref(),
-        &r.owner.as_deref(),
-        &&*r.route,
-        &r.client_api,
-        &r.requested_model.as_deref(),
-        &r.served_model.as_deref(),
-        &r.upstream.as_deref(),
-        &r.provider.as_deref(),
-        &r.attempts,
-        &r.attempt_classes_joined(),
-        &r.status,
-        &r.end_reason,
-        &r.stream,
-        &sat_i64(t.input),
-        &sat_i64(t.output),
-        &sat_i64(t.cache_read),
-        &sat_i64(t.cache_write),
-        &sat_i64(t.cache_write_1h),
-        &sat_i64(t.reasoning),
-        &r.pricing.code(),
-        &r.pricing.entry(),
-        &r.pricing.cost_micros(),
-        &r.latency.first_byte_us.map(sat_i64),
-        &r.latency.first_token_us.map(sat_i64),
-        &sat_i64(r.latency.total_us),
-        &r.cache_hit,
-        &r.idempotent_replay,
-        &capture.map(|c| c.prompt.as_str()),
-        &capture.map(|c| c.response.as_str()),
-        &capture.map(|c| c.prompt_truncated || c.response_truncated),
-    ];
-    for (i, v) in values.iter().enumerate() {
-        stmt.raw_bind_parameter(at + i + 1, v)?;
-    }
     Ok(())
 }
 
