@@ -96,6 +96,7 @@ pub(crate) fn upstream_request(
             // Usage for every stream: OpenAI-shaped upstreams report it only when asked.
             stream_usage: ctx.stream && provider.family() == Family::OpenAi,
             prefill: opts.prefill,
+            reasoning_budgets: None,
         },
         &known,
     )
