@@ -23,6 +23,25 @@ fn stop_sequence(c: &Completion) -> Value {
     }
 }
 
+/// `usage` after `output_tokens`; thinking tokens apart (`output_tokens_details`, new in
+/// 2026) once the answer has any, at the end.
+fn usage(c: &Completion, output_tokens: u32, done: bool) -> Value {
+    let mut u = json!({ "input_tokens": c.prompt_tokens, "output_tokens": output_tokens });
+    if done && c.reasoning_tokens > 0 {
+        u["output_tokens_details"] = json!({ "thinking_tokens": c.reasoning_tokens });
+    }
+    u
+}
+
+/// `message_delta`'s usage: the cumulative output counts only.
+fn delta_usage(c: &Completion) -> Value {
+    let mut u = usage(c, c.output_tokens(), true);
+    if let Some(o) = u.as_object_mut() {
+        o.remove("input_tokens");
+    }
+    u
+}
+
 fn message(c: &Completion, content: Value, done: bool, output_tokens: u32) -> Value {
     json!({
         "id": format!("msg_{}", c.id()),
@@ -32,7 +51,7 @@ fn message(c: &Completion, content: Value, done: bool, output_tokens: u32) -> Va
         "content": content,
         "stop_reason": if done { json!(stop_reason(c)) } else { Value::Null },
         "stop_sequence": if done { stop_sequence(c) } else { Value::Null },
-        "usage": { "input_tokens": c.prompt_tokens, "output_tokens": output_tokens },
+        "usage": usage(c, output_tokens, done),
     })
 }
 
@@ -177,7 +196,7 @@ impl EventSeq for MessageStream {
                 json!({
                     "type": "message_delta",
                     "delta": { "stop_reason": stop_reason(c), "stop_sequence": stop_sequence(c) },
-                    "usage": { "output_tokens": c.output_tokens() },
+                    "usage": delta_usage(c),
                 })
                 .to_string(),
             ),
