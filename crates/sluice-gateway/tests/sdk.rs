@@ -185,7 +185,7 @@ async fn official_sdks_with_reasoning() {
          [[upstream]]\nname = \"an\"\nbase_url = \"{url}/v1\"\nprotocol = \"h2c\"\nprovider = \"anthropic\"\n\
          [[upstream]]\nname = \"ge\"\nbase_url = \"{url}/v1beta\"\nprotocol = \"h2c\"\nprovider = \"gemini\"\n\
          [[route]]\nmodels = [\"via-openai\"]\nupstream = \"oa\"\nretry = {{ attempts = 1 }}\n\
-         [[route]]\nmodels = [\"via-anthropic\"]\nupstream = \"an\"\nretry = {{ attempts = 1 }}\n\
+         [[route]]\nmodels = [\"via-anthropic\"]\nupstream = \"an\"\nretry = {{ attempts = 1 }}\nreasoning_budgets = {{ low = 1500 }}\n\
          [[route]]\nmodels = [\"via-gemini3\"]\ntargets = [{{ upstream = \"ge\", model = \"gemini-3-pro-preview\" }}]\nretry = {{ attempts = 1 }}\n\
          [[route]]\nmodels = [\"via-gemini\"]\ntargets = [{{ upstream = \"ge\", model = \"gemini-2.5-flash\" }}]\nretry = {{ attempts = 1 }}\n"
     );
@@ -217,5 +217,20 @@ async fn official_sdks_with_reasoning() {
     assert_eq!(
         refused, 6,
         "the three refusals asked for, twice (whole and streamed)"
+    );
+    // `reasoning_effort: low` reached Anthropic as the route's budget for `low`.
+    let budgets: Vec<u64> = snap
+        .requests
+        .iter()
+        .filter(|r| r.path == "/v1/messages")
+        .filter_map(|r| serde_json::from_slice::<serde_json::Value>(&r.body).ok())
+        .filter_map(|v| {
+            v.pointer("/thinking/budget_tokens")
+                .and_then(|b| b.as_u64())
+        })
+        .collect();
+    assert!(
+        !budgets.is_empty() && budgets.iter().all(|&b| b == 1500),
+        "{budgets:?}"
     );
 }
