@@ -582,3 +582,43 @@ fn thinking_streams_split_at_every_byte_give_the_same_client_events() {
         }
     }
 }
+
+#[test]
+fn a_signed_thinking_block_held_past_its_bound_ends_the_stream_with_an_error() {
+    // The OpenAI client's `thinking_blocks` needs the whole text before the signature: the
+    // gateway holds at most 4 MiB of it, then ends the stream honestly instead of growing.
+    let big = "x".repeat(64 << 10);
+    let mut sse = String::from(
+        "event: message_start\ndata: {\"type\":\"message_start\",\"message\":{\"id\":\"msg_big\",\"model\":\"claude\",\"usage\":{\"input_tokens\":1,\"output_tokens\":1}}}\n\n\
+         event: content_block_start\ndata: {\"type\":\"content_block_start\",\"index\":0,\"content_block\":{\"type\":\"thinking\",\"thinking\":\"\",\"signature\":\"\"}}\n\n",
+    );
+    for _ in 0..80 {
+        sse.push_str(&format!(
+            "event: content_block_delta\ndata: {{\"type\":\"content_block_delta\",\"index\":0,\"delta\":{{\"type\":\"thinking_delta\",\"thinking\":\"{big}\"}}}}\n\n"
+        ));
+    }
+    let provider = ProviderKind::anthropic();
+    let so = sluice_providers::stream::StreamOptions::new(
+        Operation::ChatCompletions,
+        &provider,
+        "claude",
+    );
+    let mut t = sluice_providers::stream::translator(&so);
+    let r = run_with(t.as_mut(), &Bytes::from(sse), &[]);
+    let m = openai_message(&r.out);
+    let e = m.error.expect("an error event");
+    assert!(
+        e["message"]
+            .as_str()
+            .unwrap()
+            .contains("a thinking block ran over 4 MiB before its signature"),
+        "{e}"
+    );
+    assert!(
+        r.max_translator_held <= 4 << 20,
+        "{}",
+        r.max_translator_held
+    );
+    // What the client saw of the reasoning before the end is intact.
+    assert_eq!(m.reasoning.len(), 4 << 20);
+}

@@ -264,8 +264,9 @@ impl Writer for OpenAiWriter {
             return;
         }
         if let Some(held) = self.thinking.as_mut() {
-            held.push_str(text.inner());
-            if held.len() > MAX_HELD_THINKING {
+            if held.len() + text.inner().len() <= MAX_HELD_THINKING {
+                held.push_str(text.inner());
+            } else {
                 self.thinking = None;
                 self.fail(
                     &Fault::malformed(
