@@ -530,6 +530,10 @@ pub struct RouteConfig {
     pub keys: KeyMode,
     /// Limits shared by every request of the route, with a key or without.
     pub limits: Limits,
+    /// Effort levels as thinking budgets when a request is translated (OpenAI
+    /// `reasoning_effort` to an Anthropic or Gemini budget, and back). Default
+    /// [`sluice_providers::reasoning::BudgetTable::DEFAULT`] (the README's table).
+    pub reasoning_budgets: sluice_providers::reasoning::BudgetTable,
 }
 
 // === impl RouteConfig ===

@@ -354,6 +354,19 @@ pub(super) struct RawRoute {
     pub(super) outlier: Option<RawOutlier>,
     pub(super) keys: Option<super::KeyMode>,
     pub(super) limits: Option<RawRouteLimits>,
+    pub(super) reasoning_budgets: Option<RawReasoningBudgets>,
+}
+
+/// `route[].reasoning_budgets`: thinking tokens per effort level (each defaults to the
+/// shipped table's).
+#[derive(Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawReasoningBudgets {
+    pub(super) minimal: Option<u64>,
+    pub(super) low: Option<u64>,
+    pub(super) medium: Option<u64>,
+    pub(super) high: Option<u64>,
+    pub(super) xhigh: Option<u64>,
 }
 
 /// `route[].balance`, as spelled in the file.

@@ -452,6 +452,7 @@ fn route_json(r: &RouteConfig, ups: &[UpstreamConfig]) -> Value {
         outlier,
         keys,
         limits,
+        reasoning_budgets,
     } = r;
     json!({
         "name": name,
@@ -476,6 +477,13 @@ fn route_json(r: &RouteConfig, ups: &[UpstreamConfig]) -> Value {
         "balance": balance.as_str(),
         "keys": keys.as_str(),
         "limits": limits_json(limits),
+        "reasoning_budgets": {
+            "minimal": reasoning_budgets.minimal,
+            "low": reasoning_budgets.low,
+            "medium": reasoning_budgets.medium,
+            "high": reasoning_budgets.high,
+            "xhigh": reasoning_budgets.xhigh,
+        },
         "outlier": {
             "consecutive_failures": outlier.consecutive_failures,
             "success_rate": outlier.success_rate.is_some(),
