@@ -141,8 +141,11 @@ class Loader:
                     rec["code"] = code
                     if status == 429:
                         rec["outcome"] = "limited"
-                    elif status == 503 and code == "state_unavailable":
-                        rec["outcome"] = "state_unavailable"
+                    elif status == 503 and (code or "").startswith("state_"):
+                        # fail_closed's answer when Redis is down or slow: state_error or
+                        # state_timeout for a request whose own call failed, state_unavailable
+                        # once the store is marked down.
+                        rec["outcome"] = "state_refused"
                     else:
                         rec["outcome"] = "failed"
                         rec["cause"] = f"status_{status}" + (f"_{code}" if code else "")
@@ -386,16 +389,19 @@ def cmd_report(a):
     for t, what, args in events:
         at[what].append((t, args))
 
-    # The SIGKILLed instance's own in-flight requests: sent to it, started before the kill,
-    # not over before it. Only these may fail.
+    # The SIGKILLed instance's own in-flight requests: sent to it, not over before the kill,
+    # started before it was gone (reaped: until then the kernel still completes connections to
+    # its listening socket, a few ms after the signal). Only these may fail.
     excused = set()
     kill = {}
     for t, args in at["sigkill"]:
         inst = args[0]
         t_before = float(args[1]) if len(args) > 1 else t
+        dead = [dt for dt, da in at["dead"] if da and da[0] == inst and dt >= t]
+        t_dead = min(dead) if dead else t
         flying = [
             r for r in reqs
-            if r.get("server") == inst and r["start"] < t and r["end"] >= t_before
+            if r.get("server") == inst and r["start"] < t_dead and r["end"] >= t_before
         ]
         failed = [r for r in flying if r["outcome"] == "failed"]
         excused.update(r["id"] for r in failed)
@@ -406,6 +412,7 @@ def cmd_report(a):
             "in_flight_failed_by_cause": dict(Counter(r["cause"] for r in failed)),
             "in_flight_streams": sum(1 for r in flying if r["kind"] == "stream"),
             "slowest_failure_after_kill_ms": round(max((r["end"] - t for r in failed), default=0) * 1000, 1),
+            "gone_after_ms": round((t_dead - t_before) * 1000, 1),
         }
 
     term = {}
@@ -452,7 +459,7 @@ def cmd_report(a):
             "sent": len(rs),
             "ok": sum(1 for r in rs if r["outcome"] == "ok"),
             "limited": sum(1 for r in rs if r["outcome"] == "limited"),
-            "state_unavailable": sum(1 for r in rs if r["outcome"] == "state_unavailable"),
+            "state_refused": sum(1 for r in rs if r["outcome"] == "state_refused"),
             "failed": sum(causes.values()),
             "failed_by_cause": dict(causes),
             "lost": sum(1 for r in rs if r["id"] in lost_ids),
@@ -517,7 +524,7 @@ def cmd_report(a):
         "answered": sum(1 for r in reqs if r["outcome"] != "failed"),
         "ok": sum(1 for r in reqs if r["outcome"] == "ok"),
         "limited": sum(1 for r in reqs if r["outcome"] == "limited"),
-        "state_unavailable": sum(1 for r in reqs if r["outcome"] == "state_unavailable"),
+        "state_refused": sum(1 for r in reqs if r["outcome"] == "state_refused"),
         "failed": sum(by_cause.values()),
         "failed_by_cause": dict(by_cause),
         "lost": len(lost),
@@ -539,20 +546,21 @@ def cmd_report(a):
     w(f"fleet: {n} instances behind HAProxy, one redis-server ({summary['on_failure']})\n")
     w(f"requests: {summary['sent']} sent, {summary['answered']} answered "
       f"({summary['ok']} ok, {summary['limited']} limited 429"
-      + (f", {summary['state_unavailable']} state_unavailable 503" if summary["state_unavailable"] else "")
+      + (f", {summary['state_refused']} fail_closed 503s" if summary["state_refused"] else "")
       + f"), {summary['failed']} failed, {summary['lost']} lost\n")
     if by_cause:
         w("failed by cause: " + ", ".join(f"{c} {k}" for c, k in by_cause.most_common()) + "\n")
-    w(f"\n{'phase':<14}{'sent':>6}{'ok':>6}{'429':>5}{'503su':>6}{'fail':>5}{'lost':>5}"
+    w(f"\n{'phase':<14}{'sent':>6}{'ok':>6}{'429':>5}{'503st':>6}{'fail':>5}{'lost':>5}"
       f"{'p99 call':>10}{'p99 1st ev':>11}{'p99 stream':>11}{'max call':>10}  failed by cause\n")
     for r in rows:
         def ms(v):
             return "-" if v is None else f"{v:.0f}"
-        w(f"{r['phase']:<14}{r['sent']:>6}{r['ok']:>6}{r['limited']:>5}{r['state_unavailable']:>6}"
+        w(f"{r['phase']:<14}{r['sent']:>6}{r['ok']:>6}{r['limited']:>5}{r['state_refused']:>6}"
           f"{r['failed']:>5}{r['lost']:>5}{ms(r['p99_call_ms']):>10}{ms(r['p99_stream_first_event_ms']):>11}"
           f"{ms(r['p99_stream_ms']):>11}{ms(r['max_call_ms']):>10}  "
           + ", ".join(f"{c} {k}" for c, k in sorted(r["failed_by_cause"].items())) + "\n")
-    w("(latencies in ms: calls to the end of the body, streams to the first event and to [DONE])\n")
+    w("(503st: fail_closed's 503 state_unavailable / state_error / state_timeout; latencies in ms:\n"
+      " calls to the end of the body, streams to the first event and to [DONE])\n")
     if term:
         w(f"\nSIGTERM {term['instance']}: {term['in_flight_streams']} streams in flight, "
           f"{term['in_flight_streams_finished']} finished; {term['in_flight_failed']} in-flight requests failed; "
@@ -561,7 +569,8 @@ def cmd_report(a):
     if kill:
         w(f"SIGKILL {kill['instance']}: {kill['in_flight']} requests in flight ({kill['in_flight_streams']} streams), "
           f"{kill['in_flight_failed']} failed ({', '.join(f'{c} {k}' for c, k in kill['in_flight_failed_by_cause'].items()) or 'none'}), "
-          f"the last failure {kill['slowest_failure_after_kill_ms']} ms after the kill\n")
+          f"the last failure {kill['slowest_failure_after_kill_ms']} ms after the kill; "
+          f"the process gone {kill['gone_after_ms']} ms after the signal\n")
     w(f"\nlimits (requests, GCRA limit {cfg['limit']} per {cfg['per_s']} s"
       + (f"; the reload phase's keys {cfg['reload_before']} before the reload" if cfg.get("reload_before") is not None else "")
       + f"): admitted vs configured over each phase's window, fleet-wide\n")

@@ -67,6 +67,7 @@ for tool in haproxy:haproxy redis-server:redis-server redis-cli:redis-tools curl
     apt-get update -qq && apt-get install -y -qq "${tool#*:}" >/dev/null
   fi
 done
+HAPROXY=${HAPROXY:-haproxy} REDIS_SERVER=${REDIS_SERVER:-redis-server}   # as the tests' build finds them
 if [ -z "$BIN" ]; then
   cargo build --release -q -p sluice
   BIN=${CARGO_TARGET_DIR:-target}/release/sluice
@@ -117,7 +118,7 @@ until_ok 100 grep -q listening "$WORK/mock.out"
 MOCK=$(sed -n 's/^listening on //p' "$WORK/mock.out")
 
 start_redis() {
-  redis-server --port "$RPORT" --bind 127.0.0.1 --save '' --appendonly no --loglevel warning \
+  "$REDIS_SERVER" --port "$RPORT" --bind 127.0.0.1 --save '' --appendonly no --loglevel warning \
     --dir "$WORK" >> "$WORK/redis.log" 2>&1 &
   REDIS_PID=$!
   until_ok 50 redis-cli -p "$RPORT" ping >/dev/null 2>&1
@@ -209,7 +210,7 @@ frontend stats
   stats enable
   stats uri /stats
 CONF
-haproxy -db -f "$WORK/haproxy.cfg" > "$WORK/haproxy.log" 2> "$WORK/haproxy.err" &
+"$HAPROXY" -db -f "$WORK/haproxy.cfg" > "$WORK/haproxy.log" 2> "$WORK/haproxy.err" &
 PIDS+=($!)
 up() { curl -s "http://$STATS/stats;csv" | awk -F, -v s="$1" '$1 == "gw" && $2 == s {print $18}' | grep -q '^UP'; }
 for s in gw1 gw2 gw3; do
@@ -255,7 +256,8 @@ sleep 1
 BEFORE=$(now)
 kill -KILL "${GPID[2]}"
 ev sigkill gw2 "$BEFORE"
-stop_proc "${GPID[2]}" 5
+wait "${GPID[2]}" 2>/dev/null || true   # SIGKILL: it is gone as soon as the kernel has torn it down
+ev dead gw2
 sleep "$PHASE_S"
 start_gw 2
 ev restart gw2

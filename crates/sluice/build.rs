@@ -67,8 +67,11 @@ fn main() {
     test_env::cfg_when_missing("no_curl", test_env::find_tool(&["curl"], "CURL").is_none());
     test_env::cfg_when_missing("no_redis", !test_env::redis_server());
     // The fleet test (tests/fleet.rs) puts HAProxy in front of three instances.
-    let haproxy = test_env::find_tool(&["haproxy"], "HAPROXY")
-        .or_else(|| Some(Path::new("/usr/sbin/haproxy").to_path_buf()).filter(|p| p.is_file()));
+    // Debian puts it in /usr/sbin, which a user's PATH may lack ($HAPROXY names another).
+    let haproxy = test_env::find_tool(&["haproxy"], "HAPROXY").or_else(|| {
+        let debian = Path::new("/usr/sbin/haproxy");
+        (std::env::var_os("HAPROXY").is_none() && debian.is_file()).then(|| debian.to_path_buf())
+    });
     test_env::cfg_when_missing("no_haproxy", haproxy.is_none());
     test_env::cfg_when_missing("no_postgres", !test_env::postgres());
     // The MCP gateway's whole-server test drives the official MCP Python SDK.
