@@ -57,6 +57,10 @@ if [ "$SHORT" = 1 ]; then
 else
   PHASE_S=${PHASE_S:-20} DOWN_S=${DOWN_S:-10} STREAMS=12 CALLS=4 TOKENS=60
 fi
+# SIGTERM and SIGKILL come LEAD seconds into their phase: a stream's length and a half second,
+# so that the streams they hit started in that phase (the report counts a request in the phase
+# it started in).
+LEAD=$(python3 -c "print($TOKENS * 0.05 + 0.5)")
 # Limited keys: a burst of LIMIT, then LIMIT per PER_S seconds, each offered 6 requests/s
 # (twice its rate). The reload phase's keys start at RELOAD_BEFORE; the reload raises them to
 # LIMIT, so what they admit shows which config each instance applied.
@@ -128,10 +132,12 @@ start_redis
 PHASES=warmup,steady,sigterm,sigkill,redis_down,redis_recover,redis_back,reload
 keys() { python3 bench/fleet.py keys --phases "$PHASES" --limit "$LIMIT" --per "$PER_S" --limited "$LIMITED" "$@"; }
 keys --reload-limit "$RELOAD_BEFORE" > "$WORK/keys.toml"
+DOWN_NOTE="fail_open: each instance alone"
+[ "$ON_FAILURE" = fail_closed ] && DOWN_NOTE="fail_closed: 503 to all"
 cat > "$WORK/limits.json" <<JSON
 {"limit": $LIMIT, "per_s": $PER_S, "reload_before": $RELOAD_BEFORE, "limited": $LIMITED,
  "on_failure": "$ON_FAILURE", "unchecked": {"warmup": "the load starting",
- "redis_down": "Redis down, $ON_FAILURE: each instance alone", "redis_recover": "instances coming back to Redis"}}
+ "redis_down": "Redis down, $DOWN_NOTE", "redis_recover": "instances coming back to Redis"}}
 JSON
 # Redis calls get 50 ms instead of 5 ms: on a 2-core machine shared with the load, HAProxy and
 # the mock, scheduling delays alone miss 5 ms now and then, and each miss answers from the
@@ -241,7 +247,7 @@ set_phase steady
 sleep "$PHASE_S"
 
 set_phase sigterm
-sleep 1   # streams of the phase in flight on every instance
+sleep "$LEAD"   # streams of the phase in flight on every instance
 kill -TERM "${GPID[1]}"
 ev sigterm gw1
 stop_proc "${GPID[1]}" 45
@@ -252,7 +258,7 @@ ev restart gw1
 until_ok 100 up gw1
 
 set_phase sigkill
-sleep 1
+sleep "$LEAD"
 BEFORE=$(now)
 kill -KILL "${GPID[2]}"
 ev sigkill gw2 "$BEFORE"
