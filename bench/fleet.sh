@@ -24,12 +24,13 @@
 #
 # Usage: bench/fleet.sh [--short] [--bin PATH] [--summary FILE] [--on-failure fail_open|fail_closed]
 #                       [--phase-seconds N] [--down-seconds N] [--keep]
-#   --short          a few seconds per phase (CI: crates/sluice/tests/fleet.rs runs it), ~35 s
+#   --short          a few seconds per phase (CI: crates/sluice/tests/fleet.rs runs it), ~40 s
 #   --bin PATH       the sluice binary (default: cargo build --release, target/release/sluice)
 #   --summary FILE   also write the summary as JSON (what the test asserts on)
 #   --keep           keep the work dir (logs, requests.jsonl, haproxy.log) and print its path
 # Default: 20 s phases, Redis down 10 s, about 2.5 minutes. Loopback only; the load is modest
-# (about 40 requests/s, a dozen streams open), for a 2-core machine shared with other work.
+# (about 60 requests/s and a dozen streams open; the short form about 40/s and 6 streams), for
+# a 2-core machine shared with other work.
 # Exit status: 0 when the goals hold, 3 when they do not (after the report), 1 when it could
 # not run. Needs haproxy, redis-server, redis-cli, python3, curl (Debian packages haproxy,
 # redis-server, redis-tools; installed when missing).

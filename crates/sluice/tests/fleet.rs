@@ -4,7 +4,7 @@
 //! SIGTERMed, one SIGKILLed, Redis killed for a few seconds and the fleet reloaded (SIGHUP).
 //! The script counts every request's outcome; this test reads its JSON summary and holds it to
 //! the goals. Without haproxy or redis-server it is ignored (the build says so), and
-//! fails under CI=true. About 35 s of wall time, most of it sleeping.
+//! fails under CI=true. About 40 s of wall time, most of it sleeping.
 
 use std::path::Path;
 use std::process::Command;
