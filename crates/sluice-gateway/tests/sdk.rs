@@ -96,7 +96,7 @@ async fn official_sdks_through_translation() {
     assert!(stdout.contains(" passed, 0 failed"), "{stdout}");
 }
 
-/// The README's SDK examples (the `python` blocks of "Providers and translation") run as
+/// The guide's SDK examples (the `python` blocks of `docs/guide/src/providers.md`) run as
 /// written, with the gateway's and the mock's addresses put in: the OpenAI and Anthropic SDKs
 /// reach a Gemini upstream through the gateway, `google-genai` talks to the mock.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -106,7 +106,8 @@ async fn official_sdks_through_translation() {
 )]
 async fn readme_sdk_examples_run() {
     let py = sdk_python();
-    let readme = std::fs::read_to_string(workspace_root().join("README.md")).unwrap();
+    let readme =
+        std::fs::read_to_string(workspace_root().join("docs/guide/src/providers.md")).unwrap();
     let start = readme
         .find("From the official SDKs")
         .expect("the SDK examples");
