@@ -96,9 +96,10 @@ async fn official_sdks_through_translation() {
     assert!(stdout.contains(" passed, 0 failed"), "{stdout}");
 }
 
-/// The README's SDK examples (the `python` blocks of "Providers and translation") run as
+/// The guide's SDK examples (the `python` blocks of `docs/guide/src/providers.md`) run as
 /// written, with the gateway's and the mock's addresses put in: the OpenAI and Anthropic SDKs
-/// reach a Gemini upstream through the gateway, `google-genai` talks to the mock.
+/// reach a Gemini upstream through the gateway, `google-genai` talks to the mock; and the
+/// README's and the quick start's OpenAI snippet reach an OpenAI upstream.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[cfg_attr(
     no_python,
@@ -106,12 +107,13 @@ async fn official_sdks_through_translation() {
 )]
 async fn readme_sdk_examples_run() {
     let py = sdk_python();
-    let readme = std::fs::read_to_string(workspace_root().join("README.md")).unwrap();
+    let readme =
+        std::fs::read_to_string(workspace_root().join("docs/guide/src/providers.md")).unwrap();
     let start = readme
         .find("From the official SDKs")
         .expect("the SDK examples");
     let end = start + readme[start..].find("These three run").expect("their end");
-    let blocks: Vec<String> = readme[start..end]
+    let mut blocks: Vec<String> = readme[start..end]
         .split("```python\n")
         .skip(1)
         .map(|b| b.split("```").next().unwrap_or("").to_string())
@@ -121,13 +123,28 @@ async fn readme_sdk_examples_run() {
     let text = format!(
         "[server]\nlisten = \"127.0.0.1:0\"\naccess_log = \"off\"\n\
          [[upstream]]\nname = \"gemini\"\nbase_url = \"{}/v1beta\"\nprotocol = \"h2c\"\nprovider = \"gemini\"\n\
-         [[route]]\nmodels = [\"gemini-*\"]\nupstream = \"gemini\"\n",
+         [[route]]\nmodels = [\"gemini-*\"]\nupstream = \"gemini\"\n\
+         [[upstream]]\nname = \"openai\"\nbase_url = \"{}/v1\"\nprotocol = \"h2c\"\nprovider = \"openai\"\n\
+         [[route]]\nmodels = [\"gpt-*\"]\nupstream = \"openai\"\n",
+        mock.url(),
         mock.url()
     );
     let gw = Gateway::start(Config::from_toml(&text, &|_| None).unwrap())
         .await
         .unwrap();
     let before = mock.stats().snapshot().requests.len();
+    // The README's and the quick start's OpenAI SDK snippet (`gpt-4o`, to an OpenAI upstream).
+    for page in ["README.md", "docs/guide/src/quick-start.md"] {
+        let text = std::fs::read_to_string(workspace_root().join(page)).unwrap();
+        let snippet: Vec<String> = text
+            .split("```python\n")
+            .skip(1)
+            .map(|b| b.split("```").next().unwrap_or("").to_string())
+            .collect();
+        assert_eq!(snippet.len(), 1, "{page}: one python example");
+        assert!(snippet[0].contains("model=\"gpt-4o\""), "{page}");
+        blocks.extend(snippet);
+    }
     for block in blocks {
         let code = block
             .replace("http://127.0.0.1:8080", &format!("http://{}", gw.addr()))
