@@ -136,12 +136,15 @@ async fn readme_sdk_examples_run() {
     // The README's and the quick start's OpenAI SDK snippet (`gpt-4o`, to an OpenAI upstream).
     for page in ["README.md", "docs/guide/src/quick-start.md"] {
         let text = std::fs::read_to_string(workspace_root().join(page)).unwrap();
+        // The OpenAI SDK's examples (the README's MCP client snippet runs in
+        // crates/sluice/tests/mcp.rs).
         let snippet: Vec<String> = text
             .split("```python\n")
             .skip(1)
             .map(|b| b.split("```").next().unwrap_or("").to_string())
+            .filter(|b| b.contains("from openai import"))
             .collect();
-        assert_eq!(snippet.len(), 1, "{page}: one python example");
+        assert_eq!(snippet.len(), 1, "{page}: one OpenAI SDK example");
         assert!(snippet[0].contains("model=\"gpt-4o\""), "{page}");
         blocks.extend(snippet);
     }

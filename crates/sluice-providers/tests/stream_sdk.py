@@ -78,6 +78,10 @@ def read_anthropic(body: bytes) -> dict:
             blocks.append({"type": "text", "text": b.text})
         elif b.type == "tool_use":
             blocks.append({"type": "tool_use", "id": b.id, "name": b.name, "input": b.input})
+        elif b.type == "thinking":
+            blocks.append({"type": "thinking", "thinking": b.thinking, "signature": b.signature})
+        elif b.type == "redacted_thinking":
+            blocks.append({"type": "redacted_thinking", "data": b.data})
         else:
             blocks.append({"type": b.type})
     return {

@@ -56,7 +56,8 @@ fn official_sdks_read_every_translated_stream() {
         String::from_utf8_lossy(&out.stderr)
     );
     let sdk: Value = serde_json::from_slice(&out.stdout).expect("JSON from stream_sdk.py");
-    assert_eq!(cases.len(), 18, "every translated pair of every fixture");
+    // 9 fixtures of text and tools (18 pairs) and the 3 with thinking (4 pairs).
+    assert_eq!(cases.len(), 22, "every translated pair of every fixture");
     for (case, family, r) in &cases {
         let got = &sdk[case.as_str()];
         assert!(got.is_object(), "{case}: no SDK result");
@@ -128,6 +129,12 @@ fn check_anthropic(case: &str, got: &Value, m: &AnthropicMessage) {
         assert_eq!(g["type"], b.kind.as_str(), "{case}");
         if b.kind == "text" {
             assert_eq!(g["text"], b.text.as_str(), "{case}");
+        } else if b.kind == "thinking" {
+            // The SDK assembles the thinking deltas and the signature as the relay sent them.
+            assert_eq!(g["thinking"], b.text.as_str(), "{case}");
+            assert_eq!(g["signature"], b.signature.as_str(), "{case}");
+        } else if b.kind == "redacted_thinking" {
+            assert_eq!(g["data"], b.signature.as_str(), "{case}");
         } else {
             assert_eq!(g["id"], b.id.as_str(), "{case}");
             assert_eq!(g["name"], b.name.as_str(), "{case}");
