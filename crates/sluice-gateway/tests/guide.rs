@@ -44,7 +44,10 @@ fn every_guide_config_example_loads() {
     let mut pages_with_examples = Vec::new();
     // The README's own examples (its MCP gateway section) are held to the same rule.
     let readme = std::fs::read_to_string(root().join("README.md")).expect("README.md");
-    for (page, text) in pages().into_iter().chain([("README.md".to_string(), readme)]) {
+    for (page, text) in pages()
+        .into_iter()
+        .chain([("README.md".to_string(), readme)])
+    {
         let blocks = toml_blocks(&text);
         if !blocks.is_empty() {
             pages_with_examples.push(page.clone());
