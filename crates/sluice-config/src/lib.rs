@@ -530,6 +530,9 @@ pub struct RouteConfig {
     pub keys: KeyMode,
     /// Limits shared by every request of the route, with a key or without.
     pub limits: Limits,
+    /// The response cache (`cache = { ttl = "1h" }`): exact-match answers replayed without
+    /// an upstream call. Default off: a route without it pays nothing.
+    pub cache: Option<sluice_state::CacheConfig>,
 }
 
 // === impl RouteConfig ===

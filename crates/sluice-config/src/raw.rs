@@ -354,6 +354,18 @@ pub(super) struct RawRoute {
     pub(super) outlier: Option<RawOutlier>,
     pub(super) keys: Option<super::KeyMode>,
     pub(super) limits: Option<RawRouteLimits>,
+    pub(super) cache: Option<RawRouteCache>,
+}
+
+/// `route[].cache = { ttl = "1h", shared = false, max_bytes = "1MiB", replay = "instant" }`.
+#[derive(Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawRouteCache {
+    pub(super) ttl: Option<DurationValue>,
+    pub(super) shared: Option<bool>,
+    pub(super) max_bytes: Option<SizeValue>,
+    pub(super) replay: Option<String>,
+    pub(super) wait: Option<DurationValue>,
 }
 
 /// `route[].balance`, as spelled in the file.

@@ -452,6 +452,7 @@ fn route_json(r: &RouteConfig, ups: &[UpstreamConfig]) -> Value {
         outlier,
         keys,
         limits,
+        cache,
     } = r;
     json!({
         "name": name,
@@ -476,6 +477,13 @@ fn route_json(r: &RouteConfig, ups: &[UpstreamConfig]) -> Value {
         "balance": balance.as_str(),
         "keys": keys.as_str(),
         "limits": limits_json(limits),
+        "cache": cache.as_ref().map(|c| json!({
+            "ttl": dur(c.ttl),
+            "shared": c.shared,
+            "max_bytes": c.max_bytes,
+            "replay": c.replay.as_str(),
+            "wait": dur(c.wait),
+        })),
         "outlier": {
             "consecutive_failures": outlier.consecutive_failures,
             "success_rate": outlier.success_rate.is_some(),

@@ -23,7 +23,7 @@ use super::limits;
 use super::raw::{
     BalanceName, LogFormatName, ProviderName, RawAuth, RawBudget, RawClientResets,
     RawClientTimeouts, RawConfig, RawHealthCheck, RawLane, RawOutlier, RawPool, RawRetry, RawRoute,
-    RawServer, RawSessionHeader, RawTarget, RawTimeouts, RawTls, RawUpstream,
+    RawRouteCache, RawServer, RawSessionHeader, RawTarget, RawTimeouts, RawTls, RawUpstream,
 };
 use super::units::{DurationValue, SizeValue};
 use super::{
