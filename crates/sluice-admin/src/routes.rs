@@ -179,6 +179,11 @@ impl Admin {
                 };
                 full(reply.status, kind, reply.body)
             }
+            "/admin/cache" => {
+                let query = req.uri().query().unwrap_or("");
+                let reply = self.source.cache(req.method(), query).await;
+                full(reply.status, "application/json", reply.body)
+            }
             "/admin/mcp" => match self.source.mcp() {
                 Some(v) => json(StatusCode::OK, &v),
                 None => error(
@@ -226,7 +231,7 @@ impl Admin {
                     "not_found",
                     "admin paths: /metrics, /healthz, /readyz, /admin/, /admin/feed, \
                      /admin/pools, /admin/targets, /admin/config, /admin/keys[/{id}], \
-                     /admin/usage, /admin/mcp, POST /admin/reload",
+                     /admin/usage, /admin/cache, /admin/mcp, POST /admin/reload",
                 ),
             },
         }

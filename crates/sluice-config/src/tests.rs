@@ -635,7 +635,10 @@ fn a_route_cache_has_defaults_is_checked_and_is_shown() {
             "{ max_bytes = \"1GiB\" }",
             "route[0].cache.max_bytes: must be from 1 byte to 256MiB",
         ),
-        ("{ ttl = \"1h\", size = 3 }", "route[0].cache.size: unknown field"),
+        (
+            "{ ttl = \"1h\", size = 3 }",
+            "route[0].cache.size: unknown field",
+        ),
     ] {
         let text = MIN.replace(
             "upstream = \"local\"\n",
