@@ -96,9 +96,16 @@ impl Admin {
             "/" | "/admin" => Access::Open,
             _ => Access::Token,
         };
-        // Reads only, but for the reload: it changes the gateway, so it takes POST alone.
+        // Reads only, but for the reload (it changes the gateway, so it takes POST alone) and
+        // the cache's purge.
         let (allowed, allow) = if path == "/admin/reload" {
             (req.method() == Method::POST, "POST")
+        } else if path == "/admin/cache" {
+            // Reads, and purges (DELETE) what the cache holds.
+            (
+                matches!(*req.method(), Method::GET | Method::HEAD | Method::DELETE),
+                "GET, HEAD, DELETE",
+            )
         } else {
             (
                 req.method() == Method::GET || req.method() == Method::HEAD,

@@ -445,7 +445,7 @@ pub(crate) async fn admin_cache(
         body: Bytes::from(v.to_string()),
     };
     let cache = &keys.inner.cache;
-    if method == http::Method::DELETE || method == http::Method::POST {
+    if method == http::Method::DELETE {
         let mut scope = None;
         for pair in query.split('&') {
             let (name, value) = pair.split_once('=').unwrap_or((pair, ""));
@@ -473,7 +473,7 @@ pub(crate) async fn admin_cache(
             ),
         };
     }
-    if method != http::Method::GET {
+    if method != http::Method::GET && method != http::Method::HEAD {
         return reply(
             StatusCode::METHOD_NOT_ALLOWED,
             json!({ "error": "GET /admin/cache, or DELETE /admin/cache?route=NAME|key=ID" }),

@@ -360,8 +360,16 @@ pub fn expected_rows(
                 reasoning: 0,
                 cost_micros: 0,
                 unpriced: 0,
+                cache_hits: 0,
+                saved_micros: 0,
             });
         row.requests += 1;
+        if r.cache_hit {
+            // What a hit saved, apart from what was spent.
+            row.cache_hits += 1;
+            row.saved_micros += r.pricing.cost_micros().unwrap_or(0);
+            continue;
+        }
         row.input += r.tokens.input as i64;
         row.output += r.tokens.output as i64;
         row.cache_read += r.tokens.cache_read as i64;
