@@ -544,3 +544,75 @@ async fn two_instances_share_answers_in_redis_and_redis_down_is_a_miss() {
         t.elapsed()
     );
 }
+
+/// A hit is on the books once, as a hit with the tokens and cost it saved (the stored
+/// answer's), no attempt, and no spend: `/admin/usage` counts it apart.
+#[tokio::test]
+async fn a_hit_is_on_the_books_with_what_it_saved_and_spends_nothing() {
+    let dir = std::env::temp_dir().join(format!("sluice-cache-ledger-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let db = dir.join("ledger.db");
+    let _ = std::fs::remove_file(&db);
+    let mock = mock("tokens=20").await;
+    let extra = format!(
+        "\n[ledger]\nflush_interval = \"100ms\"\nsink = {{ kind = \"sqlite\", path = \"{}\" }}\n\n[[price]]\nmodels = [\"private-*\"]\ninput = 2.5\noutput = 10.0\n",
+        db.display()
+    );
+    let gw = start(&mock, &extra).await;
+    let req = body("private-books", true);
+    let miss = h1(gw.addr(), post(KEY_A, &req, &[])).await;
+    let hit = h1(gw.addr(), post(KEY_A, &req, &[])).await;
+    assert_eq!((cache_header(&miss), cache_header(&hit)), ("miss", "hit"));
+    let usage = loop {
+        let u = admin(&gw, "GET", "/admin/usage?group_by=route").await;
+        if u["totals"]["requests"] == 2 {
+            break u;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    gw.shutdown().await;
+    let conn = rusqlite::Connection::open(&db).unwrap();
+    let mut q = conn
+        .prepare(
+            "SELECT cache_hit, input_tokens, output_tokens, cost_micros, attempts, stream, \
+             status, key_id FROM sluice_requests ORDER BY ts_us",
+        )
+        .unwrap();
+    let rows: Vec<(bool, i64, i64, i64, i64, bool, i64, String)> = q
+        .query_map([], |r| {
+            Ok((
+                r.get(0)?,
+                r.get(1)?,
+                r.get(2)?,
+                r.get(3)?,
+                r.get(4)?,
+                r.get(5)?,
+                r.get(6)?,
+                r.get(7)?,
+            ))
+        })
+        .unwrap()
+        .map(Result::unwrap)
+        .collect();
+    assert_eq!(rows.len(), 2, "{rows:?}");
+    let (m, h) = (&rows[0], &rows[1]);
+    assert!(!m.0 && h.0, "{rows:?}");
+    assert_eq!(m.2, 20, "the miss's output tokens: {rows:?}");
+    assert_eq!(
+        (h.1, h.2, h.3),
+        (m.1, m.2, m.3),
+        "the hit saved what the miss cost"
+    );
+    assert!(m.3 > 0, "{rows:?}");
+    assert_eq!((m.4, h.4), (1, 0), "attempts upstream");
+    assert!(h.5, "replayed as a stream");
+    assert_eq!((h.6, h.7.as_str()), (200, "a"));
+    let totals = &usage["totals"];
+    assert_eq!(totals["cache_hits"], 1, "{usage}");
+    assert_eq!(totals["saved_micros"], m.3, "{usage}");
+    assert_eq!(
+        totals["cost_micros"], m.3,
+        "only the miss is spend: {usage}"
+    );
+    assert_eq!(totals["output_tokens"], m.2, "{usage}");
+}
