@@ -68,6 +68,38 @@ def test_openai_whole_answer_replayed_from_the_cache():
     assert upstream_requests() == before + 1
 
 
+def test_openai_whole_request_gets_the_stored_stream_as_one_body():
+    messages = question()
+    before = upstream_requests()
+    raw = oai.chat.completions.with_raw_response.create(
+        model="gpt-4o", messages=messages, stream=True, extra_headers={"x-mock": "tokens=9"})
+    text = "".join(c.choices[0].delta.content or "" for c in raw.parse() if c.choices)
+    whole = oai.chat.completions.with_raw_response.create(model="gpt-4o", messages=messages)
+    assert whole.headers["x-sluice-cache"] == "hit"
+    r = whole.parse()
+    assert r.object == "chat.completion"
+    assert r.choices[0].message.content == text and text
+    assert r.choices[0].finish_reason == "stop"
+    assert r.usage.completion_tokens == 9, r.usage
+    assert upstream_requests() == before + 1
+
+
+def test_anthropic_stream_request_gets_the_stored_message_as_events():
+    messages = question()
+    before = upstream_requests()
+    first = ant.messages.create(model="claude-sonnet-4", max_tokens=64, messages=messages,
+                                extra_headers={"x-mock": "tokens=7"})
+    status, events, text = anthropic_stream(messages)
+    assert status == "hit", status
+    assert text == first.content[0].text and text
+    assert events[-1]["type"] == "message_stop"
+    with ant.messages.stream(model="claude-sonnet-4", max_tokens=64, messages=messages) as s:
+        final = s.get_final_message()
+    assert final.content[0].text == text
+    assert final.stop_reason == first.stop_reason
+    assert upstream_requests() == before + 1
+
+
 def anthropic_stream(messages):
     raw = ant.messages.with_raw_response.create(
         model="claude-sonnet-4", max_tokens=64, messages=messages, stream=True,

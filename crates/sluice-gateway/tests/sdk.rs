@@ -165,7 +165,8 @@ async fn readme_sdk_examples_run() {
 
 /// The SDKs through a route with a response cache: a repeated stream (OpenAI chat with usage,
 /// Anthropic messages) and a repeated whole answer come from the cache with the same chunks
-/// or events and text, and no upstream request, per the mock's counters
+/// or events and text, a stored stream is one body to a whole request and a stored message
+/// events to a stream, all without an upstream request, per the mock's counters
 /// (tests/python/cache_sdk.py).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[cfg_attr(
@@ -197,5 +198,5 @@ async fn official_sdks_replay_from_the_cache() {
     let stdout = String::from_utf8_lossy(&out.stdout);
     println!("{stdout}\n{}", String::from_utf8_lossy(&out.stderr));
     assert!(out.status.success(), "SDK failures:\n{stdout}");
-    assert!(stdout.contains("4 passed, 0 failed"), "{stdout}");
+    assert!(stdout.contains("6 passed, 0 failed"), "{stdout}");
 }

@@ -35,6 +35,8 @@ use tokio::time::Instant;
 
 use super::Keys;
 
+mod shape;
+
 /// How many times a request joins a flight whose leader went away before it goes upstream
 /// on its own (each time one of the waiters leads the next flight).
 const MAX_REJOINS: usize = 3;
@@ -185,13 +187,14 @@ impl Keys {
         let wait_until = ask.deadline.min(Instant::now() + ask.config.wait);
         for _ in 0..MAX_REJOINS {
             if let Lookup::Hit(entry, age) = cache.get(&key).await {
-                if entry.is_stream() == ask.stream {
+                // Stored by a request of the other kind (a stream for a whole body, or the
+                // reverse): assembled or re-emitted; if it cannot be, answered upstream, and
+                // this request's answer replaces it.
+                if let Some(entry) = as_asked(ask.op, ask.stream, entry) {
                     metrics.lookup(ask.route, CacheStatus::Hit);
                     metrics.saved(ask.route, &entry.usage);
                     return Ok(CacheStart::Hit(entry, age));
                 }
-                // Stored by a request of the other kind (a stream for a whole body, or
-                // the reverse): answered upstream, and this request's answer replaces it.
             }
             match cache.begin(&key) {
                 Flight::Leader(guard) => {
@@ -199,21 +202,38 @@ impl Keys {
                     return Ok(CacheStart::Run(run(Some(guard)), status));
                 }
                 Flight::Follower(waiter) => match waiter.wait(wait_until).await {
-                    Waited::Filled(entry) if entry.is_stream() == ask.stream => {
-                        metrics.lookup(ask.route, CacheStatus::Hit);
-                        metrics.saved(ask.route, &entry.usage);
-                        return Ok(CacheStart::Hit(entry, Duration::ZERO));
+                    Waited::Filled(entry) => {
+                        if let Some(entry) = as_asked(ask.op, ask.stream, entry) {
+                            metrics.lookup(ask.route, CacheStatus::Hit);
+                            metrics.saved(ask.route, &entry.usage);
+                            return Ok(CacheStart::Hit(entry, Duration::ZERO));
+                        }
+                        break;
                     }
                     // The leader went away without an answer: one of its waiters leads next.
                     Waited::Abandoned => continue,
                     // An answer that is not stored (an error, a cut stream, a filter), one of
                     // the other kind, or no answer in time: go upstream.
-                    Waited::Filled(_) | Waited::Uncacheable | Waited::TimedOut => break,
+                    Waited::Uncacheable | Waited::TimedOut => break,
                 },
             }
         }
         metrics.lookup(ask.route, status);
         Ok(CacheStart::Run(run(None), status))
+    }
+}
+
+/// A stored answer in the form the request asked for (a stream, or one body), converted if
+/// it was stored in the other.
+fn as_asked(
+    op: Operation,
+    stream: bool,
+    entry: Arc<CachedResponse>,
+) -> Option<Arc<CachedResponse>> {
+    if entry.is_stream() == stream {
+        Some(entry)
+    } else {
+        shape::convert(op, &entry)
     }
 }
 

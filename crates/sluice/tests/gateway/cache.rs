@@ -166,25 +166,55 @@ async fn a_repeated_stream_is_replayed_with_the_same_events_and_no_upstream_requ
     assert!(!text(&events).is_empty());
     assert_eq!(text(&sse(&again.body)), text(&events));
 
-    // A whole answer likewise, and `stream` is not part of the key: a non-streaming request
-    // does not get a stream's events (it is answered upstream, then from the cache).
+    // `stream` is not part of the key: a non-streaming request gets the stored stream
+    // assembled into one body (its text, finish reason and usage), without an upstream call.
     let whole = body("private-gpt", false);
     let w1 = h1(gw.addr(), post(KEY_A, &whole, &[])).await;
-    assert_eq!((w1.status.as_u16(), cache_header(&w1)), (200, "miss"));
-    assert!(w1.json()["choices"][0]["message"]["content"].is_string());
-    let w2 = h1(gw.addr(), post(KEY_A, &whole, &[])).await;
-    assert_eq!((w2.status.as_u16(), cache_header(&w2)), (200, "hit"));
-    assert_eq!(w2.body, w1.body);
-    assert_eq!(w2.headers["content-type"], w1.headers["content-type"]);
+    assert_eq!((w1.status.as_u16(), cache_header(&w1)), (200, "hit"));
+    assert_eq!(w1.headers["content-type"], "application/json");
+    let v = w1.json();
+    assert_eq!(v["object"], "chat.completion");
+    assert_eq!(
+        v["choices"][0]["message"]["content"],
+        text(&events).as_str()
+    );
+    assert_eq!(v["choices"][0]["finish_reason"], "stop");
+    assert_eq!(v["usage"]["completion_tokens"], 12);
+    assert_eq!(upstream_calls(&mock), 1);
+
+    // And the reverse: a whole answer stored, then asked for as a stream, is re-emitted as
+    // chunks with its text, ending with [DONE].
+    let other_q = whole.replace("sluice", "weir");
+    let w2 = h1(gw.addr(), post(KEY_A, &other_q, &[])).await;
+    assert_eq!((w2.status.as_u16(), cache_header(&w2)), (200, "miss"));
+    let w3 = h1(gw.addr(), post(KEY_A, &other_q, &[])).await;
+    assert_eq!(cache_header(&w3), "hit");
+    assert_eq!(w3.body, w2.body);
+    assert_eq!(w3.headers["content-type"], w2.headers["content-type"]);
+    let s = h1(
+        gw.addr(),
+        post(KEY_A, &other_q.replace("false", "true"), &[]),
+    )
+    .await;
+    assert_eq!(cache_header(&s), "hit");
+    assert_eq!(s.headers["content-type"], "text/event-stream");
+    let chunks = sse(&s.body);
+    assert_eq!(chunks.last().unwrap().1, "[DONE]");
+    assert_eq!(
+        text(&chunks),
+        w2.json()["choices"][0]["message"]["content"]
+            .as_str()
+            .unwrap()
+    );
     assert_eq!(upstream_calls(&mock), 2);
 
     // Whitespace and key order do not change the key; a changed message does.
     let reordered = r#"{"messages":[{"content":"what is a sluice?","role":"user"}],  "stream":false, "model":"private-gpt"}"#;
-    let w3 = h1(gw.addr(), post(KEY_A, reordered, &[])).await;
-    assert_eq!(cache_header(&w3), "hit");
+    let w4 = h1(gw.addr(), post(KEY_A, reordered, &[])).await;
+    assert_eq!(cache_header(&w4), "hit");
     let other = whole.replace("sluice", "lock");
-    let w4 = h1(gw.addr(), post(KEY_A, &other, &[])).await;
-    assert_eq!(cache_header(&w4), "miss");
+    let w5 = h1(gw.addr(), post(KEY_A, &other, &[])).await;
+    assert_eq!(cache_header(&w5), "miss");
     assert_eq!(upstream_calls(&mock), 3);
 
     // A route without a cache says nothing about one.
