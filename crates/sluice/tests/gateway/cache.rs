@@ -20,6 +20,8 @@ use crate::support::*;
 
 const KEY_A: &str = "sk-cache-a";
 const KEY_B: &str = "sk-cache-b";
+/// A key with request and token limits.
+const KEY_C: &str = "sk-cache-c";
 
 fn hash(key: &str) -> String {
     let d = ring::digest::digest(&ring::digest::SHA256, key.as_bytes());
@@ -72,11 +74,18 @@ hash = "{a}"
 [[key]]
 id = "b"
 hash = "{b}"
+
+[[key]]
+id = "c"
+hash = "{c}"
+requests = {{ limit = 1000, per = "1h" }}
+tokens = {{ limit = 100000, per = "1h" }}
 {extra}
 "#,
         url = mock.url(),
         a = hash(KEY_A),
         b = hash(KEY_B),
+        c = hash(KEY_C),
     );
     Config::from_toml(&text, &|_| None).unwrap_or_else(|e| panic!("{e}\n{text}"))
 }
@@ -645,4 +654,25 @@ async fn a_hit_is_on_the_books_with_what_it_saved_and_spends_nothing() {
         "only the miss is spend: {usage}"
     );
     assert_eq!(totals["output_tokens"], m.2, "{usage}");
+}
+
+/// Limits count a hit as a request, but not as tokens: the tokens its admission reserved are
+/// given back, and only the miss's tokens are spent.
+#[tokio::test]
+async fn a_hit_counts_as_a_request_but_spends_no_tokens() {
+    let mock = mock("tokens=40").await;
+    let gw = start(&mock, "").await;
+    let req = body("private-limits", false);
+    let miss = h1(gw.addr(), post(KEY_C, &req, &[])).await;
+    assert_eq!(cache_header(&miss), "miss");
+    let spent = miss.json()["usage"]["total_tokens"].as_u64().unwrap();
+    assert!(spent >= 40, "{spent}");
+    for _ in 0..5 {
+        let hit = h1(gw.addr(), post(KEY_C, &req, &[])).await;
+        assert_eq!(cache_header(&hit), "hit");
+    }
+    assert_eq!(upstream_calls(&mock), 1);
+    let key = admin(&gw, "GET", "/admin/keys/c").await;
+    assert_eq!(key["usage"]["requests"]["used"], 6, "{key}");
+    assert_eq!(key["usage"]["tokens"]["used"], spent, "{key}");
 }
