@@ -1,4 +1,4 @@
-//! The admit stage: virtual keys, limits, budgets and idempotency.
+//! The admit stage: virtual keys, limits, budgets, idempotency and the response cache.
 //!
 //! Per request, in the order the request path calls it:
 //! 1. [`Keys::identify`] and [`Keys::screen`], before the body is read: who the key headers
@@ -16,7 +16,12 @@
 //!    reconciled, concurrency released, spend added (a second round trip, off the request's
 //!    path).
 //!
-//! Routes without keys or limits skip all of it (one flag test per request).
+//! 5. On a route with `cache`, after the limits (a hit counts as a request):
+//!    [`Keys::cache_start`] (`cache.rs`): the lookup and the single flight, and the
+//!    [`CacheRun`] that records the answer for the cache as it goes out.
+//!
+//! Routes without keys or limits skip all of it (one flag test per request); routes without a
+//! cache never reach `cache.rs`.
 
 mod admin;
 mod cache;
