@@ -173,7 +173,13 @@ where
             cache,
         }),
         Ok(Admitted::Cached(hit)) => {
-            Admission::Answer(super::cached::answer(hit, &request_id, log))
+            // A hit counted against the key's limits like any request: it says so too.
+            let limit_headers = log.ticket().map(|t| t.headers());
+            let mut r = super::cached::answer(hit, &request_id, log);
+            for (name, value) in limit_headers.into_iter().flatten() {
+                r.headers_mut().insert(name, value);
+            }
+            Admission::Answer(r)
         }
         Ok(Admitted::Replay(r)) => {
             log.replay = true;
