@@ -50,6 +50,17 @@ pub(super) struct RawState {
     pub(super) max_entries: Option<usize>,
     pub(super) sweep_interval: Option<DurationValue>,
     pub(super) idempotency: Option<RawIdempotency>,
+    pub(super) cache: Option<RawStateCache>,
+}
+
+/// `[state.cache]`: the response cache's bounds.
+#[derive(Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawStateCache {
+    pub(super) max_entries: Option<usize>,
+    pub(super) max_bytes: Option<SizeValue>,
+    pub(super) put_queue: Option<usize>,
+    pub(super) max_queued_bytes: Option<SizeValue>,
 }
 
 /// `state.on_failure`, as spelled in the file.

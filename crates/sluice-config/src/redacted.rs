@@ -248,6 +248,12 @@ fn state_json(s: &StateSettings) -> Value {
             "in_flight_ttl": dur(i.in_flight_ttl),
             "max_records": i.max_records,
         },
+        "cache": {
+            "max_entries": s.cache.max_entries,
+            "max_bytes": s.cache.max_bytes,
+            "put_queue": s.cache.put_queue,
+            "max_queued_bytes": s.cache.max_queued_bytes,
+        },
     })
 }
 

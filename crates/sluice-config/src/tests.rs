@@ -613,6 +613,16 @@ fn a_route_cache_has_defaults_is_checked_and_is_shown() {
     let shown = c.redacted();
     assert_eq!(shown["route"][0]["cache"]["replay"], "paced");
     assert_eq!(shown["route"][0]["cache"]["max_bytes"], 65536);
+    let bounded = format!("{on}\n[state.cache]\nmax_entries = 500\nmax_bytes = \"8MiB\"\n");
+    let c = Config::from_toml(&bounded, &env).unwrap();
+    assert_eq!(c.state.cache.max_entries, 500);
+    assert_eq!(c.state.cache.max_bytes, 8 << 20);
+    assert_eq!(c.redacted()["state"]["cache"]["max_entries"], 500);
+    let e = err(&format!("{on}\n[state.cache]\nput_queue = 0\n")).to_string();
+    assert!(
+        e.contains("state.cache.put_queue: must be at least 1"),
+        "{e}"
+    );
     let defaults = MIN.replace(
         "upstream = \"local\"\n",
         "upstream = \"local\"\ncache = {}\n",

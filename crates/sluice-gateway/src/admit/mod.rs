@@ -147,9 +147,8 @@ impl Keys {
     fn with_store(config: &Config, store: Store) -> Keys {
         // Built whether or not a route caches: a reload may turn a route's cache on, and an
         // idle in-memory cache is two empty maps.
-        let cache =
-            sluice_state::ResponseCache::new(&store, &sluice_state::CacheStoreConfig::default())
-                .expect("the default cache bounds are valid");
+        let cache = sluice_state::ResponseCache::new(&store, &config.state.cache)
+            .expect("config validation checked the cache's bounds");
         let cache = (cache, cache::CacheMetrics::default());
         Keys::build(config, store, KeyMetrics::default(), cache)
     }
