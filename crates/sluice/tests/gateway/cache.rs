@@ -686,3 +686,57 @@ async fn a_hit_counts_as_a_request_but_spends_no_tokens() {
     let used = key["usage"]["tokens"]["used"].as_u64().unwrap();
     assert!(used <= spent && used + 5 >= spent, "{spent} spent: {key}");
 }
+
+/// A reload that turns a route's cache on starts caching at once; one that changes its
+/// settings keeps the answers already stored; one that turns it off stops serving them.
+#[tokio::test]
+async fn a_reload_turns_the_cache_on_and_off_and_keeps_its_answers() {
+    let mock = mock("tokens=3").await;
+    let path =
+        std::env::temp_dir().join(format!("sluice-cache-reload-{}.toml", std::process::id()));
+    let text = |cache: &str| {
+        format!(
+            "[server]\nlisten = \"127.0.0.1:0\"\naccess_log = \"off\"\n[[upstream]]\nname = \"mock\"\nbase_url = \"{}/v1\"\nprotocol = \"h2c\"\n[[route]]\nname = \"r\"\nmodels = [\"*\"]\nupstream = \"mock\"\n{cache}\n",
+            mock.url()
+        )
+    };
+    std::fs::write(&path, text("")).unwrap();
+    let gw = Server::start_with_source(
+        Config::load(&path).unwrap(),
+        sluice_gateway::ConfigSource {
+            path: path.clone(),
+            overrides: sluice_gateway::Overrides::default(),
+            text: None,
+        },
+    )
+    .await
+    .unwrap();
+    let ask = |gw: std::net::SocketAddr| async move {
+        let r = h1(
+            gw,
+            request("POST", "/v1/chat/completions", "", &body("gpt-4o", false)),
+        )
+        .await;
+        assert_eq!(r.status, 200);
+        r.headers
+            .get("x-sluice-cache")
+            .map(|v| v.to_str().unwrap().to_string())
+    };
+    assert_eq!(ask(gw.addr()).await, None);
+    std::fs::write(&path, text("cache = { ttl = \"1h\" }")).unwrap();
+    gw.reload().await.unwrap();
+    assert_eq!(ask(gw.addr()).await.as_deref(), Some("miss"));
+    assert_eq!(ask(gw.addr()).await.as_deref(), Some("hit"));
+    std::fs::write(&path, text("cache = { ttl = \"2h\", replay = \"paced\" }")).unwrap();
+    gw.reload().await.unwrap();
+    assert_eq!(
+        ask(gw.addr()).await.as_deref(),
+        Some("hit"),
+        "kept across the reload"
+    );
+    std::fs::write(&path, text("")).unwrap();
+    gw.reload().await.unwrap();
+    assert_eq!(ask(gw.addr()).await, None);
+    assert_eq!(upstream_calls(&mock), 3);
+    let _ = std::fs::remove_file(&path);
+}
