@@ -47,7 +47,7 @@ pub(crate) fn answer(
     } = hit;
     log.status = entry.status.as_u16();
     log.provider = price_list;
-    log.cache_saved = Some(crate::admit::saved_usage(&entry.usage));
+    log.cache_saved = Some(Box::new(crate::admit::saved_usage(&entry.usage)));
     let mut r = match &entry.body {
         CachedBody::Whole(body) => {
             let body = body.clone();
