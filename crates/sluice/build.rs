@@ -2,7 +2,8 @@
 //! checkout with git installed; `unknown` otherwise (e.g. a source tarball). And marks the
 //! README's curl examples test ignored (`cfg(no_curl)`) on a machine without `curl`; never
 //! under `CI=true` (see tests/build/test_env.rs), where a missing curl fails it. Likewise the
-//! tests that need a `redis-server` (`cfg(no_redis)`), the official MCP Python SDK
+//! tests that need a `redis-server` (`cfg(no_redis)`), the fleet test (no `haproxy`:
+//! `cfg(no_haproxy)`), the official MCP Python SDK
 //! (`cfg(no_python_mcp)`), the dashboard's browser test (no
 //! headless Chromium or chromedriver: `cfg(no_chromium)`) and the burst of a thousand HTTP/1.1
 //! streams (an open-file hard limit below what it holds at once: `cfg(no_open_files)`).
@@ -65,6 +66,13 @@ fn main() {
     println!("cargo::rustc-env=SLUICE_GIT_HASH={hash}");
     test_env::cfg_when_missing("no_curl", test_env::find_tool(&["curl"], "CURL").is_none());
     test_env::cfg_when_missing("no_redis", !test_env::redis_server());
+    // The fleet test (tests/fleet.rs) puts HAProxy in front of three instances.
+    // Debian puts it in /usr/sbin, which a user's PATH may lack ($HAPROXY names another).
+    let haproxy = test_env::find_tool(&["haproxy"], "HAPROXY").or_else(|| {
+        let debian = Path::new("/usr/sbin/haproxy");
+        (std::env::var_os("HAPROXY").is_none() && debian.is_file()).then(|| debian.to_path_buf())
+    });
+    test_env::cfg_when_missing("no_haproxy", haproxy.is_none());
     test_env::cfg_when_missing("no_postgres", !test_env::postgres());
     // The MCP gateway's whole-server test drives the official MCP Python SDK.
     let python = test_env::python();

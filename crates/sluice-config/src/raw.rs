@@ -366,6 +366,7 @@ pub(super) struct RawRoute {
     pub(super) keys: Option<super::KeyMode>,
     pub(super) limits: Option<RawRouteLimits>,
     pub(super) cache: Option<RawRouteCache>,
+    pub(super) reasoning_budgets: Option<RawReasoningBudgets>,
 }
 
 /// `route[].cache = { ttl = "1h", shared = false, max_bytes = "1MiB", replay = "instant" }`.
@@ -377,6 +378,18 @@ pub(super) struct RawRouteCache {
     pub(super) max_bytes: Option<SizeValue>,
     pub(super) replay: Option<String>,
     pub(super) wait: Option<DurationValue>,
+}
+
+/// `route[].reasoning_budgets`: thinking tokens per effort level (each defaults to the
+/// shipped table's).
+#[derive(Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawReasoningBudgets {
+    pub(super) minimal: Option<u64>,
+    pub(super) low: Option<u64>,
+    pub(super) medium: Option<u64>,
+    pub(super) high: Option<u64>,
+    pub(super) xhigh: Option<u64>,
 }
 
 /// `route[].balance`, as spelled in the file.

@@ -459,6 +459,7 @@ fn route_json(r: &RouteConfig, ups: &[UpstreamConfig]) -> Value {
         keys,
         limits,
         cache,
+        reasoning_budgets,
     } = r;
     json!({
         "name": name,
@@ -490,6 +491,13 @@ fn route_json(r: &RouteConfig, ups: &[UpstreamConfig]) -> Value {
             "replay": c.replay.as_str(),
             "wait": dur(c.wait),
         })),
+        "reasoning_budgets": {
+            "minimal": reasoning_budgets.minimal,
+            "low": reasoning_budgets.low,
+            "medium": reasoning_budgets.medium,
+            "high": reasoning_budgets.high,
+            "xhigh": reasoning_budgets.xhigh,
+        },
         "outlier": {
             "consecutive_failures": outlier.consecutive_failures,
             "success_rate": outlier.success_rate.is_some(),

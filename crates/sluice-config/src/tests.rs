@@ -658,3 +658,31 @@ fn a_route_cache_has_defaults_is_checked_and_is_shown() {
         assert!(e.contains(message), "{cache}: {e}");
     }
 }
+
+#[test]
+fn reasoning_budgets_default_to_the_table_and_are_checked() {
+    use sluice_providers::reasoning::BudgetTable;
+    let c = Config::from_toml(MIN, &env).unwrap();
+    assert_eq!(c.routes[0].reasoning_budgets, BudgetTable::DEFAULT);
+    let text = format!("{MIN}reasoning_budgets = {{ low = 3000, high = 20000 }}\n");
+    let c = Config::from_toml(&text, &env).unwrap();
+    assert_eq!(
+        c.routes[0].reasoning_budgets,
+        BudgetTable {
+            low: 3000,
+            high: 20000,
+            ..BudgetTable::DEFAULT
+        }
+    );
+    let e = err(&format!("{MIN}reasoning_budgets = {{ medium = 1000 }}\n"));
+    assert_eq!(e.path, "route[0].reasoning_budgets.medium");
+    assert!(
+        e.to_string()
+            .contains("1000 is below low = 2048: a higher effort must not get a smaller budget"),
+        "{e}"
+    );
+    let e = err(&format!("{MIN}reasoning_budgets = {{ minimal = 0 }}\n"));
+    assert_eq!(e.path, "route[0].reasoning_budgets.minimal");
+    let e = err(&format!("{MIN}reasoning_budgets = {{ huge = 1 }}\n"));
+    assert!(e.to_string().contains("huge"), "{e}");
+}

@@ -81,9 +81,18 @@ fn corpus() -> Vec<String> {
         std::fs::read_to_string(format!("{root}/sluice.example.toml"))
             .expect("sluice.example.toml"),
     ];
-    let readme = std::fs::read_to_string(format!("{root}/README.md")).expect("README.md");
-    for block in readme.split("```toml\n").skip(1) {
-        texts.push(block.split("```").next().unwrap_or("").to_string());
+    let guide = format!("{root}/docs/guide/src");
+    let mut pages: Vec<_> = std::fs::read_dir(&guide)
+        .expect("docs/guide/src")
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|x| x == "md"))
+        .collect();
+    pages.sort();
+    for page in pages {
+        let text = std::fs::read_to_string(&page).unwrap();
+        for block in text.split("```toml\n").skip(1) {
+            texts.push(block.split("```").next().unwrap_or("").to_string());
+        }
     }
     texts
 }

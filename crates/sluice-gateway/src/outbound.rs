@@ -30,6 +30,8 @@ pub(crate) struct BuildOptions<'a> {
     pub(crate) prefill: Option<&'a str>,
     /// The target's own credential, replacing the upstream's `auth`.
     pub(crate) auth: Option<&'a crate::config::UpstreamAuth>,
+    /// The route's effort levels as thinking budgets (read only when translating).
+    pub(crate) reasoning_budgets: &'a sluice_providers::reasoning::BudgetTable,
 }
 
 /// What was sent, for reading the answer.
@@ -96,6 +98,7 @@ pub(crate) fn upstream_request(
             // Usage for every stream: OpenAI-shaped upstreams report it only when asked.
             stream_usage: ctx.stream && provider.family() == Family::OpenAi,
             prefill: opts.prefill,
+            reasoning_budgets: Some(opts.reasoning_budgets),
         },
         &known,
     )

@@ -1,4 +1,4 @@
-//! The README's admin and telemetry example is a config that loads, with the values it
+//! The guide's admin and telemetry example (`docs/guide/src/operations.md`) is a config that loads, with the values it
 //! documents.
 
 use std::time::Duration;
@@ -6,9 +6,12 @@ use std::time::Duration;
 use sluice_gateway::config::Config;
 
 fn readme_example() -> String {
-    let readme = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../../README.md"))
-        .expect("README.md");
-    let after = readme
+    let page = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../docs/guide/src/operations.md"
+    ))
+    .expect("docs/guide/src/operations.md");
+    let after = page
         .split_once("<!-- ops-example:")
         .expect("the ops-example marker")
         .1;

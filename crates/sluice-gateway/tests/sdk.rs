@@ -96,9 +96,10 @@ async fn official_sdks_through_translation() {
     assert!(stdout.contains(" passed, 0 failed"), "{stdout}");
 }
 
-/// The README's SDK examples (the `python` blocks of "Providers and translation") run as
+/// The guide's SDK examples (the `python` blocks of `docs/guide/src/providers.md`) run as
 /// written, with the gateway's and the mock's addresses put in: the OpenAI and Anthropic SDKs
-/// reach a Gemini upstream through the gateway, `google-genai` talks to the mock.
+/// reach a Gemini upstream through the gateway, `google-genai` talks to the mock; and the
+/// README's and the quick start's OpenAI snippet reach an OpenAI upstream.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[cfg_attr(
     no_python,
@@ -106,12 +107,13 @@ async fn official_sdks_through_translation() {
 )]
 async fn readme_sdk_examples_run() {
     let py = sdk_python();
-    let readme = std::fs::read_to_string(workspace_root().join("README.md")).unwrap();
+    let readme =
+        std::fs::read_to_string(workspace_root().join("docs/guide/src/providers.md")).unwrap();
     let start = readme
         .find("From the official SDKs")
         .expect("the SDK examples");
     let end = start + readme[start..].find("These three run").expect("their end");
-    let blocks: Vec<String> = readme[start..end]
+    let mut blocks: Vec<String> = readme[start..end]
         .split("```python\n")
         .skip(1)
         .map(|b| b.split("```").next().unwrap_or("").to_string())
@@ -121,13 +123,28 @@ async fn readme_sdk_examples_run() {
     let text = format!(
         "[server]\nlisten = \"127.0.0.1:0\"\naccess_log = \"off\"\n\
          [[upstream]]\nname = \"gemini\"\nbase_url = \"{}/v1beta\"\nprotocol = \"h2c\"\nprovider = \"gemini\"\n\
-         [[route]]\nmodels = [\"gemini-*\"]\nupstream = \"gemini\"\n",
+         [[route]]\nmodels = [\"gemini-*\"]\nupstream = \"gemini\"\n\
+         [[upstream]]\nname = \"openai\"\nbase_url = \"{}/v1\"\nprotocol = \"h2c\"\nprovider = \"openai\"\n\
+         [[route]]\nmodels = [\"gpt-*\"]\nupstream = \"openai\"\n",
+        mock.url(),
         mock.url()
     );
     let gw = Gateway::start(Config::from_toml(&text, &|_| None).unwrap())
         .await
         .unwrap();
     let before = mock.stats().snapshot().requests.len();
+    // The README's and the quick start's OpenAI SDK snippet (`gpt-4o`, to an OpenAI upstream).
+    for page in ["README.md", "docs/guide/src/quick-start.md"] {
+        let text = std::fs::read_to_string(workspace_root().join(page)).unwrap();
+        let snippet: Vec<String> = text
+            .split("```python\n")
+            .skip(1)
+            .map(|b| b.split("```").next().unwrap_or("").to_string())
+            .collect();
+        assert_eq!(snippet.len(), 1, "{page}: one python example");
+        assert!(snippet[0].contains("model=\"gpt-4o\""), "{page}");
+        blocks.extend(snippet);
+    }
     for block in blocks {
         let code = block
             .replace("http://127.0.0.1:8080", &format!("http://{}", gw.addr()))
@@ -160,6 +177,78 @@ async fn readme_sdk_examples_run() {
         3,
         "{:?}",
         snap.requests.iter().map(|r| &r.path).collect::<Vec<_>>()
+    );
+}
+
+/// Reasoning models through a translating gateway (tests/python/reasoning_sdk.py): the
+/// `openai` SDK runs two-turn tool-using conversations with `reasoning_effort` against an
+/// Anthropic-speaking and a Gemini 3-speaking upstream (the mock signs its thinking and
+/// refuses a next turn whose signed thinking is missing or altered), reading
+/// `reasoning_content` and `thinking_blocks`; the `anthropic` SDK with `thinking` against
+/// OpenAI- and Gemini-speaking upstreams that reason, reading thinking blocks whole and
+/// streamed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[cfg_attr(
+    no_python,
+    ignore = "no Python with the SDKs: create .venv (see README)"
+)]
+async fn official_sdks_with_reasoning() {
+    let py = sdk_python();
+    let mock = MockServer::start(MockConfig::default()).await.unwrap();
+    let url = mock.url();
+    let text = format!(
+        "[server]\nlisten = \"127.0.0.1:0\"\naccess_log = \"off\"\n\
+         [[upstream]]\nname = \"oa\"\nbase_url = \"{url}/v1\"\nprotocol = \"h2c\"\nprovider = \"openai\"\n\
+         [[upstream]]\nname = \"an\"\nbase_url = \"{url}/v1\"\nprotocol = \"h2c\"\nprovider = \"anthropic\"\n\
+         [[upstream]]\nname = \"ge\"\nbase_url = \"{url}/v1beta\"\nprotocol = \"h2c\"\nprovider = \"gemini\"\n\
+         [[route]]\nmodels = [\"via-openai\"]\nupstream = \"oa\"\nretry = {{ attempts = 1 }}\n\
+         [[route]]\nmodels = [\"via-anthropic\"]\nupstream = \"an\"\nretry = {{ attempts = 1 }}\nreasoning_budgets = {{ low = 1500 }}\n\
+         [[route]]\nmodels = [\"via-gemini3\"]\ntargets = [{{ upstream = \"ge\", model = \"gemini-3-pro-preview\" }}]\nretry = {{ attempts = 1 }}\n\
+         [[route]]\nmodels = [\"via-gemini\"]\ntargets = [{{ upstream = \"ge\", model = \"gemini-2.5-flash\" }}]\nretry = {{ attempts = 1 }}\n"
+    );
+    let gw = Gateway::start(Config::from_toml(&text, &|_| None).unwrap())
+        .await
+        .unwrap();
+    let script = workspace_root().join("tests/python/reasoning_sdk.py");
+    let base = format!("http://{}", gw.addr());
+    let out = tokio::task::spawn_blocking(move || {
+        Command::new(py)
+            .arg(script)
+            .arg(base)
+            .output()
+            .expect("cannot run python")
+    })
+    .await
+    .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    println!("{stdout}\n{}", String::from_utf8_lossy(&out.stderr));
+    assert!(out.status.success(), "SDK failures:\n{stdout}");
+    assert!(stdout.contains(" passed, 0 failed"), "{stdout}");
+    // The signed thinking reached Anthropic as blocks, the Gemini 3 call with its signature.
+    let snap = mock.stats().snapshot();
+    let refused = snap
+        .requests
+        .iter()
+        .filter(|r| r.fault.as_deref() == Some("thinking_rejected"))
+        .count();
+    assert_eq!(
+        refused, 6,
+        "the three refusals asked for, twice (whole and streamed)"
+    );
+    // `reasoning_effort: low` reached Anthropic as the route's budget for `low`.
+    let budgets: Vec<u64> = snap
+        .requests
+        .iter()
+        .filter(|r| r.path == "/v1/messages")
+        .filter_map(|r| serde_json::from_slice::<serde_json::Value>(&r.body).ok())
+        .filter_map(|v| {
+            v.pointer("/thinking/budget_tokens")
+                .and_then(|b| b.as_u64())
+        })
+        .collect();
+    assert!(
+        !budgets.is_empty() && budgets.iter().all(|&b| b == 1500),
+        "{budgets:?}"
     );
 }
 

@@ -12,7 +12,7 @@ use crate::shapes::errors::{self, ErrorCtx, RetryHint};
 use crate::shapes::request::{self, Kind};
 use crate::shapes::{
     anthropic, bedrock, error_body, error_headers, gemini, gemini_error, model_of, openai,
-    responses, Api, Completion, CutWith, EventSeq,
+    responses, thinking, Api, Completion, CutWith, EventSeq,
 };
 use crate::stats::{AuthEvent, PrefillRecord, Routing, Stats};
 
@@ -1005,7 +1005,21 @@ fn answer(a: &Answer<'_>, b: &Behavior, routed: &mut Routed) -> Reply {
             return bad("messages: final assistant content cannot end with trailing whitespace");
         }
     }
+    // Reasoning: the request's thinking settings and the signed thinking in its history,
+    // checked as the real APIs check them.
+    let checked = match kind {
+        Kind::Messages => thinking::check_anthropic(req),
+        Kind::Gemini => thinking::check_gemini(req, model),
+        _ => Ok(()),
+    };
+    if let Err(msg) = checked {
+        routed.routing.fault = Some("thinking_rejected".to_string());
+        return bad(&msg);
+    }
     let (mut c, continued) = Completion::build(ask, b);
+    if thinking::wanted(kind, req) {
+        c.think(kind);
+    }
     if let (Some(p), Some(continued)) = (&prefill, continued) {
         routed.routing.prefill = Some(PrefillRecord {
             bytes: p.text.len(),

@@ -67,6 +67,7 @@ fn opts<'a>(
         drop_unsupported: false,
         stream_usage: false,
         prefill: None,
+        reasoning_budgets: None,
     }
 }
 

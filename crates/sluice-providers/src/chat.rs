@@ -10,6 +10,7 @@
 use serde_json::{Number, Value};
 
 use crate::api::Family;
+use crate::reasoning::{BudgetTable, Reasoning};
 
 /// Who said it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -56,6 +57,11 @@ pub(crate) struct ChatRequest {
     /// Where the client marked a cache breakpoint (Anthropic `cache_control`): only Bedrock
     /// writes them (`cachePoint` blocks); the other writers ignore them as a caching hint.
     pub cache_points: CachePoints,
+    /// How hard to think (OpenAI `reasoning_effort`, Anthropic `thinking`); `None`: the
+    /// model's default.
+    pub reasoning: Option<Reasoning>,
+    /// Effort levels as token budgets (the route's, or the default table).
+    pub budgets: BudgetTable,
 }
 
 /// Cache breakpoints, each as the number of items before it, so they survive the readers
@@ -98,6 +104,8 @@ impl ChatRequest {
             prefill: false,
             foreign: Vec::new(),
             cache_points: CachePoints::default(),
+            reasoning: None,
+            budgets: BudgetTable::DEFAULT,
         }
     }
 
@@ -152,6 +160,17 @@ pub(crate) enum Part {
     },
     ToolCall(ToolCall),
     ToolResult(ToolResult),
+    /// Reasoning from an earlier assistant turn with the provider's signature over it
+    /// (Anthropic `thinking` blocks; OpenAI clients send them back as `thinking_blocks`).
+    /// Only the provider that signed it takes it back: Anthropic refuses a tool-using
+    /// assistant turn without its signed thinking when thinking is on. An empty signature
+    /// marks reasoning no provider signed (another family's, shown to an Anthropic client).
+    Thinking {
+        text: String,
+        signature: String,
+    },
+    /// Anthropic's encrypted thinking (`redacted_thinking`), opaque.
+    RedactedThinking(String),
 }
 
 /// Where an image's or document's bytes are.

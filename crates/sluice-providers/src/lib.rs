@@ -42,6 +42,7 @@ pub mod eventstream;
 pub mod finish;
 pub mod json_count;
 pub mod provider;
+pub mod reasoning;
 pub mod request;
 pub mod response;
 pub mod shape;

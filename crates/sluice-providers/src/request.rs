@@ -21,6 +21,7 @@ use serde_json::{Map, Value};
 use crate::api::{Family, Operation};
 use crate::chat::{self, ChatRequest};
 use crate::provider::ProviderKind;
+use crate::reasoning::BudgetTable;
 
 /// `max_tokens` sent to Anthropic (which requires it) when an OpenAI client set no limit:
 /// 4096 is the largest output every Claude model accepts (Claude 3 Haiku's maximum), so the
@@ -52,6 +53,9 @@ pub struct RequestOptions<'a> {
     /// whitespace, so trailing whitespace is trimmed there: the continuation may repeat it.
     /// Azure OpenAI and Gemini have no prefill ([`RequestError::Unsupported`] `prefill`).
     pub prefill: Option<&'a str>,
+    /// Effort levels as thinking budgets for this route; `None`: [`BudgetTable::DEFAULT`].
+    /// Read only when a translation maps an effort to a budget or back.
+    pub reasoning_budgets: Option<&'a BudgetTable>,
 }
 
 /// The request as the upstream gets it.
@@ -417,6 +421,9 @@ fn translate(body: &Bytes, opts: &RequestOptions<'_>) -> Result<UpstreamRequest,
     };
     if let Some(m) = non_empty(opts.model) {
         req.model = m.to_string();
+    }
+    if let Some(b) = opts.reasoning_budgets {
+        req.budgets = *b;
     }
     if req.model.is_empty() {
         return Err(field::invalid(&"model", "is required"));

@@ -135,14 +135,42 @@ pub(crate) struct Choice {
     pub index: u32,
     pub text: String,
     /// Reasoning (Anthropic thinking, Gemini thought summaries): for OpenAI clients, as
-    /// `reasoning_content`, the way streams send it.
+    /// `reasoning_content`, the way streams send it; for Anthropic clients, as a thinking
+    /// block when the upstream signed none ([`Choice::thinking`] is empty).
     pub reasoning: String,
+    /// The upstream's signed reasoning (Anthropic thinking and redacted thinking blocks),
+    /// in order: OpenAI clients get it as `thinking_blocks` to send back on their next turn.
+    pub thinking: Vec<Thinking>,
     /// OpenAI's refusal message.
     pub refusal: Option<String>,
     pub tool_calls: Vec<ToolCall>,
     pub finish: Finish,
     /// The stop sequence that was hit (Anthropic).
     pub stop_sequence: Option<String>,
+}
+
+/// One signed reasoning block.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) enum Thinking {
+    /// Text with the provider's signature over it.
+    Signed { text: String, signature: String },
+    /// Encrypted (Anthropic `redacted_thinking`): opaque.
+    Redacted { data: String },
+}
+
+impl Thinking {
+    /// As an OpenAI client gets it in `thinking_blocks` (LiteLLM's shape, Anthropic's
+    /// block).
+    pub(crate) fn to_openai(&self) -> serde_json::Value {
+        match self {
+            Thinking::Signed { text, signature } => {
+                serde_json::json!({"type": "thinking", "thinking": text, "signature": signature})
+            }
+            Thinking::Redacted { data } => {
+                serde_json::json!({"type": "redacted_thinking", "data": data})
+            }
+        }
+    }
 }
 
 impl Choice {

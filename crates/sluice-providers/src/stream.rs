@@ -31,7 +31,14 @@
 //! [`sluice_sse::Encoder`] writes. Between events it holds ids, indexes, the stop reason and
 //! usage, and at most one tool call's arguments: only when an OpenAI-shaped upstream sends a
 //! tool call's arguments before its name, which an Anthropic client needs first
-//! ([`StreamTranslator::held_bytes`]). It sees events only: upstream comments (`: ping`) are
+//! ([`StreamTranslator::held_bytes`]); and, for an OpenAI client of an Anthropic upstream, the
+//! open thinking block's text until its signature comes, to hand the client the signed block
+//! whole (`thinking_blocks`; at most 4 MiB).
+//!
+//! Reasoning is translated like text, incrementally and apart from it: Anthropic
+//! `thinking_delta`s, Gemini thought parts and OpenAI-compatible `reasoning_content` become
+//! the client's `reasoning_content` deltas or `thinking` blocks (with the upstream's
+//! `signature_delta`, or unsigned); reasoning deltas are content, so they commit the stream. It sees events only: upstream comments (`: ping`) are
 //! the relay's to forward or drop.
 //!
 //! # Upstream errors and cut streams
@@ -196,8 +203,9 @@ pub trait StreamTranslator: Send {
     fn text(&self) -> &str;
 
     /// Bytes held between events beyond ids, indexes and counters: a tool call's arguments
-    /// waiting for its name (at most 1 MiB; past that the stream ends with an error). Zero for
-    /// a passthrough. (Not counted: a Gemini stream's latest `usageMetadata`, kept as text to
+    /// waiting for its name (at most 1 MiB; past that the stream ends with an error), a signed
+    /// thinking block's text waiting for its signature (at most 4 MiB, likewise). Zero for a
+    /// passthrough. (Not counted: a Gemini stream's latest `usageMetadata`, kept as text to
     /// be parsed once at the end, a part of the last complete event.)
     fn held_bytes(&self) -> usize;
 

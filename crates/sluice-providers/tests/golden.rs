@@ -104,6 +104,29 @@ fn requests() {
         ),
         ("anthropic_messages_images", Messages, &["openai", "gemini"]),
         ("anthropic_count_tokens", CountTokens, &["gemini"]),
+        // Reasoning: effort ↔ budget, signed thinking back to Anthropic, Gemini levels.
+        (
+            "openai_chat_reasoning",
+            ChatCompletions,
+            &["anthropic", "gemini"],
+        ),
+        (
+            "openai_chat_reasoning_gemini3",
+            ChatCompletions,
+            &["gemini"],
+        ),
+        ("openai_chat_reasoning_none", ChatCompletions, &["gemini"]),
+        (
+            "anthropic_messages_thinking",
+            Messages,
+            &["openai", "gemini"],
+        ),
+        (
+            "anthropic_messages_adaptive",
+            Messages,
+            &["openai", "gemini"],
+        ),
+        ("anthropic_messages_effort", Messages, &["openai", "gemini"]),
     ];
     let mut failures = Vec::new();
     for (name, op, providers) in cases {
@@ -119,6 +142,7 @@ fn requests() {
                     drop_unsupported: false,
                     stream_usage: false,
                     prefill: None,
+                    reasoning_budgets: None,
                 },
             )
             .unwrap_or_else(|e| panic!("{name} → {p}: {e}"));
@@ -181,6 +205,18 @@ fn responses() {
             "gemini-3-pro-preview",
         ),
         ("gemini_text", Messages, "gemini", "gemini-2.5-flash"),
+        (
+            "anthropic_thinking_tool_use",
+            ChatCompletions,
+            "anthropic",
+            "claude-sonnet-4-5",
+        ),
+        (
+            "openai_chat_reasoning",
+            Messages,
+            "openai",
+            "deepseek-reasoner",
+        ),
         (
             "gemini_count_tokens",
             CountTokens,

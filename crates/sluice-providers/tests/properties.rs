@@ -20,6 +20,7 @@ fn translate(body: &Value, op: Operation, provider: &ProviderKind) -> Value {
             drop_unsupported: false,
             stream_usage: false,
             prefill: None,
+            reasoning_budgets: None,
         },
     )
     .unwrap_or_else(|e| panic!("{e}: {body}"));

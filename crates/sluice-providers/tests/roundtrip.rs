@@ -45,6 +45,7 @@ fn upstream(body: &Value, op: Operation, provider: &ProviderKind) -> Value {
             drop_unsupported: false,
             stream_usage: false,
             prefill: None,
+            reasoning_budgets: None,
         },
     )
     .unwrap_or_else(|e| panic!("{e}"));

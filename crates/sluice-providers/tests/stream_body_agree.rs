@@ -408,6 +408,7 @@ fn thought_signature_round_trip_from_a_stream() {
                 drop_unsupported: false,
                 stream_usage: false,
                 prefill: None,
+                reasoning_budgets: None,
             },
         )
         .unwrap();

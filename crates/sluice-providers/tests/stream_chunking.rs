@@ -74,9 +74,20 @@ fn byte_by_byte_gives_the_same_events_within_the_memory_bound() {
         let r = run_chunked(&name, &opts, &[1]);
         assert_eq!(outcome(&r), whole, "{name} {:?}", opts.op);
         // One partial event in the decoder; the translator holds nothing for these streams
-        // (every tool call's name comes before its arguments).
+        // (every tool call's name comes before its arguments) but a signed thinking block's
+        // text until its signature, for an OpenAI client's `thinking_blocks`.
         assert!(r.max_decoder_held <= largest_event(&name), "{name}");
-        assert_eq!(r.max_translator_held, 0, "{name}");
+        let signed = name.starts_with("anthropic_thinking")
+            && opts.op == sluice_providers::Operation::ChatCompletions;
+        if signed {
+            assert!(
+                r.max_translator_held < 200,
+                "{name}: {}",
+                r.max_translator_held
+            );
+        } else {
+            assert_eq!(r.max_translator_held, 0, "{name}");
+        }
     }
 }
 

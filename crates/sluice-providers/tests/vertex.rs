@@ -66,6 +66,7 @@ fn to_vertex(fixture_name: &str, op: Operation, model: &str) -> UpstreamRequest 
             drop_unsupported: false,
             stream_usage: false,
             prefill: None,
+            reasoning_budgets: None,
         },
     )
     .unwrap_or_else(|e| panic!("{fixture_name}: {e}"));

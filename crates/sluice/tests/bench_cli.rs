@@ -727,15 +727,12 @@ fn lb_quick_balances_and_a_killed_replica_costs_no_call() {
     assert_eq!(bad.status.code(), Some(2));
 }
 
-/// The README's `demo` and `bench` commands use only flags the commands have.
+/// The guide's `demo` and `bench` commands (`docs/guide/src/demo-and-bench.md`) use only flags
+/// the commands have.
 #[test]
 fn readme_commands_use_real_flags() {
-    let readme = include_str!("../../../README.md");
-    let start = readme.find("## `sluice demo`").expect("a demo section");
-    let end = readme
-        .find("## sluice sse decode")
-        .expect("the next section");
-    let text = readme[start..end].replace("\\\n", " ");
+    let page = include_str!("../../../docs/guide/src/demo-and-bench.md");
+    let text = page.replace("\\\n", " ");
     let commands: Vec<Vec<&str>> = text
         .lines()
         .filter_map(|l| l.trim().strip_prefix("cargo run --release -- "))
@@ -759,7 +756,7 @@ fn readme_commands_use_real_flags() {
                 [" ", ",", "\n"]
                     .iter()
                     .any(|end| help.contains(&format!("{flag}{end}"))),
-                "README: `{}` uses {flag}, which {sub:?} does not have",
+                "demo-and-bench.md: `{}` uses {flag}, which {sub:?} does not have",
                 c.join(" ")
             );
         }

@@ -299,10 +299,10 @@ fn tls_material_is_checked_as_startup_loads_it() {
     assert!(stdout(&out).ends_with(", 1 warning)\n"), "{}", stdout(&out));
 }
 
-/// The error examples in the README's configuration section are the messages tested above.
+/// The error examples of the guide's configuration page are the messages tested above.
 #[test]
 fn readme_error_examples_are_tested_messages() {
-    let readme = include_str!("../../../README.md");
+    let readme = include_str!("../../../docs/guide/src/configuration.md");
     let prefix = "error: sluice.toml is not a valid config: ";
     let examples: Vec<&str> = readme
         .lines()
@@ -311,6 +311,6 @@ fn readme_error_examples_are_tested_messages() {
     assert!(examples.len() >= 4, "{examples:?}");
     let tested: Vec<&str> = broken_cases().iter().map(|(_, want)| *want).collect();
     for e in examples {
-        assert!(tested.contains(&e), "README example not tested: {e}");
+        assert!(tested.contains(&e), "guide example not tested: {e}");
     }
 }

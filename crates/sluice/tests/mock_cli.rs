@@ -1,4 +1,4 @@
-//! `sluice mock` as a user runs it: the binary, its first stdout line, and the README's curl
+//! `sluice mock` as a user runs it: the binary, its first stdout line, and the guide's curl
 //! examples run verbatim against it.
 
 use std::io::{BufRead, BufReader};
@@ -37,14 +37,8 @@ fn start(args: &[&str]) -> Mock {
 }
 
 fn readme_examples() -> Vec<String> {
-    let readme = include_str!("../../../README.md");
-    let section = readme
-        .split("## `sluice mock`")
-        .nth(1)
-        .expect("README has a sluice mock section");
-    let section = section.split("\n## ").next().unwrap();
-    section
-        .lines()
+    let page = include_str!("../../../docs/guide/src/mock.md");
+    page.lines()
         .filter(|l| l.starts_with("curl "))
         .map(str::to_string)
         .collect()

@@ -1,5 +1,5 @@
 //! Two `sluice serve` processes sharing one real `redis-server`, with the mock behind them, run
-//! on the README's keys + limits + Redis config (its ```toml block, as written): one rate limit
+//! on the guide's keys + limits + Redis config (its ```toml block, as written): one rate limit
 //! across both instances, one concurrency cap, an idempotent request sent to both at once run
 //! upstream once, and Redis killed mid-run: `fail_open` keeps serving, `fail_closed` answers
 //! 503 at once, and neither hangs a request. Without `redis-server` the tests are ignored (the
@@ -19,10 +19,10 @@ use tokio::time::{timeout, Instant};
 
 const BIN: &str = env!("CARGO_BIN_EXE_sluice");
 
-/// The README key of the example (`sk-example-search`, 600 requests per minute).
+/// The guide's key of the example (`sk-example-search`, 600 requests per minute).
 const KEY: &str = "sk-example-search";
 
-/// A key with a concurrency cap of 3, added to the README's config for one test.
+/// A key with a concurrency cap of 3, added to the guide's config for one test.
 const CONC_KEY: &str = "sk-conc";
 
 struct Proc(Child);
@@ -34,17 +34,17 @@ impl Drop for Proc {
     }
 }
 
-/// The README's keys + limits + Redis example.
+/// The guide's keys + limits + Redis example (`docs/guide/src/keys.md`).
 fn readme_config() -> String {
-    let readme = include_str!("../../../README.md");
+    let readme = include_str!("../../../docs/guide/src/keys.md");
     let start = readme
         .find("```toml\n# sluice-keys.toml")
-        .expect("the README has the keys example");
+        .expect("the guide has the keys example");
     let block = &readme[start + "```toml\n".len()..];
     block[..block.find("```").unwrap()].to_string()
 }
 
-/// The README's config, and the deadline of Redis calls raised from 5 ms: this machine is
+/// The guide's config, and the deadline of Redis calls raised from 5 ms: this machine is
 /// shared, and a late timer would make a fail_open instance count locally.
 fn config_file(dir: &std::path::Path, extra: &str) -> std::path::PathBuf {
     let text = readme_config().replacen(
@@ -62,7 +62,7 @@ fn config_file(dir: &std::path::Path, extra: &str) -> std::path::PathBuf {
 }
 
 /// `sha256sum` of a string, through the system tool (this crate does not depend on a hash
-/// crate, and the README tells users to make hashes this way).
+/// crate, and the guide tells users to make hashes this way).
 fn sha256_hex(s: &str) -> String {
     let out = Command::new("sh")
         .args(["-c", &format!("printf %s '{s}' | sha256sum")])

@@ -1,4 +1,4 @@
-//! `sluice sse decode` end to end: the built binary on stdin (and on the README's file).
+//! `sluice sse decode` end to end: the built binary on stdin (and on the guide's file).
 
 use std::io::{BufRead, BufReader, Write};
 use std::path::Path;
@@ -131,16 +131,13 @@ fn events_print_as_they_arrive() {
     reader.join().expect("reader thread");
 }
 
-/// The README's `sluice sse decode` example: the input it shows is the file it names, and the
+/// The guide's `sluice sse decode` example: the input it shows is the file it names, and the
 /// output it shows is what the binary prints.
 #[test]
 fn readme_example_is_true() {
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
-    let readme = std::fs::read_to_string(root.join("README.md")).expect("README.md");
-    let section = readme
-        .split("\n## sluice sse decode\n")
-        .nth(1)
-        .expect("README has a `## sluice sse decode` section");
+    let section = std::fs::read_to_string(root.join("docs/guide/src/sse-decode.md"))
+        .expect("docs/guide/src/sse-decode.md");
     let block = |lang: &str| {
         let start = section
             .find(&format!("```{lang}\n"))
@@ -153,7 +150,7 @@ fn readme_example_is_true() {
     let file = "crates/sluice/tests/data/chat.sse";
     assert!(section.contains(&format!("sse decode --comments {file}")));
     let input = std::fs::read_to_string(root.join(file)).expect("example file");
-    assert_eq!(block("text"), input, "README input differs from {file}");
+    assert_eq!(block("text"), input, "guide input differs from {file}");
 
     let out = sluice()
         .args(["sse", "decode", "--comments"])
@@ -161,5 +158,5 @@ fn readme_example_is_true() {
         .output()
         .expect("run sluice");
     assert_eq!(out.status.code(), Some(0));
-    assert_eq!(stdout(&out), block("json"), "README output differs");
+    assert_eq!(stdout(&out), block("json"), "guide output differs");
 }

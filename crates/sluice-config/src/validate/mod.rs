@@ -22,8 +22,9 @@ use super::interpolate::{self, Unresolved};
 use super::limits;
 use super::raw::{
     BalanceName, LogFormatName, ProviderName, RawAuth, RawBudget, RawClientResets,
-    RawClientTimeouts, RawConfig, RawHealthCheck, RawLane, RawOutlier, RawPool, RawRetry, RawRoute,
-    RawRouteCache, RawServer, RawSessionHeader, RawTarget, RawTimeouts, RawTls, RawUpstream,
+    RawClientTimeouts, RawConfig, RawHealthCheck, RawLane, RawOutlier, RawPool,
+    RawReasoningBudgets, RawRetry, RawRoute, RawRouteCache, RawServer, RawSessionHeader, RawTarget,
+    RawTimeouts, RawTls, RawUpstream,
 };
 use super::units::{DurationValue, SizeValue};
 use super::{

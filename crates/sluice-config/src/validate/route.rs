@@ -27,6 +27,7 @@ pub(super) fn route_config(
         keys,
         limits: route_limits,
         cache,
+        reasoning_budgets,
     } = raw;
     if models.is_empty() || models.iter().any(|m| m.is_empty()) {
         return Err(ConfigError::new(
@@ -101,6 +102,10 @@ pub(super) fn route_config(
         cache: cache
             .map(|c| cache_config(&format!("{path}.cache"), c))
             .transpose()?,
+        reasoning_budgets: budgets(
+            &format!("{path}.reasoning_budgets"),
+            reasoning_budgets.unwrap_or_default(),
+        )?,
     })
 }
 
@@ -137,6 +142,56 @@ fn cache_config(path: &str, raw: RawRouteCache) -> Result<sluice_state::CacheCon
         ConfigError::new(format!("{path}.{field}"), e.reason)
     })?;
     Ok(config)
+}
+
+/// `reasoning_budgets`: the shipped table with the levels given replaced; each at least 1,
+/// none below the level under it (a higher effort never thinks less).
+fn budgets(
+    path: &str,
+    raw: RawReasoningBudgets,
+) -> Result<sluice_providers::reasoning::BudgetTable, ConfigError> {
+    let RawReasoningBudgets {
+        minimal,
+        low,
+        medium,
+        high,
+        xhigh,
+    } = raw;
+    let d = sluice_providers::reasoning::BudgetTable::DEFAULT;
+    let t = sluice_providers::reasoning::BudgetTable {
+        minimal: minimal.unwrap_or(d.minimal),
+        low: low.unwrap_or(d.low),
+        medium: medium.unwrap_or(d.medium),
+        high: high.unwrap_or(d.high),
+        xhigh: xhigh.unwrap_or(d.xhigh),
+    };
+    let levels = [
+        ("minimal", t.minimal),
+        ("low", t.low),
+        ("medium", t.medium),
+        ("high", t.high),
+        ("xhigh", t.xhigh),
+    ];
+    for (name, v) in levels {
+        if v == 0 {
+            return Err(ConfigError::new(
+                format!("{path}.{name}"),
+                "must be at least 1 (thinking tokens; `reasoning_effort: none` turns thinking off)",
+            ));
+        }
+    }
+    for w in levels.windows(2) {
+        if w[1].1 < w[0].1 {
+            return Err(ConfigError::new(
+                format!("{path}.{}", w[1].0),
+                format!(
+                    "{} is below {} = {}: a higher effort must not get a smaller budget",
+                    w[1].1, w[0].0, w[0].1
+                ),
+            ));
+        }
+    }
+    Ok(t)
 }
 
 /// One target of a route: an upstream that exists, a model name, a weight.

@@ -543,6 +543,7 @@ impl Policy {
             drop_unsupported: route.drop_unsupported_params,
             prefill: self.prefill.as_deref(),
             auth: tc.auth.as_ref(),
+            reasoning_budgets: &route.reasoning_budgets,
         };
         let (req, built) = crate::outbound::upstream_request(state, &self.ctx, tc.upstream, opts)
             .map_err(AttemptFailure::invalid)?;

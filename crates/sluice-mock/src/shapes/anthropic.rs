@@ -23,6 +23,25 @@ fn stop_sequence(c: &Completion) -> Value {
     }
 }
 
+/// `usage` after `output_tokens`; thinking tokens apart (`output_tokens_details`, new in
+/// 2026) once the answer has any, at the end.
+fn usage(c: &Completion, output_tokens: u32, done: bool) -> Value {
+    let mut u = json!({ "input_tokens": c.prompt_tokens, "output_tokens": output_tokens });
+    if done && c.reasoning_tokens > 0 {
+        u["output_tokens_details"] = json!({ "thinking_tokens": c.reasoning_tokens });
+    }
+    u
+}
+
+/// `message_delta`'s usage: the cumulative output counts only.
+fn delta_usage(c: &Completion) -> Value {
+    let mut u = usage(c, c.output_tokens(), true);
+    if let Some(o) = u.as_object_mut() {
+        o.remove("input_tokens");
+    }
+    u
+}
+
 fn message(c: &Completion, content: Value, done: bool, output_tokens: u32) -> Value {
     json!({
         "id": format!("msg_{}", c.id()),
@@ -32,7 +51,7 @@ fn message(c: &Completion, content: Value, done: bool, output_tokens: u32) -> Va
         "content": content,
         "stop_reason": if done { json!(stop_reason(c)) } else { Value::Null },
         "stop_sequence": if done { stop_sequence(c) } else { Value::Null },
-        "usage": { "input_tokens": c.prompt_tokens, "output_tokens": output_tokens },
+        "usage": usage(c, output_tokens, done),
     })
 }
 
@@ -40,14 +59,56 @@ fn tool_block(c: &Completion, input: Value) -> Value {
     json!({ "type": "tool_use", "id": format!("toolu_{}", c.id()), "name": c.tool_name(), "input": input })
 }
 
-/// The non-streaming message.
+/// The non-streaming message (a signed thinking block first when the request asked for
+/// thinking).
 pub(crate) fn message_body(c: &Completion) -> Value {
-    let content = if c.tools {
-        json!([tool_block(c, c.tool_input())])
+    let mut content = Vec::with_capacity(2);
+    if let Some(t) = &c.thought {
+        content.push(json!({ "type": "thinking", "thinking": t.text, "signature": t.signature }));
+    }
+    content.push(if c.tools {
+        tool_block(c, c.tool_input())
     } else {
-        json!([{ "type": "text", "text": c.text() }])
+        json!({ "type": "text", "text": c.text() })
+    });
+    message(c, Value::Array(content), true, c.output_tokens())
+}
+
+/// A thought's events (after `message_start`): its block's start, the text in two
+/// `thinking_delta`s, the `signature_delta` just before its stop (as the real API sends it).
+const THOUGHT_EVENTS: usize = 5;
+
+fn thought_event(c: &Completion, i: usize) -> SseItem {
+    let t = c
+        .thought
+        .as_ref()
+        .map_or(("", ""), |t| (&t.text, &t.signature));
+    let half = t.0.find(' ').map_or(t.0.len(), |at| at + 1);
+    let (name, v) = match i {
+        0 => (
+            "content_block_start",
+            json!({ "type": "content_block_start", "index": 0,
+                    "content_block": { "type": "thinking", "thinking": "", "signature": "" } }),
+        ),
+        1 | 2 => {
+            let text = if i == 1 { &t.0[..half] } else { &t.0[half..] };
+            (
+                "content_block_delta",
+                json!({ "type": "content_block_delta", "index": 0,
+                        "delta": { "type": "thinking_delta", "thinking": text } }),
+            )
+        }
+        3 => (
+            "content_block_delta",
+            json!({ "type": "content_block_delta", "index": 0,
+                    "delta": { "type": "signature_delta", "signature": t.1 } }),
+        ),
+        _ => (
+            "content_block_stop",
+            json!({ "type": "content_block_stop", "index": 0 }),
+        ),
     };
-    message(c, content, true, c.output_tokens())
+    (Some(name), v.to_string())
 }
 
 /// `POST /v1/messages/count_tokens`.
@@ -62,6 +123,15 @@ pub(crate) struct MessageStream {
 }
 
 impl MessageStream {
+    /// Events of the thought, before the answer's block.
+    fn thought_events(&self) -> usize {
+        if self.c.thought.is_some() {
+            THOUGHT_EVENTS
+        } else {
+            0
+        }
+    }
+
     fn body_events(&self) -> usize {
         if self.c.tools {
             self.c.tool_arg_pieces()
@@ -73,12 +143,19 @@ impl MessageStream {
 
 impl EventSeq for MessageStream {
     fn len(&self) -> usize {
-        self.body_events() + 6
+        self.thought_events() + self.body_events() + 6
     }
 
     fn event(&self, i: usize) -> SseItem {
         let c = &self.c;
         let body = self.body_events();
+        let th = self.thought_events();
+        if i >= 1 && i <= th {
+            return thought_event(c, i - 1);
+        }
+        // The answer's block comes after the thought's.
+        let index = u32::from(th > 0);
+        let i = if i == 0 { 0 } else { i - th };
         match i {
             0 => (
                 Some("message_start"),
@@ -93,7 +170,7 @@ impl EventSeq for MessageStream {
                 };
                 (
                     Some("content_block_start"),
-                    json!({ "type": "content_block_start", "index": 0, "content_block": block })
+                    json!({ "type": "content_block_start", "index": index, "content_block": block })
                         .to_string(),
                 )
             }
@@ -106,20 +183,20 @@ impl EventSeq for MessageStream {
                 };
                 (
                     Some("content_block_delta"),
-                    json!({ "type": "content_block_delta", "index": 0, "delta": delta })
+                    json!({ "type": "content_block_delta", "index": index, "delta": delta })
                         .to_string(),
                 )
             }
             i if i == 3 + body => (
                 Some("content_block_stop"),
-                json!({ "type": "content_block_stop", "index": 0 }).to_string(),
+                json!({ "type": "content_block_stop", "index": index }).to_string(),
             ),
             i if i == 4 + body => (
                 Some("message_delta"),
                 json!({
                     "type": "message_delta",
                     "delta": { "stop_reason": stop_reason(c), "stop_sequence": stop_sequence(c) },
-                    "usage": { "output_tokens": c.output_tokens() },
+                    "usage": delta_usage(c),
                 })
                 .to_string(),
             ),
@@ -131,7 +208,8 @@ impl EventSeq for MessageStream {
     }
 
     fn content(&self) -> Range<usize> {
-        3..3 + self.body_events()
+        let start = 3 + self.thought_events();
+        start..start + self.body_events()
     }
 }
 

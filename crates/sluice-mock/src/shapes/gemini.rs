@@ -233,7 +233,8 @@ pub const THOUGHT_SIGNATURE: &str = "CiQBc2x1aWNlK21vY2svc2ln+/8=";
 
 fn call_part(c: &Completion) -> Value {
     let mut part = json!({ "functionCall": { "name": c.tool_name(), "args": c.tool_input() } });
-    if c.reasoning_tokens > 0 {
+    // Gemini 3 always thinks, so it always signs; earlier models when they thought.
+    if c.reasoning_tokens > 0 || super::thinking::gemini_signs(&c.model) {
         part["thoughtSignature"] = json!(THOUGHT_SIGNATURE);
     }
     part
@@ -242,10 +243,14 @@ fn call_part(c: &Completion) -> Value {
 /// `:generateContent`: the whole answer; a tool call is a whole `functionCall` part and, as
 /// the real API reports it, finishes with `STOP`.
 pub(crate) fn generate_body(c: &Completion) -> Value {
-    let parts = if c.tools {
-        json!([call_part(c)])
+    let answer = if c.tools {
+        call_part(c)
     } else {
-        json!([{ "text": c.text() }])
+        json!({ "text": c.text() })
+    };
+    let parts = match &c.thought {
+        Some(t) => json!([{ "text": t.text, "thought": true }, answer]),
+        None => json!([answer]),
     };
     response(c, candidate(c, Some(parts), true), c.completion_tokens())
 }
@@ -268,6 +273,11 @@ pub(crate) struct GenerateStream {
 }
 
 impl GenerateStream {
+    /// A first chunk with the thought summary (`includeThoughts`).
+    fn thought_events(&self) -> usize {
+        usize::from(self.c.thought.is_some())
+    }
+
     fn body_events(&self) -> usize {
         if self.c.tools {
             1
@@ -279,11 +289,20 @@ impl GenerateStream {
 
 impl EventSeq for GenerateStream {
     fn len(&self) -> usize {
-        self.body_events() + 1
+        self.thought_events() + self.body_events() + 1
     }
 
     fn event(&self, i: usize) -> SseItem {
         let c = &self.c;
+        if i < self.thought_events() {
+            let text = c.thought.as_ref().map_or("", |t| t.text.as_str());
+            let part = json!([{ "text": text, "thought": true }]);
+            return (
+                None,
+                response(c, candidate(c, Some(part), false), 0).to_string(),
+            );
+        }
+        let i = i - self.thought_events();
         let v = if i < self.body_events() {
             if c.tools {
                 response(
@@ -303,7 +322,8 @@ impl EventSeq for GenerateStream {
     }
 
     fn content(&self) -> Range<usize> {
-        0..self.body_events()
+        let start = self.thought_events();
+        start..start + self.body_events()
     }
 }
 

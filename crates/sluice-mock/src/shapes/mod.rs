@@ -11,6 +11,7 @@ pub(crate) mod gemini;
 pub(crate) mod openai;
 pub(crate) mod request;
 pub(crate) mod responses;
+pub(crate) mod thinking;
 
 use std::ops::Range;
 
@@ -228,6 +229,8 @@ pub(crate) struct Completion {
     body_bytes: u64,
     pub(crate) tools: bool,
     tool_name: String,
+    /// The reasoning the answer starts with, when the request asked to see it.
+    pub(crate) thought: Option<thinking::Thought>,
 }
 
 const WORDS: &[&str] = &[
@@ -273,6 +276,7 @@ impl Completion {
             tool_name: ask
                 .tool_name
                 .unwrap_or_else(|| Completion::TOOL_NAME.to_string()),
+            thought: None,
         };
         let continued = ask.prefill.as_deref().map(|p| {
             let at = if c.tools { None } else { c.locate(p) };
@@ -376,6 +380,13 @@ impl Completion {
             self.cut = None;
         }
         self.finish = Finish::ContentFilter;
+    }
+
+    /// The answer starts with a thought (the request asked to see reasoning): its words count
+    /// as reasoning tokens, unless the `reasoning_tokens` knob says more.
+    pub(crate) fn think(&mut self, kind: request::Kind) {
+        self.reasoning_tokens = self.reasoning_tokens.max(thinking::THOUGHT_WORDS);
+        self.thought = Some(thinking::thought(kind, self.seed));
     }
 
     /// A short id suffix, stable for a given request body.

@@ -44,6 +44,11 @@ pub(crate) fn chat_body(c: &Completion) -> Value {
     } else {
         json!({ "role": "assistant", "content": c.text(), "refusal": null })
     };
+    let mut message = message;
+    if let Some(t) = &c.thought {
+        // vLLM's and DeepSeek's field (OpenAI shows no reasoning text).
+        message["reasoning_content"] = json!(t.text);
+    }
     json!({
         "id": format!("chatcmpl-{}", c.id()),
         "object": "chat.completion",
@@ -102,12 +107,21 @@ impl ChatStream {
 
 impl EventSeq for ChatStream {
     fn len(&self) -> usize {
-        // role + body + finish (+ usage) + [DONE]
-        1 + self.body_events() + 1 + usize::from(self.include_usage) + 1
+        // role (+ reasoning) + body + finish (+ usage) + [DONE]
+        1 + self.thought_events() + self.body_events() + 1 + usize::from(self.include_usage) + 1
     }
 
     fn event(&self, i: usize) -> SseItem {
         let body = self.body_events();
+        let th = self.thought_events();
+        if i >= 1 && i <= th {
+            let text = self.c.thought.as_ref().map_or("", |t| t.text.as_str());
+            return (
+                None,
+                self.delta(json!({ "content": null, "reasoning_content": text }), None),
+            );
+        }
+        let i = if i == 0 { 0 } else { i - th };
         let data = if i == 0 {
             if self.c.tools {
                 self.delta(
@@ -149,7 +163,15 @@ impl EventSeq for ChatStream {
     }
 
     fn content(&self) -> Range<usize> {
-        1..1 + self.body_events()
+        let start = 1 + self.thought_events();
+        start..start + self.body_events()
+    }
+}
+
+impl ChatStream {
+    /// One `reasoning_content` chunk after the role chunk when the answer has a thought.
+    fn thought_events(&self) -> usize {
+        usize::from(self.c.thought.is_some())
     }
 }
 

@@ -7,6 +7,7 @@ use super::shape::{
     Source, SystemBlock, Tool, ToolConfig, ToolResult, ToolResultContent, ToolSpec, ToolUse,
 };
 use crate::chat::{ChatRequest, Media, Part, ResponseFormat, Role, ToolChoice};
+use crate::reasoning::Reasoning;
 use crate::request::{Drops, RequestError};
 
 /// A tool-use id Bedrock accepts (`[a-zA-Z0-9_.:-]{1,64}`): other characters become `_`, and
@@ -110,6 +111,12 @@ pub(crate) fn write(
         (r.presence_penalty.is_some(), "presence_penalty"),
         (r.logprobs, "logprobs"),
         (r.top_logprobs.is_some(), "top_logprobs"),
+        // Converse spells thinking per model family (`additionalModelRequestFields`): not
+        // mapped yet, so refused as before rather than silently ignored.
+        (
+            r.reasoning.is_some_and(|x| x != Reasoning::Off),
+            Reasoning::param(r.source),
+        ),
     ] {
         if set {
             drops.unsupported(param)?;
@@ -292,6 +299,9 @@ fn block(
             drops.unsupported("input_audio parts")?;
             return Ok(None);
         }
+        // Thinking is not asked of Bedrock (refused above), so an earlier turn's signed
+        // thinking has nothing to go back to: the answers it led to are in the text.
+        Part::Thinking { .. } | Part::RedactedThinking(_) => return Ok(None),
         Part::ToolCall(c) => ContentBlock::ToolUse(ToolUse {
             tool_use_id: tool_use_id(&c.id),
             name: c.name,

@@ -56,6 +56,7 @@ pub(crate) fn read(
         index: 0,
         text,
         reasoning,
+        thinking: Vec::new(),
         refusal: None,
         tool_calls,
         finish: Finish::from_bedrock(r.stop_reason.as_deref().unwrap_or("end_turn")),

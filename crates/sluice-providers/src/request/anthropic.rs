@@ -10,6 +10,7 @@ use crate::chat::{
     merge_turns, ChatRequest, Media, Message, Part, ResponseFormat, Role, Tool, ToolCall,
     ToolChoice, ToolResult,
 };
+use crate::reasoning::{anthropic_max_tokens, Effort, Reasoning, ANTHROPIC_MIN_BUDGET};
 use crate::shape::anthropic as wire;
 
 /// Reads a client's messages (or count_tokens) body.
@@ -39,13 +40,7 @@ pub(crate) fn read(map: Map<String, Value>) -> Result<ChatRequest, RequestError>
             "top_k" => r.top_k = field::uint(&v, &"top_k")?,
             "tools" => tools = field::array(v, &"tools")?,
             "tool_choice" => tool_choice = field::object(v, &"tool_choice")?,
-            "thinking" if !v.is_null() => {
-                let kind = v.get("type").and_then(Value::as_str);
-                // Disabled thinking is every other provider's visible behaviour already.
-                if kind != Some("disabled") {
-                    r.foreign.push("thinking".to_string());
-                }
-            }
+            "thinking" => read_thinking(v, &mut r)?,
             "output_config" => read_output_config(v, &mut r)?,
             // Priority/standard capacity: how the answer is scheduled, not what it is.
             "service_tier" => {}
@@ -126,6 +121,42 @@ fn read_system(
     Ok(())
 }
 
+/// `thinking`: `{"type":"enabled","budget_tokens"}`, `{"type":"adaptive"}` or
+/// `{"type":"disabled"}` (APY `thinking_config_*_param.py`). Disabled thinking is every
+/// other provider's visible behaviour already, so it sets nothing. `display` (whether
+/// Anthropic shows the thinking) has no equivalent elsewhere and is not needed to honour the
+/// budget, so it is not refused.
+fn read_thinking(v: Value, r: &mut ChatRequest) -> Result<(), RequestError> {
+    let Some(mut t) = field::object(v, &"thinking")? else {
+        return Ok(());
+    };
+    let kind = field::required_string(t.remove("type"), &"thinking.type")?;
+    match kind.as_str() {
+        "enabled" => {
+            let budget = field::uint(
+                t.get("budget_tokens").unwrap_or(&Value::Null),
+                &"thinking.budget_tokens",
+            )?
+            .ok_or_else(|| invalid(&"thinking.budget_tokens", "is required with type enabled"))?;
+            r.reasoning = Some(Reasoning::Budget(budget));
+        }
+        // An effort given beside it (`output_config.effort`) wins: read after this.
+        "adaptive" => {
+            if r.reasoning.is_none() {
+                r.reasoning = Some(Reasoning::Adaptive);
+            }
+        }
+        "disabled" => {}
+        _ => {
+            return Err(invalid(
+                &"thinking.type",
+                "must be enabled, adaptive or disabled",
+            ))
+        }
+    }
+    Ok(())
+}
+
 fn read_output_config(v: Value, r: &mut ChatRequest) -> Result<(), RequestError> {
     let Some(o) = field::object(v, &"output_config")? else {
         return Ok(());
@@ -146,6 +177,23 @@ fn read_output_config(v: Value, r: &mut ChatRequest) -> Result<(), RequestError>
                     // Anthropic's structured outputs always follow the schema.
                     strict: Some(true),
                 });
+            }
+            // How much the model spends (thinking included): the nearest thing other
+            // families have is their effort level. `max` is the most OpenAI models take.
+            "effort" => {
+                let e = field::string(v, &"output_config.effort")?;
+                let effort = match e.as_deref() {
+                    None => None,
+                    Some("max") => Some(Effort::High),
+                    Some(s) => Some(Effort::parse(s).ok_or_else(|| {
+                        invalid(&"output_config.effort", "must be low, medium, high or max")
+                    })?),
+                };
+                if let Some(e) = effort {
+                    if !matches!(r.reasoning, Some(Reasoning::Budget(_))) {
+                        r.reasoning = Some(Reasoning::Effort(e));
+                    }
+                }
             }
             _ if v.is_null() => {}
             _ => r.foreign.push(format!("output_config.{key}")),
@@ -316,9 +364,24 @@ fn read_block(
                 is_error,
             }))
         }
-        // The model's earlier reasoning: signed for Anthropic only, no other provider takes
-        // it back, and the answers it led to are in the text.
-        "thinking" | "redacted_thinking" => None,
+        // The model's earlier reasoning, signed: kept for an Anthropic upstream (which wants
+        // it back with tool use), left out by the other writers.
+        "thinking" => Some(Part::Thinking {
+            text: field::string(
+                b.remove("thinking").unwrap_or(Value::Null),
+                &format_args!("{param}.thinking"),
+            )?
+            .unwrap_or_default(),
+            signature: field::string(
+                b.remove("signature").unwrap_or(Value::Null),
+                &format_args!("{param}.signature"),
+            )?
+            .unwrap_or_default(),
+        }),
+        "redacted_thinking" => Some(Part::RedactedThinking(field::required_string(
+            b.remove("data"),
+            &format_args!("{param}.data"),
+        )?)),
         other => {
             foreign.push(format!("{param} ({other} blocks)"));
             None
@@ -463,10 +526,28 @@ pub(crate) fn write(
             None => tool_choice = Some(json!({"type": "auto", "disable_parallel_tool_use": true})),
         }
     }
+    // Thinking: a budget (an effort level's from the table), at least Anthropic's minimum,
+    // and `max_tokens` raised so it fits. `none` is Anthropic's default (no thinking).
+    let budget = r
+        .reasoning
+        .and_then(|x| x.budget(&r.budgets))
+        .map(|b| b.max(ANTHROPIC_MIN_BUDGET));
+    let (thinking, max_tokens) = match (r.reasoning, budget) {
+        (_, Some(b)) => (
+            Some(json!({"type": "enabled", "budget_tokens": b})),
+            anthropic_max_tokens(b, r.max_tokens, DEFAULT_ANTHROPIC_MAX_TOKENS),
+        ),
+        (Some(Reasoning::Adaptive), None) => (
+            Some(json!({"type": "adaptive"})),
+            r.max_tokens.unwrap_or(DEFAULT_ANTHROPIC_MAX_TOKENS),
+        ),
+        _ => (None, r.max_tokens.unwrap_or(DEFAULT_ANTHROPIC_MAX_TOKENS)),
+    };
     Ok(wire::MessagesRequest {
         model: r.model,
         messages,
-        max_tokens: Some(r.max_tokens.unwrap_or(DEFAULT_ANTHROPIC_MAX_TOKENS)),
+        max_tokens: Some(max_tokens),
+        thinking,
         system: r
             .system
             .into_iter()
@@ -512,6 +593,14 @@ fn block(p: Part, drops: &mut Drops) -> Result<Option<wire::Block>, RequestError
             drops.unsupported("input_audio parts")?;
             return Ok(None);
         }
+        // Unsigned reasoning (another provider's, shown to the client as a thinking block)
+        // would be refused: the answers it led to are in the text.
+        Part::Thinking { signature, .. } if signature.is_empty() => return Ok(None),
+        Part::Thinking { text, signature } => wire::Block::Thinking {
+            thinking: text,
+            signature,
+        },
+        Part::RedactedThinking(data) => wire::Block::RedactedThinking { data },
         Part::ToolCall(c) => wire::Block::ToolUse {
             id: wire::tool_use_id(&c.id),
             name: c.name,

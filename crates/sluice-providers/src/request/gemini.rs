@@ -6,6 +6,7 @@ use serde_json::json;
 use super::field::invalid;
 use super::{Drops, RequestError};
 use crate::chat::{merge_turns, ChatRequest, Media, Part, ResponseFormat, Role, ToolChoice};
+use crate::reasoning::{gemini_takes_level, BudgetTable, Effort, Reasoning};
 use crate::shape::gemini::{self as wire, gemini_call_id, image_mime_from_url};
 
 /// Writes the neutral request for Gemini's `generateContent` / `streamGenerateContent`.
@@ -54,6 +55,9 @@ pub(crate) fn write(
         presence_penalty: r.presence_penalty.take(),
         response_mime_type,
         response_json_schema,
+        thinking_config: r
+            .reasoning
+            .map(|x| thinking_config(x, &r.model, &r.budgets)),
     };
     let mut contents = Vec::with_capacity(r.messages.len());
     for m in merge_turns(std::mem::take(&mut r.messages)) {
@@ -128,6 +132,39 @@ pub(crate) fn write(
     })
 }
 
+/// `thinkingConfig` (GPY `ThinkingConfig`): Gemini 3 takes a `thinkingLevel`, Gemini 2.5 a
+/// `thinkingBudget` (0 off, -1 the model decides); both are asked to include their thought
+/// summaries, which the client gets as its reasoning.
+fn thinking_config(x: Reasoning, model: &str, budgets: &BudgetTable) -> wire::ThinkingConfig {
+    let mut c = wire::ThinkingConfig {
+        include_thoughts: Some(true),
+        ..Default::default()
+    };
+    if gemini_takes_level(model) {
+        // Gemini 3 cannot stop thinking: `none` is its least. Adaptive is its default.
+        c.thinking_level = match x {
+            Reasoning::Off => Some("low"),
+            Reasoning::Adaptive => None,
+            other => other.effort(budgets).map(Effort::gemini_level),
+        };
+        if x == Reasoning::Off {
+            c.include_thoughts = None;
+        }
+    } else {
+        c.thinking_budget = Some(match x {
+            Reasoning::Off => 0,
+            Reasoning::Adaptive => -1,
+            other => other
+                .budget(budgets)
+                .map_or(-1, |b| i64::try_from(b).unwrap_or(i64::MAX)),
+        });
+        if x == Reasoning::Off {
+            c.include_thoughts = None;
+        }
+    }
+    c
+}
+
 fn media(m: Media, default_url_type: Option<&'static str>) -> wire::Part {
     match m {
         Media::Base64 { media_type, data } => wire::Part {
@@ -178,6 +215,9 @@ fn part(p: Part, drops: &mut Drops) -> Result<Option<wire::Part>, RequestError> 
                 ..Default::default()
             }
         }
+        // Another provider's signed reasoning: Gemini takes back only its own signatures,
+        // which ride in the tool-call ids.
+        Part::Thinking { .. } | Part::RedactedThinking(_) => return Ok(None),
         Part::ToolResult(res) => {
             if res.has_non_text() {
                 drops.unsupported("tool result content other than text")?;

@@ -10,6 +10,7 @@ use crate::chat::{
     ChatRequest, Media, Message, Part, ResponseFormat, Role, Tool, ToolCall, ToolChoice, ToolResult,
 };
 use crate::provider::ProviderKind;
+use crate::reasoning::{Effort, Reasoning};
 use crate::shape::openai as wire;
 
 /// Reads a client's chat completions body.
@@ -56,6 +57,7 @@ pub(crate) fn read(map: Map<String, Value>) -> Result<ChatRequest, RequestError>
             "logprobs" => r.logprobs = field::boolean(&v, &"logprobs")?.unwrap_or(false),
             "top_logprobs" => r.top_logprobs = field::uint(&v, &"top_logprobs")?,
             "user" => user = field::string(v, &"user")?,
+            "reasoning_effort" => r.reasoning = read_effort(v)?,
             "safety_identifier" => safety_identifier = field::string(v, &"safety_identifier")?,
             // Bookkeeping on OpenAI's side (stored completions, cache routing, service
             // tiers): no other provider has it and the answer does not depend on it.
@@ -160,8 +162,15 @@ fn read_messages(messages: Vec<Value>, r: &mut ChatRequest) -> Result<(), Reques
                     }
                 }
                 // Reasoning text some OpenAI-compatible servers return: the model's own
-                // scratchpad, which no other provider accepts back.
+                // scratchpad, which no provider accepts back unsigned. The signed form is
+                // `thinking_blocks`, which goes first: Anthropic wants the thinking before
+                // the text and tool calls it led to.
                 m.remove("reasoning_content");
+                if let Some(blocks) = m.remove("thinking_blocks") {
+                    let mut thinking = read_thinking_blocks(blocks, i)?;
+                    thinking.append(&mut parts);
+                    parts = thinking;
+                }
                 r.messages.push(Message {
                     role: Role::Assistant,
                     parts,
@@ -212,6 +221,67 @@ fn read_messages(messages: Vec<Value>, r: &mut ChatRequest) -> Result<(), Reques
         }
     }
     Ok(())
+}
+
+/// `reasoning_effort`: `none` turns reasoning off, the levels OpenAI documents are kept.
+fn read_effort(v: Value) -> Result<Option<Reasoning>, RequestError> {
+    let Some(s) = field::string(v, &"reasoning_effort")? else {
+        return Ok(None);
+    };
+    if s == "none" {
+        return Ok(Some(Reasoning::Off));
+    }
+    Effort::parse(&s)
+        .map(|e| Some(Reasoning::Effort(e)))
+        .ok_or_else(|| {
+            invalid(
+                &"reasoning_effort",
+                "must be none, minimal, low, medium, high or xhigh",
+            )
+        })
+}
+
+/// An assistant message's `thinking_blocks` (the field LiteLLM gives OpenAI clients for
+/// Anthropic's signed thinking, which Sluice writes too): `{"type":"thinking","thinking",
+/// "signature"}` and `{"type":"redacted_thinking","data"}`, kept exactly for the provider
+/// that signed them.
+fn read_thinking_blocks(v: Value, i: usize) -> Result<Vec<Part>, RequestError> {
+    let param = format_args!("messages[{i}].thinking_blocks");
+    let Some(blocks) = field::array(v, &param)? else {
+        return Ok(Vec::new());
+    };
+    let mut out = Vec::with_capacity(blocks.len());
+    for (j, b) in blocks.into_iter().enumerate() {
+        let param = format_args!("messages[{i}].thinking_blocks[{j}]");
+        let mut b =
+            field::object(b, &param)?.ok_or_else(|| invalid(&param, "must be a thinking block"))?;
+        let kind = field::required_string(b.remove("type"), &format_args!("{param}.type"))?;
+        match kind.as_str() {
+            "thinking" => out.push(Part::Thinking {
+                text: field::string(
+                    b.remove("thinking").unwrap_or(Value::Null),
+                    &format_args!("{param}.thinking"),
+                )?
+                .unwrap_or_default(),
+                signature: field::string(
+                    b.remove("signature").unwrap_or(Value::Null),
+                    &format_args!("{param}.signature"),
+                )?
+                .unwrap_or_default(),
+            }),
+            "redacted_thinking" => out.push(Part::RedactedThinking(field::required_string(
+                b.remove("data"),
+                &format_args!("{param}.data"),
+            )?)),
+            _ => {
+                return Err(invalid(
+                    &format_args!("{param}.type"),
+                    "must be thinking or redacted_thinking",
+                ))
+            }
+        }
+    }
+    Ok(out)
 }
 
 /// Calls `f` with each non-empty text of a string or an array of text (or refusal) parts.
@@ -474,6 +544,12 @@ pub(crate) fn write(
             out.top_k = Some(k);
         }
     }
+    // Budgets (Anthropic) become the level whose budget holds them; adaptive thinking is the
+    // model's default effort.
+    out.reasoning_effort = r
+        .reasoning
+        .and_then(|x| x.effort(&r.budgets))
+        .map(Effort::as_str);
     if r.prefill {
         if azure {
             drops.unsupported("assistant prefill (a final assistant message)")?;
@@ -511,6 +587,9 @@ pub(crate) fn write(
                                 arguments: c.arguments.to_string(),
                             },
                         }),
+                        // OpenAI takes no reasoning back in chat history; the answers it led
+                        // to are in the text and calls.
+                        Part::Thinking { .. } | Part::RedactedThinking(_) => {}
                         _ => {
                             drops.unsupported("assistant content other than text and tool calls")?
                         }
@@ -561,7 +640,10 @@ pub(crate) fn write(
                         Part::Document(Media::Url(_)) => {
                             drops.unsupported("document blocks with a URL source")?
                         }
-                        Part::Audio { .. } | Part::ToolCall(_) => {
+                        Part::Audio { .. }
+                        | Part::ToolCall(_)
+                        | Part::Thinking { .. }
+                        | Part::RedactedThinking(_) => {
                             drops.unsupported("user content other than text, images and PDFs")?
                         }
                     }

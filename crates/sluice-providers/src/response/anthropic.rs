@@ -3,7 +3,7 @@
 
 use bytes::Bytes;
 
-use super::{to_bytes, Answer, Choice};
+use super::{to_bytes, Answer, Choice, Thinking};
 use crate::chat::ToolCall;
 use crate::finish::Finish;
 use crate::shape::anthropic as wire;
@@ -13,6 +13,7 @@ pub(super) fn read(body: &[u8], model: &str) -> Result<Answer, String> {
     let mut text = String::new();
     let mut reasoning = String::new();
     let mut tool_calls = Vec::new();
+    let mut thinking = Vec::new();
     for b in m.content {
         match b {
             wire::ResponseBlock::Text { text: t } => text.push_str(&t),
@@ -21,14 +22,24 @@ pub(super) fn read(body: &[u8], model: &str) -> Result<Answer, String> {
                 name,
                 arguments: input,
             }),
-            wire::ResponseBlock::Thinking { thinking, .. } => reasoning.push_str(&thinking),
-            wire::ResponseBlock::RedactedThinking { .. } | wire::ResponseBlock::Other => {}
+            wire::ResponseBlock::Thinking {
+                thinking: text,
+                signature,
+            } => {
+                reasoning.push_str(&text);
+                thinking.push(Thinking::Signed { text, signature });
+            }
+            wire::ResponseBlock::RedactedThinking { data } => {
+                thinking.push(Thinking::Redacted { data })
+            }
+            wire::ResponseBlock::Other => {}
         }
     }
     let mut choice = Choice {
         index: 0,
         text,
         reasoning,
+        thinking,
         refusal: None,
         tool_calls,
         finish: Finish::from_anthropic(m.stop_reason.as_deref().unwrap_or("end_turn")),
@@ -54,12 +65,31 @@ pub(crate) fn write(a: Answer) -> Result<Bytes, String> {
         index: 0,
         text: String::new(),
         reasoning: String::new(),
+        thinking: Vec::new(),
         refusal: None,
         tool_calls: Vec::new(),
         finish: Finish::Stop,
         stop_sequence: None,
     });
-    let mut content = Vec::with_capacity(1 + c.tool_calls.len());
+    let mut content = Vec::with_capacity(2 + c.tool_calls.len() + c.thinking.len());
+    // Thinking first, as Anthropic answers. Another family's reasoning is unsigned: an
+    // empty signature, which the gateway never sends to Anthropic (request translation
+    // leaves such blocks out).
+    if c.thinking.is_empty() && !c.reasoning.is_empty() {
+        content.push(wire::ResponseBlock::Thinking {
+            thinking: c.reasoning,
+            signature: String::new(),
+        });
+    }
+    for t in c.thinking {
+        content.push(match t {
+            Thinking::Signed { text, signature } => wire::ResponseBlock::Thinking {
+                thinking: text,
+                signature,
+            },
+            Thinking::Redacted { data } => wire::ResponseBlock::RedactedThinking { data },
+        });
+    }
     let mut text = c.text;
     if let Some(r) = c.refusal {
         if !text.is_empty() {

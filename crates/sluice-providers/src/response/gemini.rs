@@ -52,6 +52,7 @@ pub(super) fn read(body: &[u8], model: &str) -> Result<Answer, String> {
             index: cand.index,
             text,
             reasoning,
+            thinking: Vec::new(),
             refusal: None,
             tool_calls,
             finish,
@@ -71,6 +72,7 @@ pub(super) fn read(body: &[u8], model: &str) -> Result<Answer, String> {
             index: 0,
             text: String::new(),
             reasoning: String::new(),
+            thinking: Vec::new(),
             refusal: None,
             tool_calls: Vec::new(),
             finish: if blocked {

@@ -26,9 +26,14 @@ pub(super) fn read(body: &[u8], model: &str) -> Result<Answer, String> {
         let mut choice = Choice {
             index: ch.index,
             text: ch.message.content.unwrap_or_default(),
-            // Anthropic clients get no reasoning from other families (a thinking block needs
-            // a signature only Anthropic makes), streamed or not.
-            reasoning: String::new(),
+            // vLLM and DeepSeek say `reasoning_content`, OpenRouter and newer vLLM
+            // `reasoning`: an Anthropic client gets it as an (unsigned) thinking block.
+            reasoning: ch
+                .message
+                .reasoning_content
+                .or(ch.message.reasoning)
+                .unwrap_or_default(),
+            thinking: Vec::new(),
             refusal: ch.message.refusal.filter(|r| !r.is_empty()),
             tool_calls,
             finish: Finish::from_openai(ch.finish_reason.as_deref().unwrap_or("stop")),
@@ -87,6 +92,9 @@ pub(crate) fn write(a: Answer, now_unix: u64) -> Result<Bytes, String> {
                     content,
                     refusal: c.refusal,
                     reasoning_content: (!c.reasoning.is_empty()).then_some(c.reasoning),
+                    reasoning: None,
+                    thinking_blocks: (!c.thinking.is_empty())
+                        .then(|| c.thinking.iter().map(|t| t.to_openai()).collect()),
                     tool_calls: (!tool_calls.is_empty()).then_some(tool_calls),
                 },
                 finish_reason: Some(c.finish.as_openai().to_string()),

@@ -48,6 +48,10 @@ pub struct MessagesRequest {
     /// `{"format":{"type":"json_schema","schema"}}` (APY `output_config_param.py`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub output_config: Option<Value>,
+    /// `{"type":"enabled","budget_tokens"}` or `{"type":"adaptive"}` (APY
+    /// `thinking_config_*_param.py`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub thinking: Option<Value>,
 }
 
 /// `metadata` (APY `metadata_param.py`).
@@ -93,6 +97,19 @@ pub enum Block {
         name: String,
         /// The arguments: an object.
         input: Value,
+    },
+    /// Signed thinking from an earlier turn, sent back exactly (APY
+    /// `thinking_block_param.py`).
+    Thinking {
+        /// The thinking text.
+        thinking: String,
+        /// Anthropic's signature over it.
+        signature: String,
+    },
+    /// Encrypted thinking from an earlier turn, opaque.
+    RedactedThinking {
+        /// As Anthropic sent it.
+        data: String,
     },
     /// A tool's result, in the user message right after the call.
     ToolResult {
@@ -271,7 +288,10 @@ impl UsageBody {
             output_tokens: u.output,
             cache_creation_input_tokens: Some(u.cache_write),
             cache_read_input_tokens: Some(u.cached_input),
-            output_tokens_details: None,
+            // Reasoning tokens (counted in `output_tokens`) when there were any.
+            output_tokens_details: (u.reasoning > 0).then_some(OutputTokensDetails {
+                thinking_tokens: Some(u.reasoning),
+            }),
         }
     }
 }

@@ -206,6 +206,25 @@ pub struct GenerationConfig {
     /// JSON Schema of the output.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub response_json_schema: Option<Value>,
+    /// How the model thinks.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub thinking_config: Option<ThinkingConfig>,
+}
+
+/// `thinkingConfig` (GPY `ThinkingConfig`): a budget (Gemini 2.5) or a level (Gemini 3),
+/// never both.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ThinkingConfig {
+    /// Thought summaries in the answer, as `thought: true` parts.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub include_thoughts: Option<bool>,
+    /// Tokens of thinking: 0 off, -1 the model decides.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub thinking_budget: Option<i64>,
+    /// `minimal`, `low`, `medium`, `high`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub thinking_level: Option<&'static str>,
 }
 
 impl GenerationConfig {

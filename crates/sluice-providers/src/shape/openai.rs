@@ -53,6 +53,10 @@ pub struct ChatRequest {
     /// `user`: the end user, for abuse monitoring.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub user: Option<String>,
+    /// `reasoning_effort`: `minimal`, `low`, `medium`, `high`, `xhigh` (OAS
+    /// `ReasoningEffort`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub reasoning_effort: Option<&'static str>,
     /// vLLM: continue the final assistant message instead of starting a new one (prefill).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub continue_final_message: Option<bool>,
@@ -263,6 +267,14 @@ pub struct ResponseMessage {
     /// translated from another family.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reasoning_content: Option<String>,
+    /// Reasoning text as OpenRouter and newer vLLM name it (read only).
+    #[serde(default, skip_serializing)]
+    pub reasoning: Option<String>,
+    /// Signed reasoning for the client to send back with this message on its next turn
+    /// (Anthropic's `thinking` / `redacted_thinking` blocks, as LiteLLM gives them to OpenAI
+    /// clients): not in OpenAI's schema; the OpenAI SDKs keep it as an extra field.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub thinking_blocks: Option<Vec<Value>>,
     /// The calls the model made.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tool_calls: Option<Vec<ToolCall>>,

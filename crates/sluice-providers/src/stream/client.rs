@@ -39,8 +39,18 @@ pub(crate) trait Writer: Send {
     fn text(&mut self, text: JsonStr<'_>, out: &mut Vec<Emitted>);
     /// An OpenAI refusal message (`delta.refusal`).
     fn refusal(&mut self, text: JsonStr<'_>, out: &mut Vec<Emitted>);
+    /// A signed reasoning block starts (Anthropic `thinking`): its text will be followed by
+    /// [`Writer::reasoning_signature`] and closed by [`Writer::reasoning_stop`]. Reasoning
+    /// without it (Gemini thoughts, OpenAI-compatible `reasoning_content`) is unsigned.
+    fn reasoning_start(&mut self, out: &mut Vec<Emitted>);
     /// Reasoning ("thinking") text.
     fn reasoning(&mut self, text: JsonStr<'_>, out: &mut Vec<Emitted>);
+    /// The current reasoning block's signature (Anthropic `signature_delta`).
+    fn reasoning_signature(&mut self, signature: JsonStr<'_>, out: &mut Vec<Emitted>);
+    /// The upstream closed a reasoning block.
+    fn reasoning_stop(&mut self, out: &mut Vec<Emitted>);
+    /// Encrypted reasoning (Anthropic `redacted_thinking`), whole and opaque.
+    fn redacted_reasoning(&mut self, data: JsonStr<'_>, out: &mut Vec<Emitted>);
     /// A piece of tool call `key`.
     fn tool(&mut self, key: u32, part: ToolPart<'_>, out: &mut Vec<Emitted>);
     /// The upstream closed its current content block (Anthropic `content_block_stop`; a whole
@@ -140,9 +150,29 @@ impl<W: Writer> Writer for Guard<W> {
             self.0.refusal(text, out);
         }
     }
+    fn reasoning_start(&mut self, out: &mut Vec<Emitted>) {
+        if !self.0.closed() {
+            self.0.reasoning_start(out);
+        }
+    }
     fn reasoning(&mut self, text: JsonStr<'_>, out: &mut Vec<Emitted>) {
         if !self.0.closed() {
             self.0.reasoning(text, out);
+        }
+    }
+    fn reasoning_signature(&mut self, signature: JsonStr<'_>, out: &mut Vec<Emitted>) {
+        if !self.0.closed() {
+            self.0.reasoning_signature(signature, out);
+        }
+    }
+    fn reasoning_stop(&mut self, out: &mut Vec<Emitted>) {
+        if !self.0.closed() {
+            self.0.reasoning_stop(out);
+        }
+    }
+    fn redacted_reasoning(&mut self, data: JsonStr<'_>, out: &mut Vec<Emitted>) {
+        if !self.0.closed() {
+            self.0.redacted_reasoning(data, out);
         }
     }
     fn tool(&mut self, key: u32, part: ToolPart<'_>, out: &mut Vec<Emitted>) {

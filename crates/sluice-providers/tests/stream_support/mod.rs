@@ -192,6 +192,8 @@ pub struct OpenAiMessage {
     pub done: bool,
     pub error: Option<Value>,
     pub chunks: usize,
+    /// `delta.thinking_blocks` entries by their `index` (each comes whole, once).
+    pub thinking_blocks: Vec<Value>,
 }
 
 /// Accumulates OpenAI chunks, checking: every chunk is a JSON `chat.completion.chunk` with the
@@ -255,6 +257,18 @@ pub fn openai_continue(m: &mut OpenAiMessage, out: &[Emitted]) {
         if let Some(c) = delta.get("refusal").and_then(Value::as_str) {
             m.refusal.push_str(c);
         }
+        for b in delta
+            .get("thinking_blocks")
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+        {
+            let index = b["index"].as_u64().expect("thinking block index") as usize;
+            assert_eq!(index, m.thinking_blocks.len(), "one whole block per index");
+            let mut b = b.clone();
+            b.as_object_mut().unwrap().remove("index");
+            m.thinking_blocks.push(b);
+        }
         for tc in delta
             .get("tool_calls")
             .and_then(Value::as_array)
@@ -293,6 +307,8 @@ pub struct Block {
     pub name: String,
     pub input_json: String,
     pub stopped: bool,
+    /// A thinking block's signature; a redacted one's data.
+    pub signature: String,
 }
 
 /// An Anthropic message as the SDK accumulates a stream into it.
@@ -352,8 +368,13 @@ pub fn anthropic_continue(m: &mut AnthropicMessage, out: &[Emitted]) {
                     kind: cb["type"].as_str().unwrap().into(),
                     id: cb["id"].as_str().unwrap_or("").into(),
                     name: cb["name"].as_str().unwrap_or("").into(),
+                    signature: cb["data"].as_str().unwrap_or("").into(),
                     ..Block::default()
                 });
+                if cb["type"] == "thinking" {
+                    assert_eq!(cb["thinking"], "");
+                    assert_eq!(cb["signature"], "");
+                }
                 if cb["type"] == "tool_use" {
                     assert!(cb["id"].is_string() && cb["name"].is_string());
                     assert_eq!(cb["input"], serde_json::json!({}));
@@ -380,7 +401,10 @@ pub fn anthropic_continue(m: &mut AnthropicMessage, out: &[Emitted]) {
                         assert_eq!(b.kind, "thinking");
                         b.text.push_str(d["thinking"].as_str().unwrap());
                     }
-                    "signature_delta" => assert_eq!(b.kind, "thinking"),
+                    "signature_delta" => {
+                        assert_eq!(b.kind, "thinking");
+                        b.signature.push_str(d["signature"].as_str().unwrap());
+                    }
                     other => panic!("unexpected delta {other}"),
                 }
             }

@@ -7,8 +7,10 @@
 //! the cumulative usage, and `message_stop`. Blocks never interleave, so a tool call's
 //! arguments are streamed as they come once its block is open.
 //!
-//! Reasoning from other families is not forwarded: an Anthropic `thinking` block needs a
-//! `signature` only Anthropic can make.
+//! Reasoning becomes `thinking` blocks (`thinking_delta`s, then the upstream's
+//! `signature_delta` when it signs, as Anthropic does; redacted thinking a
+//! `redacted_thinking` block). Another family's reasoning is unsigned: its block's
+//! `signature` stays empty, which tells the gateway never to send it to Anthropic.
 
 use super::{sum, ToolPart, Writer, WriterConfig};
 use crate::api::Family;
@@ -37,6 +39,15 @@ fn push_usage(out: &mut String, u: &Usage, output: bool) {
     push_u64(out, b.cache_read_input_tokens.unwrap_or(0));
     out.push_str(",\"output_tokens\":");
     push_u64(out, if output { b.output_tokens } else { 0 });
+    if let Some(t) = b
+        .output_tokens_details
+        .and_then(|d| d.thinking_tokens)
+        .filter(|_| output)
+    {
+        out.push_str(",\"output_tokens_details\":{\"thinking_tokens\":");
+        push_u64(out, t);
+        out.push('}');
+    }
     out.push('}');
 }
 
@@ -59,6 +70,8 @@ fn push_tool_use_id(out: &mut String, id: JsonStr<'_>) {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum OpenKind {
     Text,
+    /// A thinking block.
+    Thinking,
     /// A tool call, by its upstream key.
     Tool(u32),
 }
@@ -166,6 +179,9 @@ impl AnthropicWriter {
         doc.push_str("{\"type\":\"content_block_start\",\"index\":");
         push_u64(doc, u64::from(index));
         match tool {
+            None if kind == OpenKind::Thinking => doc.push_str(
+                ",\"content_block\":{\"type\":\"thinking\",\"thinking\":\"\",\"signature\":\"\"}}",
+            ),
             None => doc.push_str(",\"content_block\":{\"type\":\"text\",\"text\":\"\"}}"),
             Some((id, name)) => {
                 doc.push_str(",\"content_block\":{\"type\":\"tool_use\",\"id\":");
@@ -342,7 +358,87 @@ impl Writer for AnthropicWriter {
         self.text(text, out);
     }
 
-    fn reasoning(&mut self, _text: JsonStr<'_>, _out: &mut Vec<Emitted>) {}
+    fn reasoning_start(&mut self, out: &mut Vec<Emitted>) {
+        self.ensure_started(out);
+        if self.pending_is_stuck(out) {
+            return;
+        }
+        self.close_open(out);
+        self.close_splice(out);
+        self.block_start(out, OpenKind::Thinking, None);
+    }
+
+    fn reasoning(&mut self, text: JsonStr<'_>, out: &mut Vec<Emitted>) {
+        if text.is_empty() {
+            return;
+        }
+        let index = match self.open {
+            Some(Open {
+                index,
+                kind: OpenKind::Thinking,
+            }) => index,
+            _ => {
+                // Unsigned reasoning (Gemini thoughts, `reasoning_content`): a block of its
+                // own, closed by whatever comes next.
+                self.reasoning_start(out);
+                match self.open {
+                    Some(Open { index, .. }) => index,
+                    None => return,
+                }
+            }
+        };
+        self.delta(index, "thinking_delta", "thinking", text.literal(), out);
+    }
+
+    fn reasoning_signature(&mut self, signature: JsonStr<'_>, out: &mut Vec<Emitted>) {
+        if let Some(Open {
+            index,
+            kind: OpenKind::Thinking,
+        }) = self.open
+        {
+            self.delta(
+                index,
+                "signature_delta",
+                "signature",
+                signature.literal(),
+                out,
+            );
+        }
+    }
+
+    fn reasoning_stop(&mut self, out: &mut Vec<Emitted>) {
+        if matches!(
+            self.open,
+            Some(Open {
+                kind: OpenKind::Thinking,
+                ..
+            })
+        ) {
+            self.close_open(out);
+        }
+    }
+
+    fn redacted_reasoning(&mut self, data: JsonStr<'_>, out: &mut Vec<Emitted>) {
+        self.ensure_started(out);
+        if self.pending_is_stuck(out) {
+            return;
+        }
+        self.close_open(out);
+        self.close_splice(out);
+        let index = self.next_index;
+        self.next_index += 1;
+        let doc = self.enc.doc();
+        doc.push_str("{\"type\":\"content_block_start\",\"index\":");
+        push_u64(doc, u64::from(index));
+        doc.push_str(",\"content_block\":{\"type\":\"redacted_thinking\",\"data\":");
+        doc.push_str(data.literal());
+        doc.push_str("}}");
+        // Content: the client has the block whole.
+        self.enc
+            .emit(Some("content_block_start"), EventKind::Content, out);
+        self.committed = true;
+        self.block_stop_at(index, out);
+    }
 
     fn tool(&mut self, key: u32, part: ToolPart<'_>, out: &mut Vec<Emitted>) {
         self.ensure_started(out);

@@ -5,6 +5,14 @@
 //! deltas, tool calls with `index`/`id`/`type`/`name` in each call's first fragment and
 //! `arguments` fragments after, one chunk with the `finish_reason`, a usage chunk
 //! (`"choices":[]`) only when the client asked for it, `data: [DONE]`.
+//!
+//! Reasoning streams as `delta.reasoning_content` (the field vLLM, DeepSeek and LiteLLM
+//! use). Signed reasoning (an Anthropic thinking block) is also handed over whole, once its
+//! signature has come, as `delta.thinking_blocks: [{"index", "type": "thinking",
+//! "thinking", "signature"}]` (redacted thinking: `{"index", "type": "redacted_thinking",
+//! "data"}`), for the client to send back on its next turn: the block's text is held until
+//! then ([`MAX_HELD_THINKING`]). `index` counts the blocks of the answer, so the OpenAI
+//! SDK's stream accumulator (which merges list entries by `index`) keeps each block apart.
 
 use bytes::Bytes;
 
@@ -18,6 +26,11 @@ use crate::stream::{Emitted, EventKind, SpliceState};
 use crate::usage::Usage;
 
 const DONE: &[u8] = b"data: [DONE]\n\n";
+
+/// Most bytes of a signed thinking block's text held until its signature comes. Past this
+/// the stream ends with an error rather than hold more (a thinking budget of 128 K tokens
+/// is about half of it).
+pub(crate) const MAX_HELD_THINKING: usize = 4 << 20;
 
 /// Appends OpenAI's chat `usage` object for `u`: the counts of [`UsageBody::from_usage`],
 /// written in its field order the way this writer writes every event (no serializer).
@@ -69,6 +82,12 @@ pub(crate) struct OpenAiWriter {
     /// Usage the client's stream reported before this one (a continuation).
     prior: Usage,
     text: String,
+    /// The open signed thinking block's text (escaped), while its signature has not come.
+    thinking: Option<String>,
+    /// Its signature (escaped).
+    signature: String,
+    /// Signed blocks handed over so far (their `index`).
+    thinking_blocks: u32,
 }
 
 impl OpenAiWriter {
@@ -91,6 +110,9 @@ impl OpenAiWriter {
             usage: None,
             prior,
             text: String::new(),
+            thinking: None,
+            signature: String::new(),
+            thinking_blocks: 0,
         };
         if let Some(id) = id {
             w.set_id(id);
@@ -183,10 +205,78 @@ impl Writer for OpenAiWriter {
         self.enc.emit(None, EventKind::Content, out);
     }
 
+    fn reasoning_start(&mut self, out: &mut Vec<Emitted>) {
+        self.reasoning_stop(out);
+        self.thinking = Some(String::new());
+        self.signature.clear();
+    }
+
+    fn reasoning_signature(&mut self, signature: JsonStr<'_>, _out: &mut Vec<Emitted>) {
+        if self.thinking.is_some() {
+            self.signature.push_str(signature.inner());
+        }
+    }
+
+    fn reasoning_stop(&mut self, out: &mut Vec<Emitted>) {
+        let Some(text) = self.thinking.take() else {
+            return;
+        };
+        if self.signature.is_empty() {
+            // Unsigned: nothing the client needs to send back.
+            return;
+        }
+        self.ensure_started(out);
+        let n = self.thinking_blocks;
+        let signature = std::mem::take(&mut self.signature);
+        let doc = self.enc.doc();
+        doc.push_str(&self.prefix);
+        doc.push_str("{\"thinking_blocks\":[{\"index\":");
+        push_u64(doc, u64::from(n));
+        doc.push_str(",\"type\":\"thinking\",\"thinking\":\"");
+        doc.push_str(&text);
+        doc.push_str("\",\"signature\":\"");
+        doc.push_str(&signature);
+        doc.push_str("\"}]}");
+        doc.push_str(NO_FINISH);
+        self.enc.emit(None, EventKind::Content, out);
+        self.thinking_blocks += 1;
+    }
+
+    fn redacted_reasoning(&mut self, data: JsonStr<'_>, out: &mut Vec<Emitted>) {
+        self.reasoning_stop(out);
+        self.ensure_started(out);
+        let n = self.thinking_blocks;
+        let doc = self.enc.doc();
+        doc.push_str(&self.prefix);
+        doc.push_str("{\"thinking_blocks\":[{\"index\":");
+        push_u64(doc, u64::from(n));
+        doc.push_str(",\"type\":\"redacted_thinking\",\"data\":");
+        doc.push_str(data.literal());
+        doc.push_str("}]}");
+        doc.push_str(NO_FINISH);
+        self.enc.emit(None, EventKind::Content, out);
+        self.thinking_blocks += 1;
+    }
+
     fn reasoning(&mut self, text: JsonStr<'_>, out: &mut Vec<Emitted>) {
         self.ensure_started(out);
         if text.is_empty() {
             return;
+        }
+        if let Some(held) = self.thinking.as_mut() {
+            if held.len() + text.inner().len() <= MAX_HELD_THINKING {
+                held.push_str(text.inner());
+            } else {
+                self.thinking = None;
+                self.fail(
+                    &Fault::malformed(
+                        "anthropic",
+                        "a thinking block ran over 4 MiB before its signature",
+                    ),
+                    out,
+                );
+                return;
+            }
         }
         // Not in OpenAI's schema: the field vLLM, DeepSeek and LiteLLM use, which OpenAI SDKs
         // keep as an extra field.
@@ -250,6 +340,7 @@ impl Writer for OpenAiWriter {
 
     fn finish(&mut self, reason: Finish, out: &mut Vec<Emitted>) {
         self.ensure_started(out);
+        self.reasoning_stop(out);
         if self.finished {
             return;
         }
@@ -302,7 +393,7 @@ impl Writer for OpenAiWriter {
     }
 
     fn held_bytes(&self) -> usize {
-        0
+        self.thinking.as_ref().map_or(0, String::len) + self.signature.len()
     }
 
     fn splice_state(&self, own: Option<Usage>) -> Option<SpliceState> {

@@ -21,7 +21,9 @@ enum Block {
     Text,
     Tool(u32),
     Thinking,
-    /// Server tools, redacted thinking, ...: not translated.
+    /// Encrypted thinking: handed on opaque.
+    Redacted,
+    /// Server tools, ...: not translated.
     Other,
 }
 
@@ -88,6 +90,11 @@ impl Reader for AnthropicReader {
                             w.reasoning(t, out);
                         }
                     }
+                    ("signature_delta", Some(Block::Thinking)) => {
+                        if let Some(s) = JsonStr::opt(d.delta.signature) {
+                            w.reasoning_signature(s, out);
+                        }
+                    }
                     _ => {}
                 }
             }
@@ -97,6 +104,7 @@ impl Reader for AnthropicReader {
                     "text" => Block::Text,
                     "tool_use" => Block::Tool(b.index),
                     "thinking" => Block::Thinking,
+                    "redacted_thinking" => Block::Redacted,
                     _ => Block::Other,
                 };
                 self.block = Some(block);
@@ -119,14 +127,25 @@ impl Reader for AnthropicReader {
                             out,
                         );
                     }
-                    Block::Thinking | Block::Other => {}
+                    Block::Thinking => {
+                        w.reasoning_start(out);
+                        if let Some(t) = JsonStr::opt(b.content_block.thinking) {
+                            w.reasoning(t, out);
+                        }
+                    }
+                    Block::Redacted => {
+                        if let Some(d) = JsonStr::opt(b.content_block.data) {
+                            w.redacted_reasoning(d, out);
+                        }
+                    }
+                    Block::Other => {}
                 }
             }
-            b"content_block_stop" => {
-                if matches!(self.block.take(), Some(Block::Text | Block::Tool(_))) {
-                    w.block_stop(out);
-                }
-            }
+            b"content_block_stop" => match self.block.take() {
+                Some(Block::Text | Block::Tool(_)) => w.block_stop(out),
+                Some(Block::Thinking) => w.reasoning_stop(out),
+                _ => {}
+            },
             b"message_start" => {
                 let m: MessageStart<'_> = parse(text)?;
                 if let Some(u) = m.message.usage {

@@ -49,6 +49,12 @@ pub(crate) struct Block<'a> {
     pub(crate) name: Option<&'a RawValue>,
     #[serde(borrow, default)]
     pub(crate) text: Option<&'a RawValue>,
+    /// A `thinking` block's first text (empty in Anthropic's streams).
+    #[serde(borrow, default)]
+    pub(crate) thinking: Option<&'a RawValue>,
+    /// `redacted_thinking`'s encrypted thinking.
+    #[serde(borrow, default)]
+    pub(crate) data: Option<&'a RawValue>,
 }
 
 /// `content_block_delta`.
@@ -70,6 +76,9 @@ pub(crate) struct DeltaBody<'a> {
     pub(crate) partial_json: Option<&'a RawValue>,
     #[serde(borrow, default)]
     pub(crate) thinking: Option<&'a RawValue>,
+    /// `signature_delta`: the thinking block's signature, just before its stop.
+    #[serde(borrow, default)]
+    pub(crate) signature: Option<&'a RawValue>,
 }
 
 /// `message_delta`.
