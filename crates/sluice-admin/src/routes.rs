@@ -96,9 +96,16 @@ impl Admin {
             "/" | "/admin" => Access::Open,
             _ => Access::Token,
         };
-        // Reads only, but for the reload: it changes the gateway, so it takes POST alone.
+        // Reads only, but for the reload (it changes the gateway, so it takes POST alone) and
+        // the cache's purge.
         let (allowed, allow) = if path == "/admin/reload" {
             (req.method() == Method::POST, "POST")
+        } else if path == "/admin/cache" {
+            // Reads, and purges (DELETE) what the cache holds.
+            (
+                matches!(*req.method(), Method::GET | Method::HEAD | Method::DELETE),
+                "GET, HEAD, DELETE",
+            )
         } else {
             (
                 req.method() == Method::GET || req.method() == Method::HEAD,
@@ -179,6 +186,11 @@ impl Admin {
                 };
                 full(reply.status, kind, reply.body)
             }
+            "/admin/cache" => {
+                let query = req.uri().query().unwrap_or("");
+                let reply = self.source.cache(req.method(), query).await;
+                full(reply.status, "application/json", reply.body)
+            }
             "/admin/mcp" => match self.source.mcp() {
                 Some(v) => json(StatusCode::OK, &v),
                 None => error(
@@ -226,7 +238,7 @@ impl Admin {
                     "not_found",
                     "admin paths: /metrics, /healthz, /readyz, /admin/, /admin/feed, \
                      /admin/pools, /admin/targets, /admin/config, /admin/keys[/{id}], \
-                     /admin/usage, /admin/mcp, POST /admin/reload",
+                     /admin/usage, /admin/cache, /admin/mcp, POST /admin/reload",
                 ),
             },
         }

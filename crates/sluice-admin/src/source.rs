@@ -41,6 +41,9 @@ pub trait AdminSource: Send + Sync + 'static {
     fn keys(&self, rest: &str) -> Pending;
     /// `GET /admin/usage?{query}`: the ledger's totals (JSON, or CSV with `format=csv`).
     fn usage(&self, query: &str) -> Pending;
+    /// `/admin/cache?{query}`: `GET` the response cache's counters, `DELETE` purges a route
+    /// (`?route=`) or a key's namespace (`?key=`).
+    fn cache(&self, method: &http::Method, query: &str) -> Pending;
     /// `GET /admin/mcp`: the MCP gateway's servers, their health and tool counts; `None` when
     /// no MCP gateway is mounted.
     fn mcp(&self) -> Option<Value>;

@@ -530,6 +530,9 @@ pub struct RouteConfig {
     pub keys: KeyMode,
     /// Limits shared by every request of the route, with a key or without.
     pub limits: Limits,
+    /// The response cache (`cache = { ttl = "1h" }`): exact-match answers replayed without
+    /// an upstream call. Default off: a route without it pays nothing.
+    pub cache: Option<sluice_state::CacheConfig>,
     /// Effort levels as thinking budgets when a request is translated (OpenAI
     /// `reasoning_effort` to an Anthropic or Gemini budget, and back). Default
     /// [`sluice_providers::reasoning::BudgetTable::DEFAULT`] (the README's table).

@@ -161,6 +161,9 @@ pub struct StateSettings {
     /// How long a completed non-streaming response is replayed to a request with the same
     /// `Idempotency-Key`. Default 24 h.
     pub replay_ttl: Duration,
+    /// The response cache's bounds (`[state.cache]`): in memory, entries and bytes; with
+    /// Redis, the queue of stores waiting for it.
+    pub cache: sluice_state::CacheStoreConfig,
 }
 
 impl Default for StateSettings {
@@ -168,6 +171,7 @@ impl Default for StateSettings {
         StateSettings {
             store: sluice_state::StateConfig::default(),
             replay_ttl: Duration::from_secs(24 * 3600),
+            cache: sluice_state::CacheStoreConfig::default(),
         }
     }
 }
@@ -526,6 +530,7 @@ pub(super) fn state(raw: RawState) -> Result<StateSettings, ConfigError> {
         max_entries,
         sweep_interval,
         idempotency,
+        cache,
     } = raw;
     let d = |field: &str, v: Option<DurationValue>, default: Duration| match v {
         None => Ok(default),
@@ -630,7 +635,36 @@ pub(super) fn state(raw: RawState) -> Result<StateSettings, ConfigError> {
             replay_ttl,
             StateSettings::default().replay_ttl,
         )?,
+        cache: cache_store(cache.unwrap_or_default())?,
     })
+}
+
+/// `[state.cache]`, checked by the state crate (fields named `state.cache.…`).
+fn cache_store(
+    raw: super::raw::RawStateCache,
+) -> Result<sluice_state::CacheStoreConfig, ConfigError> {
+    let super::raw::RawStateCache {
+        max_entries,
+        max_bytes,
+        put_queue,
+        max_queued_bytes,
+    } = raw;
+    let d = sluice_state::CacheStoreConfig::default();
+    let bytes = |v: Option<SizeValue>, default: usize| {
+        v.map_or(default, |SizeValue(n)| {
+            usize::try_from(n).unwrap_or(usize::MAX)
+        })
+    };
+    let config = sluice_state::CacheStoreConfig {
+        max_entries: max_entries.unwrap_or(d.max_entries),
+        max_bytes: bytes(max_bytes, d.max_bytes),
+        put_queue: put_queue.unwrap_or(d.put_queue),
+        max_queued_bytes: bytes(max_queued_bytes, d.max_queued_bytes),
+    };
+    config
+        .validate()
+        .map_err(|e| ConfigError::new(format!("state.{}", e.field), e.reason))?;
+    Ok(config)
 }
 
 #[cfg(test)]

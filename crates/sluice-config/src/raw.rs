@@ -50,6 +50,17 @@ pub(super) struct RawState {
     pub(super) max_entries: Option<usize>,
     pub(super) sweep_interval: Option<DurationValue>,
     pub(super) idempotency: Option<RawIdempotency>,
+    pub(super) cache: Option<RawStateCache>,
+}
+
+/// `[state.cache]`: the response cache's bounds.
+#[derive(Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawStateCache {
+    pub(super) max_entries: Option<usize>,
+    pub(super) max_bytes: Option<SizeValue>,
+    pub(super) put_queue: Option<usize>,
+    pub(super) max_queued_bytes: Option<SizeValue>,
 }
 
 /// `state.on_failure`, as spelled in the file.
@@ -354,7 +365,19 @@ pub(super) struct RawRoute {
     pub(super) outlier: Option<RawOutlier>,
     pub(super) keys: Option<super::KeyMode>,
     pub(super) limits: Option<RawRouteLimits>,
+    pub(super) cache: Option<RawRouteCache>,
     pub(super) reasoning_budgets: Option<RawReasoningBudgets>,
+}
+
+/// `route[].cache = { ttl = "1h", shared = false, max_bytes = "1MiB", replay = "instant" }`.
+#[derive(Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawRouteCache {
+    pub(super) ttl: Option<DurationValue>,
+    pub(super) shared: Option<bool>,
+    pub(super) max_bytes: Option<SizeValue>,
+    pub(super) replay: Option<String>,
+    pub(super) wait: Option<DurationValue>,
 }
 
 /// `route[].reasoning_budgets`: thinking tokens per effort level (each defaults to the

@@ -248,6 +248,12 @@ fn state_json(s: &StateSettings) -> Value {
             "in_flight_ttl": dur(i.in_flight_ttl),
             "max_records": i.max_records,
         },
+        "cache": {
+            "max_entries": s.cache.max_entries,
+            "max_bytes": s.cache.max_bytes,
+            "put_queue": s.cache.put_queue,
+            "max_queued_bytes": s.cache.max_queued_bytes,
+        },
     })
 }
 
@@ -452,6 +458,7 @@ fn route_json(r: &RouteConfig, ups: &[UpstreamConfig]) -> Value {
         outlier,
         keys,
         limits,
+        cache,
         reasoning_budgets,
     } = r;
     json!({
@@ -477,6 +484,13 @@ fn route_json(r: &RouteConfig, ups: &[UpstreamConfig]) -> Value {
         "balance": balance.as_str(),
         "keys": keys.as_str(),
         "limits": limits_json(limits),
+        "cache": cache.as_ref().map(|c| json!({
+            "ttl": dur(c.ttl),
+            "shared": c.shared,
+            "max_bytes": c.max_bytes,
+            "replay": c.replay.as_str(),
+            "wait": dur(c.wait),
+        })),
         "reasoning_budgets": {
             "minimal": reasoning_budgets.minimal,
             "low": reasoning_budgets.low,

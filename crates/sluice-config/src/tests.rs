@@ -596,6 +596,70 @@ fn server_edge_limits_have_defaults_and_are_checked() {
 }
 
 #[test]
+fn a_route_cache_has_defaults_is_checked_and_is_shown() {
+    let c = Config::from_toml(MIN, &env).unwrap();
+    assert_eq!(c.routes[0].cache, None, "off unless asked for");
+    let on = MIN.replace(
+        "upstream = \"local\"\n",
+        "upstream = \"local\"\ncache = { ttl = \"10m\", shared = true, max_bytes = \"64KiB\", replay = \"paced\" }\n",
+    );
+    let c = Config::from_toml(&on, &env).unwrap();
+    let cache = c.routes[0].cache.as_ref().unwrap();
+    assert_eq!(cache.ttl, Duration::from_secs(600));
+    assert!(cache.shared);
+    assert_eq!(cache.max_bytes, 64 * 1024);
+    assert_eq!(cache.replay, sluice_state::Replay::Paced);
+    assert_eq!(cache.wait, Duration::from_secs(30));
+    let shown = c.redacted();
+    assert_eq!(shown["route"][0]["cache"]["replay"], "paced");
+    assert_eq!(shown["route"][0]["cache"]["max_bytes"], 65536);
+    let bounded = format!("{on}\n[state.cache]\nmax_entries = 500\nmax_bytes = \"8MiB\"\n");
+    let c = Config::from_toml(&bounded, &env).unwrap();
+    assert_eq!(c.state.cache.max_entries, 500);
+    assert_eq!(c.state.cache.max_bytes, 8 << 20);
+    assert_eq!(c.redacted()["state"]["cache"]["max_entries"], 500);
+    let e = err(&format!("{on}\n[state.cache]\nput_queue = 0\n")).to_string();
+    assert!(
+        e.contains("state.cache.put_queue: must be at least 1"),
+        "{e}"
+    );
+    let defaults = MIN.replace(
+        "upstream = \"local\"\n",
+        "upstream = \"local\"\ncache = {}\n",
+    );
+    let c = Config::from_toml(&defaults, &env).unwrap();
+    assert_eq!(
+        c.routes[0].cache,
+        Some(sluice_state::CacheConfig::default())
+    );
+    for (cache, message) in [
+        (
+            "{ replay = \"slow\" }",
+            "route[0].cache.replay: `slow`: expected \"instant\"",
+        ),
+        (
+            "{ ttl = \"0s\" }",
+            "route[0].cache.ttl: must be greater than zero",
+        ),
+        (
+            "{ max_bytes = \"1GiB\" }",
+            "route[0].cache.max_bytes: must be from 1 byte to 256MiB",
+        ),
+        (
+            "{ ttl = \"1h\", size = 3 }",
+            "route[0].cache.size: unknown field",
+        ),
+    ] {
+        let text = MIN.replace(
+            "upstream = \"local\"\n",
+            &format!("upstream = \"local\"\ncache = {cache}\n"),
+        );
+        let e = err(&text).to_string();
+        assert!(e.contains(message), "{cache}: {e}");
+    }
+}
+
+#[test]
 fn reasoning_budgets_default_to_the_table_and_are_checked() {
     use sluice_providers::reasoning::BudgetTable;
     let c = Config::from_toml(MIN, &env).unwrap();

@@ -136,6 +136,7 @@ fn request(keys: &Keys, h: &mut HeaderMap, route: usize, model: &str, headers: b
         model,
         served: "chat",
         provider: "openai",
+        cached: false,
     })
 }
 

@@ -194,6 +194,9 @@ pub enum GatewayError {
     /// 403, 429, 409, 422, 400), or the state store failed (503).
     #[error("{0}")]
     Keys(Box<crate::admit::KeyError>),
+    /// `x-sluice-cache-ttl` is not a duration.
+    #[error(transparent)]
+    CacheTtl(#[from] sluice_state::InvalidCacheTtl),
 }
 
 impl GatewayError {
@@ -227,7 +230,8 @@ impl GatewayError {
             E::TooManyCancels { .. }
             | E::RequestRate { .. }
             | E::BadHost(_)
-            | E::MalformedRequest { .. } => EndReason::BadRequest,
+            | E::MalformedRequest { .. }
+            | E::CacheTtl(_) => EndReason::BadRequest,
         }
     }
 
@@ -262,7 +266,7 @@ impl GatewayError {
             ClientBodyTimeout { .. } => StatusCode::REQUEST_TIMEOUT,
             OverBudget { .. } => StatusCode::SERVICE_UNAVAILABLE,
             TooManyCancels { .. } | RequestRate { .. } => StatusCode::TOO_MANY_REQUESTS,
-            BadHost(_) => StatusCode::BAD_REQUEST,
+            BadHost(_) | CacheTtl(_) => StatusCode::BAD_REQUEST,
             MalformedRequest { status, .. } => *status,
             Keys(k) => k.status(),
         }
@@ -306,6 +310,7 @@ impl GatewayError {
                 _ => "malformed_request",
             },
             Keys(k) => k.code(),
+            CacheTtl(e) => e.metric_label(),
         }
     }
 

@@ -19,7 +19,7 @@ use sluice_ledger::{Latency, LedgerHandle, Pricing};
 use sluice_providers::Operation;
 use sluice_telemetry::{EndReason, KeyFacts, RequestRecord};
 
-use crate::admit::{Outcome, Pricer, Ticket, VirtualKey};
+use crate::admit::{CacheRun, Outcome, Pricer, Ticket, VirtualKey};
 
 /// Where a generation's requests are booked: the ledger's queue and the prices in force.
 #[derive(Debug)]
@@ -36,6 +36,13 @@ pub(crate) struct Finish {
     ticket: Option<Box<Ticket>>,
     /// The ledger, when it is on.
     books: Option<Arc<Books>>,
+    /// On a route with a cache: the answer being recorded for it (see `admit::cache`).
+    /// Settled unstored if the request finishes without storing it.
+    pub(crate) cache: Option<Box<CacheRun>>,
+    /// Answered from the cache: the tokens the stored answer cost, which this request saved.
+    /// Boxed: only hits have it, and inline it took the guard's box (544 bytes) past
+    /// jemalloc's 512-byte class.
+    pub(crate) cache_saved: Option<Box<sluice_providers::Usage>>,
 }
 
 impl Finish {
@@ -44,6 +51,8 @@ impl Finish {
             record,
             ticket: None,
             books,
+            cache: None,
+            cache_saved: None,
         }
     }
 
@@ -55,6 +64,41 @@ impl Finish {
     /// The admitted request's ticket, settled when the request finishes.
     pub(crate) fn set_ticket(&mut self, ticket: Ticket) {
         self.ticket = Some(Box::new(ticket));
+    }
+
+    /// A stream's event as sent to the client, recorded for the cache when the route has one.
+    #[inline]
+    pub(crate) fn cache_event(&mut self, bytes: &bytes::Bytes) {
+        if let Some(run) = self.cache.as_mut() {
+            run.event(bytes);
+        }
+    }
+
+    /// The answer can no longer be cached (an error event after the commit, a splice).
+    pub(crate) fn cache_spoil(&mut self) {
+        if let Some(run) = self.cache.as_mut() {
+            run.spoil_incomplete();
+        }
+    }
+
+    /// The stream ended cleanly: offer it to the cache (call before `finish`, after the
+    /// usage is recorded).
+    pub(crate) fn cache_store_stream(&mut self) {
+        if let Some(run) = self.cache.take() {
+            run.store_stream(self.record.status, self.record.usage);
+        }
+    }
+
+    /// A whole answer is ready: offer it to the cache (call before `finish`).
+    pub(crate) fn cache_store_whole(
+        &mut self,
+        status: http::StatusCode,
+        headers: &http::HeaderMap,
+        body: &bytes::Bytes,
+    ) {
+        if let Some(run) = self.cache.take() {
+            run.store_whole(status, headers, body, self.record.usage);
+        }
     }
 
     pub(crate) fn ticket(&self) -> Option<&Ticket> {
@@ -71,6 +115,15 @@ impl Finish {
         if self.record.is_finished() {
             return;
         }
+        if let Some(run) = self.cache.take() {
+            // Whoever had a complete success stored it already. A client gone leaves the
+            // flight abandoned (a waiter leads the next one); any other end tells waiters
+            // there is no answer to share.
+            if reason != EndReason::ClientGone {
+                run.fail();
+            }
+        }
+        let cached = self.cache_saved.is_some();
         let r = &self.record;
         let settled = self.ticket.take().map(|t| {
             let key = t.key().cloned();
@@ -80,6 +133,7 @@ impl Finish {
                 model: &r.model,
                 served: &r.usage_label,
                 provider: r.provider,
+                cached,
             });
             (key, spend)
         });
@@ -96,7 +150,7 @@ impl Finish {
         match self.books.take() {
             Some(books) => {
                 let rec = self.ledger_record(&books, reason, key);
-                if let Pricing::Priced { cost, .. } = &rec.pricing {
+                if let (Pricing::Priced { cost, .. }, false) = (&rec.pricing, cached) {
                     self.record
                         .add_spend(u64::try_from(cost.micros).unwrap_or(0));
                 }
@@ -151,7 +205,10 @@ impl Finish {
         rec.status = r.status;
         rec.end_reason = reason.as_str();
         rec.stream = r.is_stream();
-        if let Some(u) = &r.usage {
+        rec.cache_hit = self.cache_saved.is_some();
+        // A hit's record carries what it saved: the stored answer's tokens, priced as the
+        // upstream would have charged (the ledger counts hits apart from spend).
+        if let Some(u) = self.cache_saved.as_deref().or(r.usage.as_ref()) {
             rec.tokens = crate::admit::tokens(u);
             let model = rec.served_model.as_deref().unwrap_or_default();
             rec.pricing = books.pricer.pricing(r.provider, model, u);
@@ -198,5 +255,15 @@ impl DerefMut for Finish {
 impl Drop for Finish {
     fn drop(&mut self) {
         self.finish(EndReason::ClientGone);
+    }
+}
+
+#[cfg(all(test, target_pointer_width = "64"))]
+mod size_tests {
+    /// The guard is one allocation a request: past 512 bytes jemalloc gives it 640.
+    #[test]
+    fn the_finish_guard_fits_a_512_byte_allocation() {
+        let size = std::mem::size_of::<super::Finish>();
+        assert!(size <= 512, "Finish is {size} bytes");
     }
 }

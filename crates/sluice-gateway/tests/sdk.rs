@@ -254,3 +254,41 @@ async fn official_sdks_with_reasoning() {
         "{budgets:?}"
     );
 }
+
+/// The SDKs through a route with a response cache: a repeated stream (OpenAI chat with usage,
+/// Anthropic messages) and a repeated whole answer come from the cache with the same chunks
+/// or events and text, a stored stream is one body to a whole request and a stored message
+/// events to a stream, all without an upstream request, per the mock's counters
+/// (tests/python/cache_sdk.py).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[cfg_attr(
+    no_python,
+    ignore = "no Python with the SDKs: create .venv (see README)"
+)]
+async fn official_sdks_replay_from_the_cache() {
+    let py = sdk_python();
+    let mock = MockServer::start(MockConfig::default()).await.unwrap();
+    let text = format!(
+        "[server]\nlisten = \"127.0.0.1:0\"\naccess_log = \"off\"\n[[upstream]]\nname = \"mock\"\nbase_url = \"{}/v1\"\nprotocol = \"h2c\"\n[[route]]\nmodels = [\"*\"]\nupstream = \"mock\"\ncache = {{ ttl = \"1h\" }}\n",
+        mock.url()
+    );
+    let gw = Gateway::start(Config::from_toml(&text, &|_| None).unwrap())
+        .await
+        .unwrap();
+    let script = workspace_root().join("tests/python/cache_sdk.py");
+    let (base, mock_url) = (format!("http://{}", gw.addr()), mock.url());
+    let out = tokio::task::spawn_blocking(move || {
+        Command::new(py)
+            .arg(script)
+            .arg(base)
+            .arg(mock_url)
+            .output()
+            .expect("cannot run python")
+    })
+    .await
+    .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    println!("{stdout}\n{}", String::from_utf8_lossy(&out.stderr));
+    assert!(out.status.success(), "SDK failures:\n{stdout}");
+    assert!(stdout.contains("6 passed, 0 failed"), "{stdout}");
+}

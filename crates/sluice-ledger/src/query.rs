@@ -144,6 +144,11 @@ pub struct UsageRow {
     pub cost_micros: i64,
     /// Records that used tokens no price applied to (their cost is not in `cost_micros`).
     pub unpriced: i64,
+    /// Records answered from the response cache. Counted in `requests`; their tokens and
+    /// cost are not in the sums above (nothing was spent upstream) but in `saved_micros`.
+    pub cache_hits: i64,
+    /// What the cache hits would have cost, micro-dollars.
+    pub saved_micros: i64,
 }
 
 /// A query string that cannot be answered; names the parameter.
@@ -274,18 +279,22 @@ impl UsageQuery {
             Bucket::None => format!("CAST({} AS BIGINT)", self.from_us),
         };
         let sum = |col: &str| format!("CAST(COALESCE(SUM({col}), 0) AS BIGINT)");
+        // A cache hit's record carries what it saved: not spend.
+        let spent = |col: &str| sum(&format!("CASE WHEN cache_hit THEN 0 ELSE {col} END"));
         format!(
             "SELECT {bucket} AS bucket, {group} AS grp, COUNT(*), {input}, {output}, {cr}, {cw}, \
-             {rs}, {cost}, {unpriced} FROM sluice_requests \
+             {rs}, {cost}, {unpriced}, {hits}, {saved} FROM sluice_requests \
              WHERE ts_us >= {p_from} AND ts_us < {p_to} GROUP BY 1, 2",
             group = self.group_by.sql(),
-            input = sum("input_tokens"),
-            output = sum("output_tokens"),
-            cr = sum("cache_read_tokens"),
-            cw = sum("cache_write_tokens"),
-            rs = sum("reasoning_tokens"),
-            cost = sum("cost_micros"),
-            unpriced = sum("CASE WHEN pricing = 1 THEN 1 ELSE 0 END"),
+            input = spent("input_tokens"),
+            output = spent("output_tokens"),
+            cr = spent("cache_read_tokens"),
+            cw = spent("cache_write_tokens"),
+            rs = spent("reasoning_tokens"),
+            cost = spent("cost_micros"),
+            unpriced = spent("CASE WHEN pricing = 1 THEN 1 ELSE 0 END"),
+            hits = sum("CASE WHEN cache_hit THEN 1 ELSE 0 END"),
+            saved = sum("CASE WHEN cache_hit THEN cost_micros ELSE 0 END"),
         )
     }
 }
@@ -379,6 +388,10 @@ pub struct UsageTotals {
     pub cost_micros: i64,
     /// Unpriced records.
     pub unpriced: i64,
+    /// Cache hits.
+    pub cache_hits: i64,
+    /// What the cache hits saved, micro-dollars.
+    pub saved_micros: i64,
 }
 
 /// Adds up `rows`.
@@ -393,6 +406,8 @@ pub fn totals(rows: &[UsageRow]) -> UsageTotals {
         t.reasoning += r.reasoning;
         t.cost_micros += r.cost_micros;
         t.unpriced += r.unpriced;
+        t.cache_hits += r.cache_hits;
+        t.saved_micros += r.saved_micros;
     }
     t
 }
@@ -419,6 +434,9 @@ pub fn render_json(query: &UsageQuery, rows: &[UsageRow]) -> String {
             "cost_micros": r.cost_micros,
             "cost_usd": usd(r.cost_micros),
             "unpriced": r.unpriced,
+            "cache_hits": r.cache_hits,
+            "saved_micros": r.saved_micros,
+            "saved_usd": usd(r.saved_micros),
         })
     };
     let t = totals(rows);
@@ -438,6 +456,9 @@ pub fn render_json(query: &UsageQuery, rows: &[UsageRow]) -> String {
             "cost_micros": t.cost_micros,
             "cost_usd": usd(t.cost_micros),
             "unpriced": t.unpriced,
+            "cache_hits": t.cache_hits,
+            "saved_micros": t.saved_micros,
+            "saved_usd": usd(t.saved_micros),
         },
     })
     .to_string()
@@ -462,12 +483,13 @@ fn csv_cell(s: &str) -> String {
 pub fn render_csv(rows: &[UsageRow]) -> String {
     let mut out = String::from(
         "bucket_start,group,requests,input_tokens,output_tokens,cache_read_tokens,\
-         cache_write_tokens,reasoning_tokens,cost_usd,cost_micros,unpriced\n",
+         cache_write_tokens,reasoning_tokens,cost_usd,cost_micros,unpriced,cache_hits,\
+         saved_usd,saved_micros\n",
     );
     for r in rows {
         let _ = writeln!(
             out,
-            "{},{},{},{},{},{},{},{},{},{},{}",
+            "{},{},{},{},{},{},{},{},{},{},{},{},{},{}",
             format_time(r.bucket_start_us),
             csv_cell(&r.group),
             r.requests,
@@ -478,7 +500,10 @@ pub fn render_csv(rows: &[UsageRow]) -> String {
             r.reasoning,
             usd(r.cost_micros),
             r.cost_micros,
-            r.unpriced
+            r.unpriced,
+            r.cache_hits,
+            usd(r.saved_micros),
+            r.saved_micros
         );
     }
     out
@@ -653,6 +678,8 @@ mod tests {
                 reasoning: 0,
                 cost_micros: 1_234_567,
                 unpriced: 0,
+                cache_hits: 2,
+                saved_micros: 2_000_000,
             },
             UsageRow {
                 bucket_start_us: NOW,
@@ -665,6 +692,8 @@ mod tests {
                 reasoning: 0,
                 cost_micros: 0,
                 unpriced: 1,
+                cache_hits: 0,
+                saved_micros: 0,
             },
         ]
     }
@@ -683,15 +712,17 @@ mod tests {
         assert_eq!(json["rows"][0]["bucket_start"], "2025-12-02T00:00:00Z");
         assert_eq!(json["totals"]["requests"], 4);
         assert_eq!(json["totals"]["unpriced"], 1);
+        assert_eq!(json["totals"]["cache_hits"], 2);
+        assert_eq!(json["totals"]["saved_usd"], "2.000000");
         let csv = render_csv(&rows);
         let lines: Vec<&str> = csv.lines().collect();
         assert_eq!(
             lines[1],
-            "2025-12-02T00:00:00Z,gpt-4o,3,300,30,100,0,0,1.234567,1234567,0"
+            "2025-12-02T00:00:00Z,gpt-4o,3,300,30,100,0,0,1.234567,1234567,0,2,2.000000,2000000"
         );
         assert_eq!(
             lines[2],
-            "2025-12-02T00:00:00Z,\"'=cmd,\"\"x\"\"\",1,10,1,0,0,0,0.000000,0,1"
+            "2025-12-02T00:00:00Z,\"'=cmd,\"\"x\"\"\",1,10,1,0,0,0,0.000000,0,1,0,0.000000,0"
         );
         let table = render_table(&q, &rows);
         let last = table.lines().last().unwrap();

@@ -210,6 +210,10 @@ impl AdminSource for View {
         Box::pin(self.gateway.usage(query))
     }
 
+    fn cache(&self, method: &http::Method, query: &str) -> sluice_admin::Pending {
+        Box::pin(self.gateway.cache(method, query))
+    }
+
     fn mcp(&self) -> Option<Value> {
         self.mcp.as_ref().map(|m| m.admin_snapshot())
     }

@@ -23,8 +23,8 @@ use super::limits;
 use super::raw::{
     BalanceName, LogFormatName, ProviderName, RawAuth, RawBudget, RawClientResets,
     RawClientTimeouts, RawConfig, RawHealthCheck, RawLane, RawOutlier, RawPool,
-    RawReasoningBudgets, RawRetry, RawRoute, RawServer, RawSessionHeader, RawTarget, RawTimeouts,
-    RawTls, RawUpstream,
+    RawReasoningBudgets, RawRetry, RawRoute, RawRouteCache, RawServer, RawSessionHeader, RawTarget,
+    RawTimeouts, RawTls, RawUpstream,
 };
 use super::units::{DurationValue, SizeValue};
 use super::{

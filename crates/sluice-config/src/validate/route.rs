@@ -26,6 +26,7 @@ pub(super) fn route_config(
         outlier,
         keys,
         limits: route_limits,
+        cache,
         reasoning_budgets,
     } = raw;
     if models.is_empty() || models.iter().any(|m| m.is_empty()) {
@@ -98,11 +99,49 @@ pub(super) fn route_config(
         outlier: outlier_config(&format!("{path}.outlier"), outlier.unwrap_or_default())?,
         keys: keys.unwrap_or(default_mode),
         limits: limits::route_limits(&format!("{path}.limits"), route_limits.unwrap_or_default())?,
+        cache: cache
+            .map(|c| cache_config(&format!("{path}.cache"), c))
+            .transpose()?,
         reasoning_budgets: budgets(
             &format!("{path}.reasoning_budgets"),
             reasoning_budgets.unwrap_or_default(),
         )?,
     })
+}
+
+/// `cache = { ... }`: the response cache of one route (sluice-state's `CacheConfig`).
+fn cache_config(path: &str, raw: RawRouteCache) -> Result<sluice_state::CacheConfig, ConfigError> {
+    let RawRouteCache {
+        ttl,
+        shared,
+        max_bytes,
+        replay,
+        wait,
+    } = raw;
+    let d = sluice_state::CacheConfig::default();
+    let replay = match replay.as_deref() {
+        None => d.replay,
+        Some(r) => r.parse::<sluice_state::Replay>().map_err(|_| {
+            ConfigError::new(
+                format!("{path}.replay"),
+                format!("`{r}`: expected \"instant\" (every event at once) or \"paced\" (at the original pace)"),
+            )
+        })?,
+    };
+    let max_bytes = size(&format!("{path}.max_bytes"), max_bytes, d.max_bytes as u64)?;
+    let config = sluice_state::CacheConfig {
+        ttl: duration(&format!("{path}.ttl"), ttl, d.ttl)?,
+        max_bytes: usize::try_from(max_bytes).unwrap_or(usize::MAX),
+        shared: shared.unwrap_or(d.shared),
+        replay,
+        wait: duration(&format!("{path}.wait"), wait, d.wait)?,
+    };
+    // The state crate's own bounds (a TTL of at least 1 ms, `max_bytes` up to 256 MiB).
+    config.validate().map_err(|e| {
+        let field = e.field.strip_prefix("cache.").unwrap_or(e.field);
+        ConfigError::new(format!("{path}.{field}"), e.reason)
+    })?;
+    Ok(config)
 }
 
 /// `reasoning_budgets`: the shipped table with the levels given replaced; each at least 1,

@@ -1,4 +1,4 @@
-//! The admit stage: virtual keys, limits, budgets and idempotency.
+//! The admit stage: virtual keys, limits, budgets, idempotency and the response cache.
 //!
 //! Per request, in the order the request path calls it:
 //! 1. [`Keys::identify`] and [`Keys::screen`], before the body is read: who the key headers
@@ -16,9 +16,15 @@
 //!    reconciled, concurrency released, spend added (a second round trip, off the request's
 //!    path).
 //!
-//! Routes without keys or limits skip all of it (one flag test per request).
+//! 5. On a route with `cache`, after the limits (a hit counts as a request):
+//!    [`Keys::cache_start`] (`cache.rs`): the lookup and the single flight, and the
+//!    [`CacheRun`] that records the answer for the cache as it goes out.
+//!
+//! Routes without keys or limits skip all of it (one flag test per request); routes without a
+//! cache never reach `cache.rs`.
 
 mod admin;
+mod cache;
 mod idempotency;
 mod metrics;
 mod price;
@@ -33,6 +39,7 @@ use http::header::HeaderMap;
 use sluice_state::{Admission, Check, Decision, Quota, Store, MAX_CHECKS};
 
 pub use admin::{admin_keys, AdminReply};
+pub(crate) use cache::{admin_cache, saved_usage, CacheAsk, CacheRun, CacheStart};
 pub(crate) use idempotency::{complete, replay, to_store, IdempotencyStart, IDEMPOTENCY_KEY};
 pub use refusal::{KeyError, Limited};
 use table::TeamPlan;
@@ -66,6 +73,10 @@ struct Inner {
     metrics: KeyMetrics,
     limit_values: quota_headers::LimitValues,
     replay_ttl: Duration,
+    /// The response cache: one per gateway (built from the store, so it shares its Redis),
+    /// kept across reloads with its metric families.
+    cache: sluice_state::ResponseCache,
+    cache_metrics: cache::CacheMetrics,
     /// Some route looks at keys (or the config defines keys): key headers are read.
     uses_keys: bool,
     /// Every route requires a key: a request without a valid one is refused before its body.
@@ -126,14 +137,28 @@ impl Keys {
     /// limits and idempotency records already in the store carry on (a reload changes the
     /// rules, not what was spent). `[state]` itself needs a restart.
     pub(crate) fn reconfigure(&self, config: &Config) -> Keys {
-        Keys::build(config, self.inner.store.clone(), self.inner.metrics.clone())
+        let i = &self.inner;
+        let cache = (i.cache.clone(), i.cache_metrics.clone());
+        Keys::build(config, i.store.clone(), i.metrics.clone(), cache)
     }
 
+    /// Must be called inside a tokio runtime when the store is in Redis (the cache starts
+    /// its task that writes to Redis).
     fn with_store(config: &Config, store: Store) -> Keys {
-        Keys::build(config, store, KeyMetrics::default())
+        // Built whether or not a route caches: a reload may turn a route's cache on, and an
+        // idle in-memory cache is two empty maps.
+        let cache = sluice_state::ResponseCache::new(&store, &config.state.cache)
+            .expect("config validation checked the cache's bounds");
+        let cache = (cache, cache::CacheMetrics::default());
+        Keys::build(config, store, KeyMetrics::default(), cache)
     }
 
-    fn build(config: &Config, store: Store, metrics: KeyMetrics) -> Keys {
+    fn build(
+        config: &Config,
+        store: Store,
+        metrics: KeyMetrics,
+        (cache, cache_metrics): (sluice_state::ResponseCache, cache::CacheMetrics),
+    ) -> Keys {
         let teams: Vec<Arc<TeamPlan>> = config
             .teams
             .iter()
@@ -196,6 +221,8 @@ impl Keys {
                 metrics,
                 limit_values: quota_headers::LimitValues::new(config),
                 replay_ttl: config.state.replay_ttl,
+                cache,
+                cache_metrics,
             }),
         }
     }
@@ -205,6 +232,7 @@ impl Keys {
         self.inner
             .metrics
             .register(registry, self.inner.store.clone());
+        self.inner.cache_metrics.register(registry);
     }
 
     /// The state store.
@@ -578,6 +606,9 @@ pub struct Outcome<'a> {
     /// The price list of the upstream that served (`openai`, `anthropic`, ...; empty when
     /// none did).
     pub provider: &'a str,
+    /// Answered from the response cache: nothing was spent upstream, so the tokens the
+    /// admission reserved are given back (the request itself still counted).
+    pub cached: bool,
 }
 
 // === impl Ticket ===
@@ -632,7 +663,7 @@ impl Ticket {
             .map_or(0, |u| inner.prices.spend_micros(end.provider, served, u));
         let tokens = match end.usage {
             Some(u) => Some(u.input + u.output),
-            None if (200..300).contains(&end.status) => None,
+            None if (200..300).contains(&end.status) && !end.cached => None,
             None => Some(0),
         };
         if let Some(k) = &self.key {

@@ -157,6 +157,22 @@ impl AdminView {
         let rest = rest.to_string();
         async move { crate::admit::admin_keys(&generation.keys, &rest).await }
     }
+
+    /// `/admin/cache`: `GET` the response cache's entries, bytes and hit rate (and each
+    /// caching route's entries); `DELETE ?route=NAME` or `?key=ID` purges a route's answers
+    /// or a key's namespace.
+    pub fn cache(
+        &self,
+        method: &http::Method,
+        query: &str,
+    ) -> impl Future<Output = AdminReply> + Send + 'static {
+        let generation = self.reloader.current();
+        let method = method.clone();
+        let query = query.to_string();
+        async move {
+            crate::admit::admin_cache(&generation.keys, &generation.config, &method, &query).await
+        }
+    }
 }
 
 /// Ready when: the config is loaded (a `Generation` exists only for a validated config), the

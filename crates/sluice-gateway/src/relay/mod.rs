@@ -248,6 +248,10 @@ impl SseRelay {
         self.log.first_byte();
         self.log.sent(bytes.len(), events);
         self.log.observe_sse(&bytes);
+        if events == 1 {
+            // Heartbeats (0 events) are ours, not the answer's.
+            self.log.cache_event(&bytes);
+        }
         self.last_yield = Some(now);
         Poll::Ready(Some(Ok(Frame::data(bytes))))
     }
@@ -319,6 +323,7 @@ impl SseRelay {
         self.take_upstream();
         self.finish_attempts();
         self.record_usage(false);
+        self.log.cache_store_stream();
         self.log.finish(EndReason::Completed);
         Poll::Ready(None)
     }
@@ -437,6 +442,10 @@ impl SseRelay {
                     }
                     EventKind::Preamble => {}
                 }
+            }
+            if e.kind == EventKind::Error {
+                // Forwarded as it came, but an answer with an error in it is not kept.
+                self.log.cache_spoil();
             }
             self.out.push(e.bytes);
             return Ok(());
@@ -559,6 +568,8 @@ impl SseRelay {
             return false;
         };
         self.continuations += 1;
+        // A spliced answer is two upstream answers made one: not kept.
+        self.log.cache_spoil();
         let text = self.translator.text().to_string();
         self.text_before += text.len() as u64;
         if let Some(u) = self.translator.usage() {

@@ -28,10 +28,13 @@ use crate::outcome::Finish;
 
 /// What the admit stage decided for a request that may go on.
 pub(crate) enum Admitted {
-    /// Forward it: its policy, ready to run attempts.
-    Run(Box<Policy>),
+    /// Forward it: its policy, ready to run attempts, and on a route with a cache what the
+    /// cache did (`miss` or `bypass`).
+    Run(Box<Policy>, Option<sluice_state::CacheStatus>),
     /// Answer it with a stored response (an `Idempotency-Key` replay).
     Replay(Response<GatewayBody>),
+    /// Answer it from the response cache.
+    Cached(super::cached::Hit),
 }
 
 /// What the request path decided before its first attempt.
@@ -47,6 +50,8 @@ pub(crate) struct Run {
     state: Arc<Generation>,
     policy: Box<Policy>,
     log: Box<Finish>,
+    /// On a route with a cache: `miss` or `bypass`, for the answer's `x-sluice-cache`.
+    cache: Option<sluice_state::CacheStatus>,
 }
 
 impl Run {
@@ -57,7 +62,17 @@ impl Run {
     /// upstream (a stream, until its response head), so none of the admission stage's room
     /// (the client's request, its body being read) is in it.
     pub(crate) fn serve(self) -> impl Future<Output = Response<GatewayBody>> + Send + 'static {
-        serve(self.state, self.policy, self.log)
+        use futures_util::future::{Either, FutureExt};
+        let served = serve(self.state, self.policy, self.log);
+        match self.cache {
+            // A route without a cache: this one branch is all it pays.
+            None => Either::Left(served),
+            Some(status) => Either::Right(served.map(move |mut r| {
+                r.headers_mut()
+                    .insert(sluice_state::CACHE_STATUS_HEADER, status.header_value());
+                r
+            })),
+        }
     }
 }
 
@@ -151,7 +166,21 @@ where
     };
     let admitted = admit(&state, req, op, request_id.clone(), identity, &mut log).await;
     match admitted {
-        Ok(Admitted::Run(policy)) => Admission::Run(Run { state, policy, log }),
+        Ok(Admitted::Run(policy, cache)) => Admission::Run(Run {
+            state,
+            policy,
+            log,
+            cache,
+        }),
+        Ok(Admitted::Cached(hit)) => {
+            // A hit counted against the key's limits like any request: it says so too.
+            let limit_headers = log.ticket().map(|t| t.headers());
+            let mut r = super::cached::answer(hit, &request_id, log);
+            for (name, value) in limit_headers.into_iter().flatten() {
+                r.headers_mut().insert(name, value);
+            }
+            Admission::Answer(r)
+        }
         Ok(Admitted::Replay(r)) => {
             log.replay = true;
             log.status = r.status().as_u16();
@@ -408,9 +437,48 @@ where
         // Held by a ticket of its own: released or completed as any other.
         log.set_ticket(keys.bare_ticket(route_idx, g));
     }
+    let include_usage = probe.stream_options.as_ref().and_then(|o| o.include_usage);
+    // After the limits: a hit counts as a request (and gives its token reservation back).
+    let cache = match &route.cache {
+        None => None,
+        Some(config) => {
+            let ask = crate::admit::CacheAsk {
+                route: &route.name,
+                config,
+                op,
+                model,
+                body: &bytes,
+                key_id: key.as_deref().map(|k| k.id()),
+                headers: &parts.headers,
+                stream,
+                include_usage: include_usage == Some(true),
+                deadline,
+                started: log.started(),
+            };
+            // Boxed: a wait (Redis, a flight) that routes without a cache never make.
+            let start = Box::pin(keys.cache_start(ask))
+                .await
+                .map_err(|e| Failure::bad_request(GatewayError::CacheTtl(e)))?;
+            match start {
+                crate::admit::CacheStart::Hit(entry, age) => {
+                    let price_list = state.upstream(route.primary_upstream()).price_list;
+                    return Ok(Admitted::Cached(super::cached::Hit {
+                        entry,
+                        age,
+                        replay: config.replay,
+                        price_list,
+                    }));
+                }
+                crate::admit::CacheStart::Run(run, status) => {
+                    log.cache = run;
+                    Some(status)
+                }
+            }
+        }
+    };
     let known = crate::ctx::Known {
         model: model.to_string(),
-        include_usage: probe.stream_options.as_ref().and_then(|o| o.include_usage),
+        include_usage,
     };
     drop(probe);
     let ctx = RequestCtx {
@@ -425,10 +493,8 @@ where
         started: log.started(),
         lease,
     };
-    Ok(Admitted::Run(Box::new(Policy::new(
-        state.clone(),
-        route_idx,
-        ctx,
-        deadline,
-    ))))
+    Ok(Admitted::Run(
+        Box::new(Policy::new(state.clone(), route_idx, ctx, deadline)),
+        cache,
+    ))
 }

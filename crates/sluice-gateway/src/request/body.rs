@@ -17,6 +17,8 @@ pub(crate) enum GatewayBody {
     Relay(Box<SseRelay>),
     /// A mounted service's answer (see `mount`).
     Mounted(crate::mount::MountedBody),
+    /// A stored stream replayed from the response cache.
+    Cached(Box<super::cached::CachedStream>),
 }
 
 impl Body for GatewayBody {
@@ -31,6 +33,7 @@ impl Body for GatewayBody {
             GatewayBody::Full(b) => Poll::Ready(b.take().map(|b| Ok(Frame::data(b)))),
             GatewayBody::Relay(r) => Pin::new(r.as_mut()).poll_frame(cx),
             GatewayBody::Mounted(m) => Pin::new(m).poll_frame(cx),
+            GatewayBody::Cached(c) => c.poll_frame(cx),
         }
     }
 
@@ -39,6 +42,7 @@ impl Body for GatewayBody {
             GatewayBody::Full(b) => b.is_none(),
             GatewayBody::Relay(r) => r.is_end_stream(),
             GatewayBody::Mounted(m) => m.is_end_stream(),
+            GatewayBody::Cached(c) => c.is_end_stream(),
         }
     }
 
@@ -46,7 +50,7 @@ impl Body for GatewayBody {
         match self {
             GatewayBody::Full(Some(b)) => SizeHint::with_exact(b.len() as u64),
             GatewayBody::Full(None) => SizeHint::with_exact(0),
-            GatewayBody::Relay(_) => SizeHint::default(),
+            GatewayBody::Relay(_) | GatewayBody::Cached(_) => SizeHint::default(),
             GatewayBody::Mounted(m) => m.size_hint(),
         }
     }

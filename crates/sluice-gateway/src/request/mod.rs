@@ -9,6 +9,7 @@
 
 mod admission;
 mod body;
+mod cached;
 mod models;
 mod reply;
 mod serve;

@@ -104,6 +104,11 @@ pub(crate) async fn serve_attempts(
                 log.attempts = policy.records();
                 let name = state.upstream(upstream).header.clone();
                 served_headers(&mut r, name, log.attempts.len());
+                if log.cache.is_some() {
+                    if let GatewayBody::Full(Some(body)) = r.body() {
+                        log.cache_store_whole(r.status(), r.headers(), body);
+                    }
+                }
                 log.finish(EndReason::Completed);
                 return r;
             }

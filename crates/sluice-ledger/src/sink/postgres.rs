@@ -321,6 +321,8 @@ impl PostgresSink {
                     reasoning: r.try_get(7)?,
                     cost_micros: r.try_get(8)?,
                     unpriced: r.try_get(9)?,
+                    cache_hits: r.try_get(10)?,
+                    saved_micros: r.try_get(11)?,
                 })
             })
             .collect::<Result<Vec<_>, tokio_postgres::Error>>()?;

@@ -196,6 +196,8 @@ impl SqliteSink {
                     reasoning: r.get(7)?,
                     cost_micros: r.get(8)?,
                     unpriced: r.get(9)?,
+                    cache_hits: r.get(10)?,
+                    saved_micros: r.get(11)?,
                 })
             })?;
             let mut out = rows.collect::<Result<Vec<_>, _>>()?;

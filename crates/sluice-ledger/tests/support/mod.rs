@@ -360,8 +360,16 @@ pub fn expected_rows(
                 reasoning: 0,
                 cost_micros: 0,
                 unpriced: 0,
+                cache_hits: 0,
+                saved_micros: 0,
             });
         row.requests += 1;
+        if r.cache_hit {
+            // What a hit saved, apart from what was spent.
+            row.cache_hits += 1;
+            row.saved_micros += r.pricing.cost_micros().unwrap_or(0);
+            continue;
+        }
         row.input += r.tokens.input as i64;
         row.output += r.tokens.output as i64;
         row.cache_read += r.tokens.cache_read as i64;
@@ -398,10 +406,16 @@ pub fn all_queries(from_us: i64, to_us: i64) -> Vec<sluice_ledger::UsageQuery> {
 
 /// The direct-SQL totals over `[from, to)`: requests, input, output, cache_read,
 /// cache_write, reasoning, cost, unpriced. The same text runs on both databases.
-pub const DIRECT_SUM: &str = "SELECT COUNT(*), CAST(SUM(input_tokens) AS BIGINT), \
-    CAST(SUM(output_tokens) AS BIGINT), CAST(SUM(cache_read_tokens) AS BIGINT), \
-    CAST(SUM(cache_write_tokens) AS BIGINT), CAST(SUM(reasoning_tokens) AS BIGINT), \
-    CAST(SUM(cost_micros) AS BIGINT), CAST(SUM(CASE WHEN pricing = 1 THEN 1 ELSE 0 END) AS BIGINT) \
+/// Every record counts as a request; cache hits' tokens and costs are what they saved, not
+/// spend, so the sums leave them out.
+pub const DIRECT_SUM: &str = "SELECT COUNT(*), \
+    CAST(SUM(input_tokens) FILTER (WHERE NOT cache_hit) AS BIGINT), \
+    CAST(SUM(output_tokens) FILTER (WHERE NOT cache_hit) AS BIGINT), \
+    CAST(SUM(cache_read_tokens) FILTER (WHERE NOT cache_hit) AS BIGINT), \
+    CAST(SUM(cache_write_tokens) FILTER (WHERE NOT cache_hit) AS BIGINT), \
+    CAST(SUM(reasoning_tokens) FILTER (WHERE NOT cache_hit) AS BIGINT), \
+    CAST(SUM(cost_micros) FILTER (WHERE NOT cache_hit) AS BIGINT), \
+    CAST(COUNT(*) FILTER (WHERE pricing = 1 AND NOT cache_hit) AS BIGINT) \
     FROM sluice_requests WHERE ts_us >= {from} AND ts_us < {to}";
 
 pub fn direct_sum_sql(from_us: i64, to_us: i64) -> String {

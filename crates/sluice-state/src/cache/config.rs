@@ -61,6 +61,9 @@ pub struct CacheConfig {
     pub shared: bool,
     /// How a hit on a streaming request is replayed. Default [`Replay::Instant`].
     pub replay: Replay,
+    /// Longest a request waits for an identical one in flight (single flight) before going
+    /// upstream itself; the request's own deadline bounds it too. Default 30 s.
+    pub wait: Duration,
 }
 
 impl Default for CacheConfig {
@@ -70,6 +73,7 @@ impl Default for CacheConfig {
             max_bytes: 1024 * 1024,
             shared: false,
             replay: Replay::Instant,
+            wait: Duration::from_secs(30),
         }
     }
 }
@@ -85,6 +89,7 @@ impl CacheConfig {
             max_bytes,
             shared: _,
             replay: _,
+            wait: _,
         } = self;
         if *ttl < Duration::from_millis(1) {
             return fail("cache.ttl", "must be at least 1ms");

@@ -9,6 +9,7 @@ mod support;
 mod access_log;
 mod admin;
 mod balance;
+mod cache;
 mod cancel;
 mod client_limits;
 mod collector;
