@@ -15,6 +15,10 @@ use sluice_mock::{MockConfig, MockServer};
 #[path = "../../sluice-mock/tests/mock/python.rs"]
 mod python;
 
+#[path = "../../sluice-mock/tests/mock/checks.rs"]
+mod checks;
+
+use checks::run_checks;
 use python::{sdk_python, workspace_root};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -23,7 +27,6 @@ use python::{sdk_python, workspace_root};
     ignore = "no Python with the SDKs: create .venv (see README)"
 )]
 async fn official_sdks_through_the_gateway() {
-    let py = sdk_python();
     let mock = MockServer::start(MockConfig::default()).await.unwrap();
     for protocol in ["h2c", "http1"] {
         let text = format!(
@@ -33,25 +36,13 @@ async fn official_sdks_through_the_gateway() {
         let gw = Gateway::start(Config::from_toml(&text, &|_| None).unwrap())
             .await
             .unwrap();
-        let script = workspace_root().join("tests/python/sdk_shapes.py");
-        let (base, mock_url, py) = (format!("http://{}", gw.addr()), mock.url(), py.clone());
-        let out = tokio::task::spawn_blocking(move || {
-            Command::new(py)
-                .arg(script)
-                .arg(base)
-                .arg(mock_url)
-                .output()
-                .expect("cannot run python")
-        })
-        .await
-        .unwrap();
-        let stdout = String::from_utf8_lossy(&out.stdout);
-        println!("{stdout}\n{}", String::from_utf8_lossy(&out.stderr));
-        assert!(
-            out.status.success(),
-            "upstream {protocol}: SDK failures:\n{stdout}"
-        );
-        assert!(stdout.contains(" passed, 0 failed"), "{stdout}");
+        // `upstream {protocol}` in the output says which pass failed.
+        println!("upstream {protocol}:");
+        run_checks(
+            "tests/python/sdk_shapes.py",
+            vec![format!("http://{}", gw.addr()), mock.url()],
+        )
+        .await;
     }
 }
 
@@ -64,7 +55,6 @@ async fn official_sdks_through_the_gateway() {
     ignore = "no Python with the SDKs: create .venv (see README)"
 )]
 async fn official_sdks_through_translation() {
-    let py = sdk_python();
     let mock = MockServer::start(MockConfig::default()).await.unwrap();
     let url = mock.url();
     let text = format!(
@@ -79,21 +69,11 @@ async fn official_sdks_through_translation() {
     let gw = Gateway::start(Config::from_toml(&text, &|_| None).unwrap())
         .await
         .unwrap();
-    let script = workspace_root().join("tests/python/translate_sdk.py");
-    let base = format!("http://{}", gw.addr());
-    let out = tokio::task::spawn_blocking(move || {
-        Command::new(py)
-            .arg(script)
-            .arg(base)
-            .output()
-            .expect("cannot run python")
-    })
-    .await
-    .unwrap();
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    println!("{stdout}\n{}", String::from_utf8_lossy(&out.stderr));
-    assert!(out.status.success(), "SDK failures:\n{stdout}");
-    assert!(stdout.contains(" passed, 0 failed"), "{stdout}");
+    run_checks(
+        "tests/python/translate_sdk.py",
+        vec![format!("http://{}", gw.addr())],
+    )
+    .await;
 }
 
 /// The guide's SDK examples (the `python` blocks of `docs/guide/src/providers.md`) run as
@@ -196,7 +176,6 @@ async fn readme_sdk_examples_run() {
     ignore = "no Python with the SDKs: create .venv (see README)"
 )]
 async fn official_sdks_with_reasoning() {
-    let py = sdk_python();
     let mock = MockServer::start(MockConfig::default()).await.unwrap();
     let url = mock.url();
     let text = format!(
@@ -212,21 +191,11 @@ async fn official_sdks_with_reasoning() {
     let gw = Gateway::start(Config::from_toml(&text, &|_| None).unwrap())
         .await
         .unwrap();
-    let script = workspace_root().join("tests/python/reasoning_sdk.py");
-    let base = format!("http://{}", gw.addr());
-    let out = tokio::task::spawn_blocking(move || {
-        Command::new(py)
-            .arg(script)
-            .arg(base)
-            .output()
-            .expect("cannot run python")
-    })
-    .await
-    .unwrap();
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    println!("{stdout}\n{}", String::from_utf8_lossy(&out.stderr));
-    assert!(out.status.success(), "SDK failures:\n{stdout}");
-    assert!(stdout.contains(" passed, 0 failed"), "{stdout}");
+    run_checks(
+        "tests/python/reasoning_sdk.py",
+        vec![format!("http://{}", gw.addr())],
+    )
+    .await;
     // The signed thinking reached Anthropic as blocks, the Gemini 3 call with its signature.
     let snap = mock.stats().snapshot();
     let refused = snap
@@ -266,7 +235,6 @@ async fn official_sdks_with_reasoning() {
     ignore = "no Python with the SDKs: create .venv (see README)"
 )]
 async fn official_sdks_replay_from_the_cache() {
-    let py = sdk_python();
     let mock = MockServer::start(MockConfig::default()).await.unwrap();
     let text = format!(
         "[server]\nlisten = \"127.0.0.1:0\"\naccess_log = \"off\"\n[[upstream]]\nname = \"mock\"\nbase_url = \"{}/v1\"\nprotocol = \"h2c\"\n[[route]]\nmodels = [\"*\"]\nupstream = \"mock\"\ncache = {{ ttl = \"1h\" }}\n",
@@ -275,20 +243,10 @@ async fn official_sdks_replay_from_the_cache() {
     let gw = Gateway::start(Config::from_toml(&text, &|_| None).unwrap())
         .await
         .unwrap();
-    let script = workspace_root().join("tests/python/cache_sdk.py");
-    let (base, mock_url) = (format!("http://{}", gw.addr()), mock.url());
-    let out = tokio::task::spawn_blocking(move || {
-        Command::new(py)
-            .arg(script)
-            .arg(base)
-            .arg(mock_url)
-            .output()
-            .expect("cannot run python")
-    })
-    .await
-    .unwrap();
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    println!("{stdout}\n{}", String::from_utf8_lossy(&out.stderr));
-    assert!(out.status.success(), "SDK failures:\n{stdout}");
+    let stdout = run_checks(
+        "tests/python/cache_sdk.py",
+        vec![format!("http://{}", gw.addr()), mock.url()],
+    )
+    .await;
     assert!(stdout.contains("6 passed, 0 failed"), "{stdout}");
 }

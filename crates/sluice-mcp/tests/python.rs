@@ -8,9 +8,7 @@
 
 mod support;
 
-use std::process::Command;
-
-use support::{config, python, workspace_root, GatewayServer, PyServer};
+use support::{config, python, run_client, workspace_root, GatewayServer, PyServer};
 
 const GRANTS: &str = r#"
 [[mcp.grant]]
@@ -22,23 +20,6 @@ tools = ["echo", "add", "slow", "cancelled", "whoami"]
 keys = ["bob"]
 server = "beta"
 "#;
-
-async fn run_client(args: Vec<String>) {
-    let script = workspace_root().join("tests/python/mcp_client.py");
-    let out = tokio::task::spawn_blocking(move || {
-        Command::new(python())
-            .arg(script)
-            .args(args)
-            .output()
-            .expect("cannot run python")
-    })
-    .await
-    .unwrap();
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    println!("{stdout}\n{}", String::from_utf8_lossy(&out.stderr));
-    assert!(out.status.success(), "MCP SDK checks failed:\n{stdout}");
-    assert!(stdout.contains(" passed, 0 failed"), "{stdout}");
-}
 
 async fn servers(json_beta: bool) -> (PyServer, PyServer, String) {
     let (alpha, beta) = tokio::join!(

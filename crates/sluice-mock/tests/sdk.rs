@@ -7,34 +7,20 @@
 //! root (`.ci/run` creates it). Without one (when the crate was built; see build.rs) the tests
 //! are ignored with the reason, except under `CI=true`, where they run and fail.
 
-use std::path::PathBuf;
-use std::process::Command;
-
 use sluice_mock::{MockConfig, MockServer};
 
 #[path = "mock/python.rs"]
 mod python;
 
-use python::{sdk_python, workspace_root};
+#[path = "mock/checks.rs"]
+mod checks;
+
+use checks::run_checks;
 
 /// Runs `script` against a fresh mock and asserts every check in it passed.
-async fn run_script(py: PathBuf, script: &str) {
+async fn run_script(script: &str) {
     let mock = MockServer::start(MockConfig::default()).await.unwrap();
-    let script = workspace_root().join(script);
-    let url = mock.url();
-    let out = tokio::task::spawn_blocking(move || {
-        Command::new(py)
-            .arg(script)
-            .arg(url)
-            .output()
-            .expect("cannot run python")
-    })
-    .await
-    .unwrap();
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    println!("{stdout}\n{}", String::from_utf8_lossy(&out.stderr));
-    assert!(out.status.success(), "SDK fidelity failures:\n{stdout}");
-    assert!(stdout.contains(" passed, 0 failed"), "{stdout}");
+    run_checks(script, vec![mock.url()]).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -43,7 +29,7 @@ async fn run_script(py: PathBuf, script: &str) {
     ignore = "no Python with the SDKs: create .venv (see README)"
 )]
 async fn official_sdks_parse_every_shape() {
-    run_script(sdk_python(), "tests/python/sdk_shapes.py").await;
+    run_script("tests/python/sdk_shapes.py").await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -52,7 +38,7 @@ async fn official_sdks_parse_every_shape() {
     ignore = "no Python with boto3: create .venv (see README)"
 )]
 async fn botocore_signs_what_the_mock_verifies() {
-    run_script(sdk_python(), "tests/python/bedrock_sigv4.py").await;
+    run_script("tests/python/bedrock_sigv4.py").await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -61,5 +47,5 @@ async fn botocore_signs_what_the_mock_verifies() {
     ignore = "no Python with the google-genai SDK: create .venv (see README)"
 )]
 async fn official_gemini_sdk_parses_every_shape() {
-    run_script(sdk_python(), "tests/python/gemini_shapes.py").await;
+    run_script("tests/python/gemini_shapes.py").await;
 }

@@ -10,110 +10,26 @@
 #[path = "gateway/collector.rs"]
 #[allow(dead_code)]
 mod collector;
+// The MCP crate's test support: its Python servers and client runner, over real sockets.
+#[path = "../../sluice-mcp/tests/support/mod.rs"]
+mod support;
 
 use std::net::SocketAddr;
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::path::Path;
 use std::time::Duration;
 
-use bytes::Bytes;
-use http::{Request, StatusCode};
-use http_body_util::{BodyExt, Full};
-use hyper_util::rt::TokioIo;
+use http::StatusCode;
 use sluice::Server;
 use sluice_gateway::config::Config;
+use support::{run_client, send, PyServer, TempDir};
 
 const SECRET: &str = "whole-server-test-secret-0123456789abcdef";
-
-fn workspace_root() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..")
-}
-
-fn python() -> PathBuf {
-    std::env::var_os("SLUICE_PYTHON")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| workspace_root().join(".venv/bin/python"))
-}
 
 /// `sha256:<hex>` of a key, as `[[key]] hash` takes it.
 fn hash(key: &str) -> String {
     let d = ring::digest::digest(&ring::digest::SHA256, key.as_bytes());
     let hex: String = d.as_ref().iter().map(|b| format!("{b:02x}")).collect();
     format!("sha256:{hex}")
-}
-
-/// A scratch directory, removed on drop.
-struct Scratch(PathBuf);
-
-impl Scratch {
-    fn new(tag: &str) -> Scratch {
-        let p = std::env::temp_dir().join(format!(
-            "sluice-mcp-server-{tag}-{}-{}",
-            std::process::id(),
-            std::time::SystemTime::now()
-                .duration_since(std::time::UNIX_EPOCH)
-                .unwrap()
-                .as_nanos()
-        ));
-        std::fs::create_dir_all(&p).unwrap();
-        Scratch(p)
-    }
-}
-
-impl Drop for Scratch {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
-
-/// tests/python/mcp_server.py on an ephemeral port; killed on drop.
-struct PyServer {
-    child: Child,
-    port: u16,
-    _dir: Scratch,
-}
-
-impl Drop for PyServer {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-impl PyServer {
-    async fn start(name: &str) -> PyServer {
-        let dir = Scratch::new(name);
-        let port_file = dir.0.join("port");
-        let child = Command::new(python())
-            .arg(workspace_root().join("tests/python/mcp_server.py"))
-            .arg(name)
-            .arg(&port_file)
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::inherit())
-            .spawn()
-            .expect("start the Python MCP server");
-        let mut server = PyServer {
-            child,
-            port: 0,
-            _dir: dir,
-        };
-        for _ in 0..300 {
-            if let Some(port) = std::fs::read_to_string(&port_file)
-                .ok()
-                .and_then(|p| p.trim().parse().ok())
-            {
-                server.port = port;
-                return server;
-            }
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
-        panic!("the Python MCP server `{name}` did not start within 15 s");
-    }
-
-    fn url(&self) -> String {
-        format!("http://127.0.0.1:{}/mcp", self.port)
-    }
 }
 
 /// A whole Sluice config: one model route (unused here), three keys (alice may use both
@@ -186,25 +102,7 @@ server = "beta"
     Config::from_toml(&text, &|_| None).unwrap_or_else(|e| panic!("{e}\n{text}"))
 }
 
-/// Runs tests/python/mcp_client.py; every check it prints must pass.
-async fn run_client(args: Vec<String>) {
-    let script = workspace_root().join("tests/python/mcp_client.py");
-    let out = tokio::task::spawn_blocking(move || {
-        Command::new(python())
-            .arg(script)
-            .args(args)
-            .output()
-            .expect("cannot run python")
-    })
-    .await
-    .unwrap();
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    println!("{stdout}\n{}", String::from_utf8_lossy(&out.stderr));
-    assert!(out.status.success(), "MCP SDK checks failed:\n{stdout}");
-    assert!(stdout.contains(" passed, 0 failed"), "{stdout}");
-}
-
-/// One HTTP/1.1 request: status and body.
+/// One HTTP/1.1 request (the MCP support's client): status and body as text.
 async fn http(
     addr: SocketAddr,
     method: &str,
@@ -212,24 +110,8 @@ async fn http(
     headers: &[(&str, &str)],
     body: &str,
 ) -> (StatusCode, String) {
-    let io = tokio::net::TcpStream::connect(addr).await.unwrap();
-    let (mut send, conn) = hyper::client::conn::http1::handshake(TokioIo::new(io))
-        .await
-        .unwrap();
-    tokio::spawn(conn);
-    let mut b = Request::builder()
-        .method(method)
-        .uri(format!("http://{addr}{path}"))
-        .header("host", addr.to_string());
-    for (k, v) in headers {
-        b = b.header(*k, *v);
-    }
-    let resp = send
-        .send_request(b.body(Full::new(Bytes::from(body.to_string()))).unwrap())
-        .await
-        .unwrap();
-    let status = resp.status();
-    let body = resp.into_body().collect().await.unwrap().to_bytes();
+    let url = format!("http://{addr}{path}");
+    let (status, _, body) = send(&url, method.parse().unwrap(), headers, body).await;
     (status, String::from_utf8_lossy(&body).into_owned())
 }
 
@@ -274,8 +156,11 @@ async fn wait_for_rows(
     ignore = "no Python with the `mcp` SDK: create .venv (see README)"
 )]
 async fn sdk_through_two_servers_keys_books_metrics_and_admin() {
-    let (alpha, beta) = tokio::join!(PyServer::start("alpha"), PyServer::start("beta"));
-    let dir = Scratch::new("ledger");
+    let (alpha, beta) = tokio::join!(
+        PyServer::start("alpha", false),
+        PyServer::start("beta", false)
+    );
+    let dir = TempDir::new("ledger");
     let (db_a, db_b) = (dir.0.join("a.db"), dir.0.join("b.db"));
     let traces = collector::Collector::start().await;
     let a = Server::start(config(&alpha, &beta, &db_a, traces.addr))

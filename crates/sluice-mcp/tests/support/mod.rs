@@ -217,6 +217,24 @@ pub fn python() -> PathBuf {
     venv
 }
 
+/// Runs tests/python/mcp_client.py with `args`; every check it prints must pass.
+pub async fn run_client(args: Vec<String>) {
+    let script = workspace_root().join("tests/python/mcp_client.py");
+    let out = tokio::task::spawn_blocking(move || {
+        Command::new(python())
+            .arg(script)
+            .args(args)
+            .output()
+            .expect("cannot run python")
+    })
+    .await
+    .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    println!("{stdout}\n{}", String::from_utf8_lossy(&out.stderr));
+    assert!(out.status.success(), "MCP SDK checks failed:\n{stdout}");
+    assert!(stdout.contains(" passed, 0 failed"), "{stdout}");
+}
+
 /// tests/python/mcp_server.py on an ephemeral port; killed on drop.
 pub struct PyServer {
     child: Child,
