@@ -284,3 +284,83 @@ async fn without_mcp_servers_the_path_is_the_gateways_404_and_admin_says_disable
     assert_eq!(status, StatusCode::NOT_FOUND);
     assert!(body.contains("mcp_disabled"), "{body}");
 }
+
+/// The mount's credential rule, through the whole server: a gateway key identifies the caller
+/// and never reaches an MCP server, even one that takes the client's own credential; a token
+/// the gateway does not know is that credential, and reaches such a server unchanged.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_gateway_key_never_reaches_a_server_and_the_clients_own_token_does() {
+    let m = support::mock::MockMcp::start("alpha", support::mock::MockEra::Both).await;
+    let text = format!(
+        r#"
+[server]
+listen = "127.0.0.1:0"
+admin_listen = "127.0.0.1:0"
+access_log = "off"
+
+[[upstream]]
+name = "u"
+base_url = "http://127.0.0.1:9/v1"
+
+[[route]]
+models = ["*"]
+upstream = "u"
+
+[[key]]
+id = "alice"
+hash = "{alice}"
+
+[mcp]
+session_secret = "{SECRET}"
+
+[[mcp.server]]
+name = "alpha"
+url = "{url}"
+auth = {{ type = "passthrough" }}
+
+[[mcp.grant]]
+keys = ["*"]
+server = "*"
+"#,
+        alice = hash("sk-alice"),
+        url = m.url(),
+    );
+    let s = Server::start(Config::from_toml(&text, &|_| None).unwrap())
+        .await
+        .unwrap();
+    let init = r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}"#;
+    let (status, body) = http(
+        s.addr(),
+        "POST",
+        "/mcp",
+        &[("authorization", "Bearer sk-alice")],
+        init,
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    assert!(
+        m.stats
+            .initialized
+            .load(std::sync::atomic::Ordering::Relaxed)
+            >= 1,
+        "the server was asked"
+    );
+    assert_eq!(
+        *m.stats.last_auth.lock(),
+        None,
+        "the gateway key went upstream"
+    );
+    let (status, body) = http(
+        s.addr(),
+        "POST",
+        "/mcp",
+        &[("authorization", "Bearer users-own-token")],
+        init,
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    assert_eq!(
+        m.stats.last_auth.lock().as_deref(),
+        Some("Bearer users-own-token")
+    );
+}
