@@ -11,7 +11,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use sluice_state::{Check, Decision, FailureMode, RedisConfig, Store, StoreMode, Usage};
-use support::topology::{connect, SentinelSet, MASTER};
+use support::topology::{connect, try_connect, SentinelSet, MASTER};
 use support::{eventually, redis_config, redis_store};
 use tokio::time::Instant;
 
@@ -275,7 +275,10 @@ async fn a_primary_lost(fault: Fault, on_failure: FailureMode) {
         let old = set.primary.port();
         assert!(
             eventually(Duration::from_secs(30), || async {
-                let mut conn = connect(old).await;
+                // Sentinel drops the demoted server's clients: a refused connection is a retry.
+                let Ok(mut conn) = try_connect(old).await else {
+                    return false;
+                };
                 let info: String = redis::cmd("INFO")
                     .arg("replication")
                     .query_async(&mut conn)

@@ -46,11 +46,17 @@ fn redis_cli() -> String {
 
 /// A plain connection to one server (a node, a sentinel), for the test's own commands.
 pub async fn connect(port: u16) -> MultiplexedConnection {
-    redis::Client::open(format!("redis://127.0.0.1:{port}/"))
-        .unwrap()
-        .get_multiplexed_async_connection()
+    try_connect(port)
         .await
         .expect("cannot connect to a test server")
+}
+
+/// [`connect`] for a poll that may meet a server dropping its clients (a demoted primary):
+/// a failure is "not yet", not the test's failure.
+pub async fn try_connect(port: u16) -> redis::RedisResult<MultiplexedConnection> {
+    redis::Client::open(format!("redis://127.0.0.1:{port}/"))?
+        .get_multiplexed_async_connection()
+        .await
 }
 
 /// Polls `f` every 50 ms until it is true; panics with `what` after `within`.
