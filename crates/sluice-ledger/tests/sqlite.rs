@@ -187,7 +187,7 @@ async fn the_file_is_wal_and_versioned() {
         let version: i64 = conn
             .query_row("PRAGMA user_version", [], |r| r.get(0))
             .unwrap();
-        assert_eq!(version, 1);
+        assert_eq!(version, 2);
     }
     drop(sink);
     // Reopening keeps the records; a newer schema is refused, saying so.
@@ -204,7 +204,7 @@ async fn the_file_is_wal_and_versioned() {
         .unwrap();
     let e = SqliteSink::open(&path, 30, 1 << 30).await.unwrap_err();
     assert!(
-        matches!(e, SinkError::SchemaTooNew { found: 7, known: 1 }),
+        matches!(e, SinkError::SchemaTooNew { found: 7, known: 2 }),
         "{e}"
     );
     assert!(e.to_string().contains("upgrade Sluice"), "{e}");
@@ -385,4 +385,119 @@ async fn the_none_sink_counts_records_as_written_nowhere() {
     // And it cannot answer usage, saying why.
     let e = Sink::None.usage(&all_queries(0, 1)[0]).await.unwrap_err();
     assert!(e.to_string().contains("keeps no records"), "{e}");
+}
+
+/// A file written by a build with schema version 1 (a plain `sluice_requests` table with an
+/// index on `ts_us`) is migrated on open: every row readable through the view as before, the
+/// usage query sums them, and new records go on after them.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_version_1_file_is_migrated_with_its_rows() {
+    const V1: &str = "
+CREATE TABLE sluice_requests (
+    ts_us BIGINT NOT NULL, request_id TEXT NOT NULL, key_id TEXT, team TEXT, owner TEXT,
+    route TEXT NOT NULL, client_api TEXT NOT NULL, requested_model TEXT, served_model TEXT,
+    upstream TEXT, provider TEXT, attempts INTEGER NOT NULL, attempt_classes TEXT,
+    status INTEGER NOT NULL, end_reason TEXT NOT NULL, stream BOOLEAN NOT NULL,
+    input_tokens BIGINT NOT NULL, output_tokens BIGINT NOT NULL,
+    cache_read_tokens BIGINT NOT NULL, cache_write_tokens BIGINT NOT NULL,
+    cache_write_1h_tokens BIGINT NOT NULL, reasoning_tokens BIGINT NOT NULL,
+    pricing SMALLINT NOT NULL, price_entry TEXT, cost_micros BIGINT, first_byte_us BIGINT,
+    first_token_us BIGINT, total_us BIGINT NOT NULL, cache_hit BOOLEAN NOT NULL,
+    idempotent_replay BOOLEAN NOT NULL, prompt TEXT, response TEXT, capture_truncated BOOLEAN
+);
+CREATE INDEX sluice_requests_ts ON sluice_requests (ts_us);
+PRAGMA user_version = 1;";
+    let base = base();
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("v1.db");
+    {
+        let conn = Connection::open(&path).unwrap();
+        conn.execute_batch(V1).unwrap();
+        // Two rows in the same microsecond, one a priced stream, one unpriced.
+        for (id, key, stream, cost) in [
+            ("a", Some("k1"), true, Some(1_500)),
+            ("b", None, false, None),
+            ("c", Some("k1"), false, Some(700)),
+        ] {
+            let ts = if id == "c" { base + 5 } else { base };
+            conn.execute(
+                "INSERT INTO sluice_requests VALUES (?1, ?2, ?3, NULL, NULL, 'chat', \
+                 'openai.chat', 'gpt-4o', 'gpt-4o', 'oai', 'openai', 1, NULL, 200, 'ok', ?4, \
+                 100, 20, 0, 0, 0, 0, ?5, NULL, ?6, 1000, 2000, 3000, 0, 0, NULL, NULL, NULL)",
+                rusqlite::params![
+                    ts,
+                    id,
+                    key,
+                    stream,
+                    if cost.is_some() { 0 } else { 1 },
+                    cost
+                ],
+            )
+            .unwrap();
+        }
+    }
+    let sink = SqliteSink::open(&path, 30, 1 << 30).await.unwrap();
+    let conn = Connection::open(&path).unwrap();
+    let version: i64 = conn
+        .query_row("PRAGMA user_version", [], |r| r.get(0))
+        .unwrap();
+    assert_eq!(version, 2);
+    /// seq, ts_us, request_id, key_id, stream, cost_micros.
+    type Row = (i64, i64, String, Option<String>, bool, Option<i64>);
+    let rows: Vec<Row> = conn
+        .prepare(
+            "SELECT seq, ts_us, request_id, key_id, stream, cost_micros FROM sluice_requests \
+             ORDER BY seq",
+        )
+        .unwrap()
+        .query_map([], |r| {
+            Ok((
+                r.get(0)?,
+                r.get(1)?,
+                r.get(2)?,
+                r.get(3)?,
+                r.get(4)?,
+                r.get(5)?,
+            ))
+        })
+        .unwrap()
+        .collect::<Result<_, _>>()
+        .unwrap();
+    let ids: Vec<&str> = rows.iter().map(|r| r.2.as_str()).collect();
+    assert_eq!(ids, ["a", "b", "c"]);
+    assert_eq!(rows[0].3.as_deref(), Some("k1"));
+    assert!(rows[0].4 && !rows[1].4);
+    assert_eq!(
+        (rows[0].5, rows[1].5, rows[2].5),
+        (Some(1_500), None, Some(700))
+    );
+    for r in &rows {
+        assert!(r.0 >= r.1, "a row's seq is at least its time: {r:?}");
+    }
+    assert!(rows[0].0 < rows[1].0, "seqs are unique");
+    // The old table is gone; the view and the usage query read the migrated rows.
+    let tables: i64 = conn
+        .query_row(
+            "SELECT COUNT(*) FROM sqlite_master WHERE name = 'sluice_requests_v1'",
+            [],
+            |r| r.get(0),
+        )
+        .unwrap();
+    assert_eq!(tables, 0);
+    let usage = sink.usage(&all_queries(base, base + DAY)[0]).await.unwrap();
+    assert_eq!(usage.iter().map(|r| r.requests).sum::<i64>(), 3);
+    assert_eq!(usage.iter().map(|r| r.cost_micros).sum::<i64>(), 2_200);
+    // A new record, older in time than the migrated ones, still gets a later seq.
+    let catalog = Catalog::shipped();
+    sink.write(vec![record(&catalog, 9, base - 1)])
+        .await
+        .unwrap();
+    let (seq, ts): (i64, i64) = conn
+        .query_row(
+            "SELECT seq, ts_us FROM sluice_requests WHERE request_id = 'req-9'",
+            [],
+            |r| Ok((r.get(0)?, r.get(1)?)),
+        )
+        .unwrap();
+    assert!(seq > rows[2].0 && seq >= ts, "{seq} {ts}");
 }

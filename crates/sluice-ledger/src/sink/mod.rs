@@ -165,6 +165,9 @@ pub enum SinkError {
     /// The sink keeps no records to query.
     #[error("the `{0}` ledger sink keeps no records to query; usage needs `sqlite` or `postgres`")]
     NoQueries(&'static str),
+    /// A record could not be written as the JSON of its SQLite row.
+    #[error("ledger SQLite: cannot encode a record: {0}")]
+    Encode(String),
     /// A blocking SQLite task panicked or was cancelled.
     #[error("ledger SQLite task failed: {0}")]
     Task(String),
@@ -174,7 +177,7 @@ impl SinkError {
     /// A low-cardinality label for metrics.
     pub fn metric_label(&self) -> &'static str {
         match self {
-            SinkError::Sqlite(_) | SinkError::CreateDir { .. } => "sqlite",
+            SinkError::Sqlite(_) | SinkError::CreateDir { .. } | SinkError::Encode(_) => "sqlite",
             SinkError::Postgres(_) => "postgres",
             SinkError::Timeout(_) => "timeout",
             SinkError::Unavailable { .. } => "unavailable",

@@ -7,8 +7,12 @@
 //! Money is integer micro-dollars; `cost_micros` is NULL for an unpriced request, so a sum
 //! never counts it as free.
 
-/// This build's schema version (SQLite `user_version`, PostgreSQL `sluice_ledger_schema`).
+/// This build's PostgreSQL schema version (`sluice_ledger_schema`).
 pub(crate) const VERSION: i64 = 1;
+
+/// This build's SQLite schema version (`user_version`): 2 keeps the columns of version 1 as the
+/// view `sluice_requests` over compact rows (below).
+pub(crate) const SQLITE_VERSION: i64 = 2;
 
 /// The records' table.
 pub(crate) const TABLE: &str = "sluice_requests";
@@ -89,6 +93,48 @@ pub(crate) const COLUMNS: [&str; 33] = [
     "response",
     "capture_truncated",
 ];
+
+/// SQLite's storage: one row per record holding `ts_us` and the other 32 columns as one JSON
+/// array, `rec`, in [`COLUMNS`] order; the view `sluice_requests` gives them back as the columns
+/// of version 1 (what the usage queries, and anyone with `sqlite3`, read).
+///
+/// Why not a plain table: SQLite's cost per record grows with the number of bound values and
+/// with each index (callgrind, `bench/ledger_insert.sh`: 33 bound values and the `ts_us` index
+/// were ~16.5 K instructions a record, on the gateway's CPU); three values and no index are
+/// ~6 K with the JSON written. Instead of an index on `ts_us`, the writer gives each row a
+/// rowid that is at least its `ts_us` and increasing (`seq` in the view), so a query's lower
+/// time bound is also a rowid bound: a range scan from `from`, not a full scan.
+pub(crate) const SQLITE_RECORDS: &str = "sluice_records";
+
+/// The SQLite DDL of version 2: the table and the view (built from [`COLUMNS`]).
+pub(crate) fn sqlite_create_v2() -> String {
+    let fields = COLUMNS[1..]
+        .iter()
+        .enumerate()
+        .map(|(i, c)| format!("rec ->> {i} AS {c}"))
+        .collect::<Vec<_>>()
+        .join(", ");
+    format!(
+        "CREATE TABLE IF NOT EXISTS {SQLITE_RECORDS} (ts_us INTEGER NOT NULL, rec TEXT NOT NULL);
+         CREATE VIEW IF NOT EXISTS {TABLE} AS SELECT rowid AS seq, ts_us, {fields} \
+         FROM {SQLITE_RECORDS};"
+    )
+}
+
+/// Moves version 1's rows (a plain `sluice_requests` table) into version 2's layout: rowids
+/// `ts_us + n` for the n-th row in time order are unique and at least `ts_us`.
+pub(crate) fn sqlite_migrate_v1_to_v2() -> String {
+    let values = COLUMNS[1..].join(", ");
+    format!(
+        "ALTER TABLE {TABLE} RENAME TO sluice_requests_v1;
+         {create}
+         INSERT INTO {SQLITE_RECORDS} (rowid, ts_us, rec)
+           SELECT ts_us + ROW_NUMBER() OVER (ORDER BY ts_us, rowid), ts_us, json_array({values})
+           FROM sluice_requests_v1;
+         DROP TABLE sluice_requests_v1;",
+        create = sqlite_create_v2()
+    )
+}
 
 /// `a, b, c` of [`COLUMNS`].
 pub(crate) fn column_list() -> String {

@@ -17,7 +17,7 @@ use std::time::Duration;
 use rusqlite::{params, Connection, OpenFlags};
 use tokio::time::Instant;
 
-use super::schema::{self, TABLE};
+use super::schema::{self, SQLITE_RECORDS as RECORDS};
 use super::SinkError;
 use crate::query::{UsageQuery, UsageRow};
 use crate::record::{sat_i64, RequestRecord};
@@ -31,9 +31,18 @@ pub struct SqliteSink {
     inner: Arc<Inner>,
 }
 
+/// The write connection and what the writer carries from batch to batch.
+struct Writer {
+    db: Connection,
+    /// The last rowid given (see [`schema::SQLITE_RECORDS`]).
+    last_seq: i64,
+    /// The JSON of one record, reused.
+    json: Vec<u8>,
+}
+
 struct Inner {
     path: PathBuf,
-    conn: Mutex<Connection>,
+    conn: Mutex<Writer>,
     retention_days: u32,
     max_bytes: u64,
     last_retention: Mutex<Option<Instant>>,
@@ -92,7 +101,12 @@ impl SqliteSink {
                  PRAGMA synchronous = NORMAL;",
             )?;
             migrate(&conn)?;
-            Ok(conn)
+            let last_seq = last_seq(&conn)?;
+            Ok(Writer {
+                db: conn,
+                last_seq,
+                json: Vec::with_capacity(512),
+            })
         })
         .await?;
         Ok(SqliteSink {
@@ -132,15 +146,11 @@ impl SqliteSink {
         };
         let inner = self.inner.clone();
         blocking(move || {
-            let mut conn = inner.conn.lock().unwrap_or_else(PoisonError::into_inner);
-            insert(&mut conn, &batch)?;
+            let mut w = inner.conn.lock().unwrap_or_else(PoisonError::into_inner);
+            let Writer { db, last_seq, json } = &mut *w;
+            insert(db, last_seq, json, &batch)?;
             if due {
-                let report = retention(
-                    &conn,
-                    inner.retention_days,
-                    inner.max_bytes,
-                    crate::now_us(),
-                )?;
+                let report = retention(db, inner.retention_days, inner.max_bytes, crate::now_us())?;
                 if report != RetentionReport::default() {
                     tracing::info!(
                         by_age = report.by_age,
@@ -163,8 +173,8 @@ impl SqliteSink {
     pub async fn enforce_retention(&self, now_us: i64) -> Result<RetentionReport, SinkError> {
         let inner = self.inner.clone();
         blocking(move || {
-            let conn = inner.conn.lock().unwrap_or_else(PoisonError::into_inner);
-            retention(&conn, inner.retention_days, inner.max_bytes, now_us)
+            let w = inner.conn.lock().unwrap_or_else(PoisonError::into_inner);
+            retention(&w.db, inner.retention_days, inner.max_bytes, now_us)
         })
         .await
     }
@@ -182,7 +192,8 @@ impl SqliteSink {
                 OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX,
             )?;
             conn.busy_timeout(Duration::from_secs(5))?;
-            let sql = query.sql("?1", "?2");
+            // `seq >= from` bounds the scan by rowid (see `schema::SQLITE_RECORDS`).
+            let sql = query.sql("?1", "?2", " AND seq >= ?1");
             let mut stmt = conn.prepare(&sql)?;
             let rows = stmt.query_map(params![query.from_us, query.to_us], |r| {
                 Ok(UsageRow {
@@ -210,75 +221,114 @@ impl SqliteSink {
 
 fn migrate(conn: &Connection) -> Result<(), SinkError> {
     let version: i64 = conn.query_row("PRAGMA user_version", [], |r| r.get(0))?;
-    if version > schema::VERSION {
+    if version > schema::SQLITE_VERSION {
         return Err(SinkError::SchemaTooNew {
             found: version,
-            known: schema::VERSION,
+            known: schema::SQLITE_VERSION,
         });
     }
-    if version < 1 {
-        conn.execute_batch(&format!(
-            "BEGIN; {} PRAGMA user_version = 1; COMMIT;",
-            schema::CREATE_V1
-        ))?;
-    }
+    let step = match version {
+        0 => schema::sqlite_create_v2(),
+        1 => schema::sqlite_migrate_v1_to_v2(),
+        _ => return Ok(()),
+    };
+    conn.execute_batch(&format!(
+        "BEGIN; {step} PRAGMA user_version = {}; COMMIT;",
+        schema::SQLITE_VERSION
+    ))?;
     Ok(())
 }
 
-fn insert(conn: &mut Connection, batch: &[RequestRecord]) -> Result<(), SinkError> {
-    let sql = format!(
-        "INSERT INTO {TABLE} ({}) VALUES ({})",
-        schema::column_list(),
-        (1..=schema::COLUMNS.len())
-            .map(|i| format!("?{i}"))
-            .collect::<Vec<_>>()
-            .join(", ")
-    );
+/// The highest rowid stored (0 for none): where the writer's sequence goes on from.
+fn last_seq(conn: &Connection) -> Result<i64, SinkError> {
+    Ok(conn.query_row(
+        &format!(
+            "SELECT COALESCE(MAX(rowid), 0) FROM {}",
+            schema::SQLITE_RECORDS
+        ),
+        [],
+        |r| r.get(0),
+    )?)
+}
+
+/// Inserts `batch` in one transaction; each row's rowid is the next of `last_seq` and at
+/// least its `ts_us` (see [`schema::SQLITE_RECORDS`]).
+fn insert(
+    conn: &mut Connection,
+    last_seq: &mut i64,
+    json: &mut Vec<u8>,
+    batch: &[RequestRecord],
+) -> Result<(), SinkError> {
     let tx = conn.transaction()?;
+    let mut seq = *last_seq;
     {
-        let mut stmt = tx.prepare(&sql)?;
+        let mut stmt = tx.prepare_cached(&format!(
+            "INSERT INTO {} (rowid, ts_us, rec) VALUES (?1, ?2, ?3)",
+            schema::SQLITE_RECORDS
+        ))?;
         for r in batch {
-            let t = &r.tokens;
-            let classes = r.attempt_classes_joined();
-            let capture = r.capture.as_deref();
-            stmt.execute(params![
-                r.ts_us,
-                &*r.request_id,
-                r.key_id.as_deref(),
-                r.team.as_deref(),
-                r.owner.as_deref(),
-                &*r.route,
-                r.client_api,
-                r.requested_model.as_deref(),
-                r.served_model.as_deref(),
-                r.upstream.as_deref(),
-                r.provider.as_deref(),
-                r.attempts,
-                classes,
-                r.status,
-                r.end_reason,
-                r.stream,
-                sat_i64(t.input),
-                sat_i64(t.output),
-                sat_i64(t.cache_read),
-                sat_i64(t.cache_write),
-                sat_i64(t.cache_write_1h),
-                sat_i64(t.reasoning),
-                r.pricing.code(),
-                r.pricing.entry(),
-                r.pricing.cost_micros(),
-                r.latency.first_byte_us.map(sat_i64),
-                r.latency.first_token_us.map(sat_i64),
-                sat_i64(r.latency.total_us),
-                r.cache_hit,
-                r.idempotent_replay,
-                capture.map(|c| c.prompt.as_str()),
-                capture.map(|c| c.response.as_str()),
-                capture.map(|c| c.prompt_truncated || c.response_truncated),
-            ])?;
+            seq = (seq + 1).max(r.ts_us);
+            json.clear();
+            encode(json, r)?;
+            // serde_json writes UTF-8 only.
+            let text = std::str::from_utf8(json).map_err(|e| SinkError::Encode(e.to_string()))?;
+            stmt.raw_bind_parameter(1, seq)?;
+            stmt.raw_bind_parameter(2, r.ts_us)?;
+            stmt.raw_bind_parameter(3, text)?;
+            stmt.raw_execute()?;
         }
     }
     tx.commit()?;
+    *last_seq = seq;
+    Ok(())
+}
+
+/// `r`'s columns after `ts_us`, in [`schema::COLUMNS`] order, as a JSON array.
+fn encode(out: &mut Vec<u8>, r: &RequestRecord) -> Result<(), SinkError> {
+    fn item(out: &mut Vec<u8>, v: impl serde::Serialize) -> Result<(), SinkError> {
+        out.push(b',');
+        serde_json::to_writer(&mut *out, &v).map_err(|e| SinkError::Encode(e.to_string()))
+    }
+    let t = &r.tokens;
+    let capture = r.capture.as_deref();
+    out.push(b'[');
+    serde_json::to_writer(&mut *out, &*r.request_id)
+        .map_err(|e| SinkError::Encode(e.to_string()))?;
+    item(out, r.key_id.as_deref())?;
+    item(out, r.team.as_deref())?;
+    item(out, r.owner.as_deref())?;
+    item(out, &*r.route)?;
+    item(out, r.client_api)?;
+    item(out, r.requested_model.as_deref())?;
+    item(out, r.served_model.as_deref())?;
+    item(out, r.upstream.as_deref())?;
+    item(out, r.provider.as_deref())?;
+    item(out, r.attempts)?;
+    item(out, r.attempt_classes_joined())?;
+    item(out, r.status)?;
+    item(out, r.end_reason)?;
+    item(out, r.stream)?;
+    item(out, sat_i64(t.input))?;
+    item(out, sat_i64(t.output))?;
+    item(out, sat_i64(t.cache_read))?;
+    item(out, sat_i64(t.cache_write))?;
+    item(out, sat_i64(t.cache_write_1h))?;
+    item(out, sat_i64(t.reasoning))?;
+    item(out, r.pricing.code())?;
+    item(out, r.pricing.entry())?;
+    item(out, r.pricing.cost_micros())?;
+    item(out, r.latency.first_byte_us.map(sat_i64))?;
+    item(out, r.latency.first_token_us.map(sat_i64))?;
+    item(out, sat_i64(r.latency.total_us))?;
+    item(out, r.cache_hit)?;
+    item(out, r.idempotent_replay)?;
+    item(out, capture.map(|c| c.prompt.as_str()))?;
+    item(out, capture.map(|c| c.response.as_str()))?;
+    item(
+        out,
+        capture.map(|c| c.prompt_truncated || c.response_truncated),
+    )?;
+    out.push(b']');
     Ok(())
 }
 
@@ -299,8 +349,11 @@ fn retention(
     let mut report = RetentionReport::default();
     if retention_days > 0 {
         let cutoff = now_us - i64::from(retention_days) * 86_400 * 1_000_000;
+        // rowid >= ts_us, so this deletes only records older than the cutoff, by a range on
+        // the rowid; one that ended long after it began (a rowid past the cutoff) goes on a
+        // later pass, at most its own duration late.
         report.by_age =
-            conn.execute(&format!("DELETE FROM {TABLE} WHERE ts_us < ?1"), [cutoff])? as u64;
+            conn.execute(&format!("DELETE FROM {RECORDS} WHERE rowid < ?1"), [cutoff])? as u64;
     }
     // Deleting by size removes the oldest rows in proportion to the excess (plus 5%, as rows
     // differ in size), re-measuring after each step; bounded at 10 steps a pass (the next pass
@@ -311,7 +364,7 @@ fn retention(
             break;
         }
         let rows: i64 =
-            conn.query_row(&format!("SELECT COUNT(*) FROM {TABLE}"), [], |r| r.get(0))?;
+            conn.query_row(&format!("SELECT COUNT(*) FROM {RECORDS}"), [], |r| r.get(0))?;
         if rows == 0 {
             break;
         }
@@ -319,8 +372,8 @@ fn retention(
         let step = ((rows as f64 * excess * 1.05).ceil() as i64).clamp(1, rows);
         report.by_size += conn.execute(
             &format!(
-                "DELETE FROM {TABLE} WHERE rowid IN \
-                 (SELECT rowid FROM {TABLE} ORDER BY ts_us LIMIT ?1)"
+                "DELETE FROM {RECORDS} WHERE rowid IN \
+                 (SELECT rowid FROM {RECORDS} ORDER BY rowid LIMIT ?1)"
             ),
             [step],
         )? as u64;
