@@ -575,12 +575,20 @@ impl SseRelay {
         if let Some(u) = self.translator.usage() {
             self.usage_before.get_or_insert_with(Usage::default).add(&u);
         }
+        // The stalled or cut target's fault counts against it, as when the cut ends the
+        // stream (`fail`): a stall as a timeout.
         if let Some(p) = self.pick.take() {
-            p.complete(sluice_upstream::Outcome::Failure(
-                sluice_upstream::BalanceFailure::Retryable,
-            ));
+            let failure = if reason == EndReason::IdleTimeout {
+                sluice_upstream::BalanceFailure::Timeout
+            } else {
+                sluice_upstream::BalanceFailure::Retryable
+            };
+            p.complete(sluice_upstream::Outcome::Failure(failure));
         }
-        self.take_upstream();
+        // Dropping the attempt's body cancels it upstream: RST_STREAM(CANCEL) on HTTP/2, the
+        // connection closed on HTTP/1.1 (a body not read to its end never goes back to the
+        // pool). A stalled upstream would otherwise go on generating, and billing, unread.
+        drop(self.take_upstream());
         self.decoder = new_decoder(self.decoder.max_event_bytes());
         self.upstream_done = false;
         self.pending_cut = Some(Box::new(Cut {
