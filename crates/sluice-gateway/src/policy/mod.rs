@@ -216,14 +216,16 @@ impl Policy {
         }
     }
 
-    /// Continuation after a committed stream was cut: one attempt, on a target that takes an
-    /// assistant prefill (the one that was streaming if it does, else the first in tier
-    /// order), asking it to go on from `prefill`, the text the client already has. No retry:
-    /// if it fails, the client gets the original cut's error.
+    /// Continuation after a committed stream was cut or stalled: one attempt, on a target
+    /// that takes an assistant prefill (the one that was streaming if it does, else the first
+    /// in tier order), asking it to go on from the text the client already has. That is the
+    /// prefill of the last continuation (the text of every attempt before it) followed by
+    /// `sent`, the text of the attempt that broke off. No retry: if it fails, the client gets
+    /// the original cut's error.
     ///
     /// # Cancel safety
     /// As [`Policy::next`].
-    pub(crate) async fn continuation(&mut self, prefill: String) -> Result<Attempt, GiveUp> {
+    pub(crate) async fn continuation(&mut self, sent: String) -> Result<Attempt, GiveUp> {
         let takes_prefill =
             |p: &Policy, t: TargetRef| p.state.config.upstream(p.target(t).upstream).prefill;
         let route = self.route();
@@ -244,7 +246,11 @@ impl Policy {
         {
             return Err(self.give_up(GiveUpReason::Deadline));
         }
-        self.prefill = Some(prefill);
+        // A second continuation goes on after the first one's text too, not after its own.
+        match &mut self.prefill {
+            Some(before) => before.push_str(&sent),
+            None => self.prefill = Some(sent),
+        }
         match self.attempt(t, started).await {
             Ok(a) => Ok(a),
             Err(f) => {

@@ -612,7 +612,9 @@ impl SseRelay {
             opts.client_wants_usage = built.client_wants_usage;
             opts.created = crate::clock::now_unix();
             opts.continuation = true;
-            opts.track_text = self.token_cap.is_some();
+            // Its text is the next continuation's prefill (after the text before it), if
+            // one may follow.
+            opts.track_text = self.continuations < MAX_CONTINUATIONS || self.token_cap.is_some();
             opts.splice = Some(&cut.splice);
             self.translator = sluice_providers::stream::translator(&opts);
         }

@@ -532,6 +532,77 @@ async fn a_stream_stalled_after_20_tokens_is_continued_and_the_stall_cancelled_u
     }
 }
 
+/// Stalls are continued within the same limit as cuts: a continuation target that stalls
+/// too is continued once more, then the third stall ends the stream with the error event,
+/// every stalled request cancelled upstream and the text sent a clean prefix of the answer.
+#[tokio::test]
+async fn stalls_are_continued_at_most_twice_per_request() {
+    let a = mock("tokens=40, interval_ms=2, stall_after=21:20000").await;
+    let b = mock("tokens=40, interval_ms=2, stall_after=5:20000").await;
+    let plain = mock("tokens=40").await;
+    let text = format!(
+        "[server]\nlisten = \"127.0.0.1:0\"\naccess_log = \"off\"\n\
+         [[upstream]]\nname = \"a\"\nbase_url = \"{}/v1\"\nprotocol = \"h2c\"\n\
+         timeouts = {{ idle = \"300ms\" }}\n\
+         [[upstream]]\nname = \"b\"\nbase_url = \"{}/v1\"\nprotocol = \"h2c\"\n\
+         prefill = true\ntimeouts = {{ idle = \"300ms\" }}\n\
+         [[route]]\nmodels = [\"*\"]\ntargets = [{{ upstream = \"a\" }}]\n\
+         fallbacks = [{{ upstream = \"b\" }}]\ncontinuation = true\n",
+        a.url(),
+        b.url()
+    );
+    let gw = Server::start(Config::from_toml(&text, &|_| None).unwrap())
+        .await
+        .unwrap();
+    let full = openai_text(
+        &h1(
+            plain.addr(),
+            request("POST", "/v1/chat/completions", "", CONTINUED),
+        )
+        .await
+        .body,
+    );
+    let r = h1(
+        gw.addr(),
+        request("POST", "/v1/chat/completions", "", CONTINUED),
+    )
+    .await;
+    let events = sse(&r.body);
+    let last: serde_json::Value = serde_json::from_str(&events.last().unwrap().1).unwrap();
+    assert_eq!(last["error"]["code"], "idle_timeout", "{events:?}");
+    let sent = openai_text(&r.body);
+    assert!(
+        full.starts_with(&sent) && sent.len() < full.len(),
+        "a clean prefix: {sent:?} of {full:?}"
+    );
+    // `b` was asked twice, each time to go on from all the text sent so far.
+    let snap = wait_for(b.stats(), "both continuations cancelled upstream", |s| {
+        s.totals.cancelled == 2
+    })
+    .await;
+    assert_eq!(snap.totals.requests, 2);
+    let prefills: Vec<usize> = snap
+        .requests
+        .iter()
+        .map(|r| r.prefill.expect("a prefill").bytes)
+        .collect();
+    assert!(prefills[0] < prefills[1], "{prefills:?}");
+    assert!(
+        prefills[1] < sent.len(),
+        "{prefills:?}, {} sent",
+        sent.len()
+    );
+    wait_for(a.stats(), "the first stall cancelled upstream", |s| {
+        s.totals.cancelled == 1
+    })
+    .await;
+    let metrics = gw.telemetry().encode();
+    assert!(
+        metrics.contains("sluice_continuations_total{reason=\"ok\"} 2"),
+        "{metrics}"
+    );
+}
+
 #[tokio::test]
 async fn a_refused_prefill_gives_the_client_the_original_error() {
     let a = mock("tokens=12, abort_after=5, interval_ms=10").await;
