@@ -596,8 +596,9 @@ impl SseRelay {
             message: message.to_string(),
             splice,
         }));
+        let stalled = reason == EndReason::IdleTimeout;
         self.next = Some(Box::pin(async move {
-            let r = policy.continuation(text).await;
+            let r = policy.continuation(text, stalled).await;
             (policy, r)
         }));
         true

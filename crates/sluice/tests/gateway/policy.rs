@@ -532,6 +532,62 @@ async fn a_stream_stalled_after_20_tokens_is_continued_and_the_stall_cancelled_u
     }
 }
 
+#[tokio::test]
+async fn a_stalled_anthropic_stream_is_continued_in_its_open_text_block() {
+    let a = mock("tokens=30, interval_ms=2, stall_after=12:20000").await;
+    let b = mock("tokens=30").await;
+    let text = format!(
+        "[server]\nlisten = \"127.0.0.1:0\"\naccess_log = \"off\"\n\
+         [[upstream]]\nname = \"a\"\nbase_url = \"{}/v1\"\nprotocol = \"h2c\"\n\
+         provider = \"anthropic\"\ntimeouts = {{ idle = \"300ms\" }}\n\
+         [[upstream]]\nname = \"b\"\nbase_url = \"{}/v1\"\nprotocol = \"h2c\"\n\
+         provider = \"anthropic\"\n\
+         [[route]]\nmodels = [\"*\"]\ntargets = [{{ upstream = \"a\" }}]\n\
+         fallbacks = [{{ upstream = \"b\" }}]\ncontinuation = true\n",
+        a.url(),
+        b.url()
+    );
+    let gw = Server::start(Config::from_toml(&text, &|_| None).unwrap())
+        .await
+        .unwrap();
+    let body = r#"{"model":"c","max_tokens":100,"stream":true,"messages":[{"role":"user","content":"tell me"}]}"#;
+    let text_of = |b: &[u8]| -> String {
+        sse(b)
+            .iter()
+            .filter(|(e, _)| e.as_deref() == Some("content_block_delta"))
+            .filter_map(|(_, d)| serde_json::from_str::<serde_json::Value>(d).ok())
+            .filter_map(|v| v["delta"]["text"].as_str().map(str::to_string))
+            .collect()
+    };
+    let full = text_of(
+        &h1(b.addr(), request("POST", "/v1/messages", "", body))
+            .await
+            .body,
+    );
+    let r = h1(gw.addr(), request("POST", "/v1/messages", "", body)).await;
+    let events = sse(&r.body);
+    assert_eq!(text_of(&r.body), full, "{events:?}");
+    let count = |name: &str| {
+        events
+            .iter()
+            .filter(|(e, _)| e.as_deref() == Some(name))
+            .count()
+    };
+    assert_eq!(count("message_start"), 1);
+    assert_eq!(count("content_block_start"), 1, "one text block, continued");
+    assert_eq!(count("message_stop"), 1);
+    assert_eq!(count("error"), 0);
+    wait_for(a.stats(), "the stall cancelled upstream", |s| {
+        s.totals.cancelled == 1
+    })
+    .await;
+    // `a` takes a prefill too, but it just stalled: the continuation went to `b`.
+    assert_eq!(requests(&a), 1);
+    assert_eq!(requests(&b), 2, "the direct run and the continuation");
+    let cont = b.stats().snapshot().requests.last().unwrap().prefill;
+    assert!(cont.is_some_and(|p| p.continued), "{cont:?}");
+}
+
 /// Stalls are continued within the same limit as cuts: a continuation target that stalls
 /// too is continued once more, then the third stall ends the stream with the error event,
 /// every stalled request cancelled upstream and the text sent a clean prefix of the answer.
