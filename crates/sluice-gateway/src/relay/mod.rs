@@ -572,7 +572,13 @@ impl SseRelay {
         self.log.cache_spoil();
         let text = self.translator.text().to_string();
         self.text_before += text.len() as u64;
-        if let Some(u) = self.translator.usage() {
+        // The broken attempt's usage, summed with the continuation's. Its final count never
+        // came (OpenAI reports usage at the end, Anthropic's `message_start` says 1 output
+        // token): the text it sent is what the provider generated and bills, so its output is
+        // at least that text's estimate (about four bytes a token, as the token cap counts).
+        let mut u = self.translator.usage().unwrap_or_default();
+        u.output = u.output.max((text.len() as u64).div_ceil(4));
+        if u != Usage::default() {
             self.usage_before.get_or_insert_with(Usage::default).add(&u);
         }
         // The stalled or cut target's fault counts against it, as when the cut ends the

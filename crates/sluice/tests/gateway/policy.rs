@@ -511,6 +511,15 @@ async fn a_stream_stalled_after_20_tokens_is_continued_and_the_stall_cancelled_u
             metrics.contains("sluice_continuations_total{reason=\"ok\"} 1"),
             "{protocol}: {metrics}"
         );
+        // Usage summed: the continuation's 20 output tokens, and the stalled attempt's, which
+        // never reported its own, estimated from the text it sent.
+        let output: u64 = metrics
+            .lines()
+            .find(|l| l.starts_with("sluice_tokens_total") && l.contains("kind=\"output\""))
+            .and_then(|l| l.rsplit(' ').next()?.parse().ok())
+            .unwrap_or_else(|| panic!("{protocol}: no output tokens in {metrics}"));
+        let estimate = (words_sent_before_the_stall.len() as u64).div_ceil(4);
+        assert_eq!(output, 20 + estimate, "{protocol}");
         // With continuation off the same stall ends, after what was sent, with the explicit
         // error event, and nobody is asked to continue.
         let off = CONTINUED.replace("gpt-4o", "off-gpt");
