@@ -123,6 +123,29 @@ def test_anthropic_stream_replayed_from_the_cache():
     assert upstream_requests() == before + 1, "the hit made no upstream request"
 
 
+def test_openai_responses_stream_request_gets_the_stored_response_as_events():
+    text_in = question()[0]["content"]
+    before = upstream_requests()
+    first = oai.responses.with_raw_response.create(model="gpt-4o", input=text_in)
+    assert first.headers["x-sluice-cache"] == "miss"
+    first = first.parse()
+    assert first.output_text
+    raw = oai.responses.with_raw_response.create(model="gpt-4o", input=text_in, stream=True)
+    assert raw.headers["x-sluice-cache"] == "hit"
+    events = list(raw.parse())
+    assert events[0].type == "response.created", events[0]
+    assert events[-1].type == "response.completed", events[-1]
+    assert [e.sequence_number for e in events] == list(range(len(events)))
+    deltas = "".join(e.delta for e in events if e.type == "response.output_text.delta")
+    assert deltas == first.output_text
+    assert events[-1].response.model_dump() == first.model_dump()
+    with oai.responses.stream(model="gpt-4o", input=text_in) as s:
+        final = s.get_final_response()
+    assert final.output_text == first.output_text
+    assert final.id == first.id
+    assert upstream_requests() == before + 1
+
+
 def test_no_cache_asks_upstream_again():
     messages = question()
     before = upstream_requests()

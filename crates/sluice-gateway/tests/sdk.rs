@@ -226,9 +226,9 @@ async fn official_sdks_with_reasoning() {
 
 /// The SDKs through a route with a response cache: a repeated stream (OpenAI chat with usage,
 /// Anthropic messages) and a repeated whole answer come from the cache with the same chunks
-/// or events and text, a stored stream is one body to a whole request and a stored message
-/// events to a stream, all without an upstream request, per the mock's counters
-/// (tests/python/cache_sdk.py).
+/// or events and text, a stored stream is one body to a whole request, and a stored message
+/// and a stored Responses answer events to a stream, all without an upstream request, per
+/// the mock's counters (tests/python/cache_sdk.py).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[cfg_attr(
     no_python,
@@ -248,5 +248,5 @@ async fn official_sdks_replay_from_the_cache() {
         vec![format!("http://{}", gw.addr()), mock.url()],
     )
     .await;
-    assert!(stdout.contains("6 passed, 0 failed"), "{stdout}");
+    assert!(stdout.contains("7 passed, 0 failed"), "{stdout}");
 }

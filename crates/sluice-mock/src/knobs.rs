@@ -38,6 +38,10 @@ pub struct Behavior {
     /// Streams: after `.0` content events, an in-stream error of kind `.1` in the provider's
     /// shape, then the stream ends without its normal end marker.
     pub stream_error_after: Option<(u32, ErrorKind)>,
+    /// The output is filtered after this many content tokens, streamed or whole: a 200 with
+    /// the provider's content-filter finish (OpenAI `content_filter`, Anthropic `refusal`,
+    /// Responses `incomplete`, Gemini `SAFETY`).
+    pub filter_after: Option<u32>,
     /// Fails the first N requests that share a failure key (see `fail_key`), then succeeds.
     pub fail_first: Option<u32>,
     /// The counter `fail_first` counts on; default: the whole `x-mock` header value.
@@ -104,6 +108,7 @@ impl Default for Behavior {
             retry_after: None,
             retry_after_date: None,
             stream_error_after: None,
+            filter_after: None,
             fail_first: None,
             fail_key: None,
             fail_with: FailWith::Status(503),
@@ -456,6 +461,10 @@ const KNOBS: &[(&str, Set)] = &[
     }),
     ("abort_after", |b, a| {
         b.abort_after = Some(a.parse("an event count")?);
+        Ok(())
+    }),
+    ("filter_after", |b, a| {
+        b.filter_after = Some(a.parse("a content token count")?);
         Ok(())
     }),
     ("stall_after", |b, a| {

@@ -1029,6 +1029,9 @@ fn answer(a: &Answer<'_>, b: &Behavior, routed: &mut Routed) -> Reply {
     if filter_all {
         c.filter_after(0);
     }
+    if let Some(n) = b.filter_after {
+        c.filter_after(n);
+    }
     let mut cut = None;
     if let (true, Some((n, kind))) = (stream, b.stream_error_after) {
         routed.routing.fault = Some(format!("stream_error:{}", kind.name()));

@@ -83,6 +83,9 @@ pub struct RequestRecord {
     pub op: Option<sluice_providers::Operation>,
     /// Answered by replaying a stored response (`Idempotency-Key`).
     pub replay: bool,
+    /// On a route with a response cache: `hit`, `miss` or `bypass` (the access log's
+    /// `cache` field, as the answer's `x-sluice-cache` header).
+    pub cache_status: Option<sluice_state::CacheStatus>,
     /// The target that served renamed the model: `usage_label` is the model it served (else
     /// the client's `model` was sent as it was).
     pub renamed: bool,
@@ -127,6 +130,7 @@ impl RequestRecord {
             provider: "",
             op: None,
             replay: false,
+            cache_status: None,
             renamed: false,
             model: String::new(),
             client_ip: None,
@@ -299,6 +303,9 @@ impl RequestRecord {
             .str("model", &self.model)
             .u64("status", u64::from(self.status))
             .word("end_reason", reason.as_str());
+        if let Some(c) = self.cache_status {
+            l.word("cache", c.as_str());
+        }
         if let Some(t) = self.first_byte {
             l.ms("ttfb_ms", t);
         }

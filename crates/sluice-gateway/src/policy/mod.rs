@@ -216,24 +216,35 @@ impl Policy {
         }
     }
 
-    /// Continuation after a committed stream was cut: one attempt, on a target that takes an
-    /// assistant prefill (the one that was streaming if it does, else the first in tier
-    /// order), asking it to go on from `prefill`, the text the client already has. No retry:
-    /// if it fails, the client gets the original cut's error.
+    /// Continuation after a committed stream was cut or stalled: one attempt, on a target
+    /// that takes an assistant prefill, asking it to go on from the text the client already
+    /// has. That is the prefill of the last continuation (the text of every attempt before
+    /// it) followed by `sent`, the text of the attempt that broke off. After a cut, the target
+    /// that was streaming if it takes a prefill, else the first in tier order; after a stall
+    /// (`stalled`), another one first: a target that just went silent (an overloaded replica,
+    /// a stuck connection) is likely to again, and each stall costs the client a whole idle
+    /// timeout. No retry: if it fails, the client gets the original cut's error.
     ///
     /// # Cancel safety
     /// As [`Policy::next`].
-    pub(crate) async fn continuation(&mut self, prefill: String) -> Result<Attempt, GiveUp> {
+    pub(crate) async fn continuation(
+        &mut self,
+        sent: String,
+        stalled: bool,
+    ) -> Result<Attempt, GiveUp> {
         let takes_prefill =
             |p: &Policy, t: TargetRef| p.state.config.upstream(p.target(t).upstream).prefill;
         let route = self.route();
-        let all = (0..route.tiers()).flat_map(|tier| {
+        let mut all = (0..route.tiers()).flat_map(|tier| {
             (0..route.tier(tier).len()).map(move |index| TargetRef { tier, index })
         });
-        let t = self
-            .served
-            .filter(|t| takes_prefill(self, *t))
-            .or_else(|| all.clone().find(|t| takes_prefill(self, *t)));
+        let served = self.served.filter(|t| takes_prefill(self, *t));
+        let t = if stalled {
+            all.find(|t| Some(*t) != self.served && takes_prefill(self, *t))
+                .or(served)
+        } else {
+            served.or_else(|| all.find(|t| takes_prefill(self, *t)))
+        };
         let Some(t) = t else {
             return Err(self.give_up(GiveUpReason::NotRetryable));
         };
@@ -244,7 +255,11 @@ impl Policy {
         {
             return Err(self.give_up(GiveUpReason::Deadline));
         }
-        self.prefill = Some(prefill);
+        // A second continuation goes on after the first one's text too, not after its own.
+        match &mut self.prefill {
+            Some(before) => before.push_str(&sent),
+            None => self.prefill = Some(sent),
+        }
         match self.attempt(t, started).await {
             Ok(a) => Ok(a),
             Err(f) => {

@@ -572,15 +572,29 @@ impl SseRelay {
         self.log.cache_spoil();
         let text = self.translator.text().to_string();
         self.text_before += text.len() as u64;
-        if let Some(u) = self.translator.usage() {
+        // The broken attempt's usage, summed with the continuation's. Its final count never
+        // came (OpenAI reports usage at the end, Anthropic's `message_start` says 1 output
+        // token): the text it sent is what the provider generated and bills, so its output is
+        // at least that text's estimate (about four bytes a token, as the token cap counts).
+        let mut u = self.translator.usage().unwrap_or_default();
+        u.output = u.output.max((text.len() as u64).div_ceil(4));
+        if u != Usage::default() {
             self.usage_before.get_or_insert_with(Usage::default).add(&u);
         }
+        // The stalled or cut target's fault counts against it, as when the cut ends the
+        // stream (`fail`): a stall as a timeout.
         if let Some(p) = self.pick.take() {
-            p.complete(sluice_upstream::Outcome::Failure(
-                sluice_upstream::BalanceFailure::Retryable,
-            ));
+            let failure = if reason == EndReason::IdleTimeout {
+                sluice_upstream::BalanceFailure::Timeout
+            } else {
+                sluice_upstream::BalanceFailure::Retryable
+            };
+            p.complete(sluice_upstream::Outcome::Failure(failure));
         }
-        self.take_upstream();
+        // Dropping the attempt's body cancels it upstream: RST_STREAM(CANCEL) on HTTP/2, the
+        // connection closed on HTTP/1.1 (a body not read to its end never goes back to the
+        // pool). A stalled upstream would otherwise go on generating, and billing, unread.
+        drop(self.take_upstream());
         self.decoder = new_decoder(self.decoder.max_event_bytes());
         self.upstream_done = false;
         self.pending_cut = Some(Box::new(Cut {
@@ -588,8 +602,9 @@ impl SseRelay {
             message: message.to_string(),
             splice,
         }));
+        let stalled = reason == EndReason::IdleTimeout;
         self.next = Some(Box::pin(async move {
-            let r = policy.continuation(text).await;
+            let r = policy.continuation(text, stalled).await;
             (policy, r)
         }));
         true
@@ -604,7 +619,9 @@ impl SseRelay {
             opts.client_wants_usage = built.client_wants_usage;
             opts.created = crate::clock::now_unix();
             opts.continuation = true;
-            opts.track_text = self.token_cap.is_some();
+            // Its text is the next continuation's prefill (after the text before it), if
+            // one may follow.
+            opts.track_text = self.continuations < MAX_CONTINUATIONS || self.token_cap.is_some();
             opts.splice = Some(&cut.splice);
             self.translator = sluice_providers::stream::translator(&opts);
         }

@@ -471,6 +471,7 @@ where
                 }
                 crate::admit::CacheStart::Run(run, status) => {
                     log.cache = run;
+                    log.cache_status = Some(status);
                     Some(status)
                 }
             }

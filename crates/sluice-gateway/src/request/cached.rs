@@ -46,6 +46,7 @@ pub(crate) fn answer(
         price_list,
     } = hit;
     log.status = entry.status.as_u16();
+    log.cache_status = Some(CacheStatus::Hit);
     log.provider = price_list;
     log.cache_saved = Some(Box::new(crate::admit::saved_usage(&entry.usage)));
     let mut r = match &entry.body {

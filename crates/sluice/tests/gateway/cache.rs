@@ -32,7 +32,12 @@ fn hash(key: &str) -> String {
 /// Routes `private*` (per-key answers), `shared*` (`shared = true`), `paced*`
 /// (`replay = "paced"`) and `plain*` (no cache), keys `a` and `b`, and `extra` appended.
 fn config(mock: &MockServer, extra: &str) -> Config {
-    let text = format!(
+    let text = config_text(mock, extra);
+    Config::from_toml(&text, &|_| None).unwrap_or_else(|e| panic!("{e}\n{text}"))
+}
+
+fn config_text(mock: &MockServer, extra: &str) -> String {
+    format!(
         r#"[server]
 listen = "127.0.0.1:0"
 admin_listen = "127.0.0.1:0"
@@ -86,8 +91,7 @@ tokens = {{ limit = 100000, per = "1h" }}
         a = hash(KEY_A),
         b = hash(KEY_B),
         c = hash(KEY_C),
-    );
-    Config::from_toml(&text, &|_| None).unwrap_or_else(|e| panic!("{e}\n{text}"))
+    )
 }
 
 async fn start(mock: &MockServer, extra: &str) -> Server {
@@ -101,9 +105,13 @@ fn body(model: &str, stream: bool) -> String {
 }
 
 fn post(key: &str, body: &str, headers: &[(&str, &str)]) -> Request<Bytes> {
+    post_to("/v1/chat/completions", key, body, headers)
+}
+
+fn post_to(path: &str, key: &str, body: &str, headers: &[(&str, &str)]) -> Request<Bytes> {
     let mut b = Request::builder()
         .method("POST")
-        .uri("http://gw/v1/chat/completions")
+        .uri(format!("http://gw{path}"))
         .header("content-type", "application/json")
         .header("authorization", format!("Bearer {key}"));
     for (n, v) in headers {
@@ -406,6 +414,202 @@ async fn errors_cut_streams_and_filtered_answers_are_never_served() {
     ] {
         assert!(text.contains(line), "no `{line}` in\n{text}");
     }
+}
+
+/// An Anthropic-speaking upstream and its cached route `claude*`, for `start`'s `extra`.
+fn anthropic_route(mock: &MockServer) -> String {
+    format!(
+        "[[upstream]]\nname = \"claude\"\nbase_url = \"{}/v1\"\nprotocol = \"h2c\"\n\
+         provider = \"anthropic\"\n\n[[route]]\nname = \"claude\"\nmodels = [\"claude*\"]\n\
+         upstream = \"claude\"\nretry = {{ attempts = 1 }}\ncache = {{ ttl = \"1h\" }}\n",
+        mock.url()
+    )
+}
+
+#[tokio::test]
+async fn a_whole_answer_filtered_by_the_provider_is_asked_for_again() {
+    let mock = mock("tokens=8").await;
+    let gw = start(&mock, &anthropic_route(&mock)).await;
+    // Each asked twice, identical: a 200 with the provider's filter finish both times, and
+    // both times upstream (nothing was stored).
+    let cases = [
+        ("/v1/chat/completions", body("private-f1", false)),
+        (
+            "/v1/messages",
+            r#"{"model":"claude-f2","max_tokens":64,"messages":[{"role":"user","content":"hi"}]}"#
+                .to_string(),
+        ),
+        (
+            "/v1/responses",
+            r#"{"model":"private-f3","input":"what is a sluice?"}"#.to_string(),
+        ),
+    ];
+    for (path, req) in &cases {
+        for round in 0..2 {
+            let before = upstream_calls(&mock);
+            let r = h1(
+                gw.addr(),
+                post_to(path, KEY_A, req, &[("x-mock", "filter_after=2")]),
+            )
+            .await;
+            assert_eq!(
+                r.status,
+                200,
+                "{path}: {}",
+                String::from_utf8_lossy(&r.body)
+            );
+            let v = r.json();
+            let filtered = match *path {
+                "/v1/chat/completions" => v["choices"][0]["finish_reason"] == "content_filter",
+                "/v1/messages" => v["stop_reason"] == "refusal",
+                _ => v["incomplete_details"]["reason"] == "content_filter",
+            };
+            assert!(filtered, "{path}: {v}");
+            assert_eq!(cache_header(&r), "miss", "{path}, round {round}");
+            assert_eq!(
+                upstream_calls(&mock),
+                before + 1,
+                "{path}, round {round}: asked upstream"
+            );
+        }
+    }
+    let metrics = h1(gw.admin_addr(), request("GET", "/metrics", "", "")).await;
+    let text = String::from_utf8_lossy(&metrics.body);
+    for line in [
+        "sluice_cache_stores_total{route=\"private\",outcome=\"content_filter\"} 4",
+        "sluice_cache_stores_total{route=\"claude\",outcome=\"content_filter\"} 2",
+    ] {
+        assert!(text.contains(line), "no `{line}` in\n{text}");
+    }
+    assert!(!text.contains("sluice_cache_total{route=\"private\",outcome=\"hit\"}"));
+}
+
+/// Event names and data of a Responses stream.
+fn responses_events(body: &[u8]) -> Vec<(String, serde_json::Value)> {
+    sse(body)
+        .into_iter()
+        .map(|(e, d)| (e.unwrap_or_default(), serde_json::from_str(&d).unwrap()))
+        .collect()
+}
+
+#[tokio::test]
+async fn a_whole_responses_answer_is_replayed_as_the_responses_stream() {
+    let mock = mock("tokens=9").await;
+    let gw = start(&mock, "").await;
+    let whole = r#"{"model":"private-r","input":"what is a sluice?"}"#;
+    let first = h1(gw.addr(), post_to("/v1/responses", KEY_A, whole, &[])).await;
+    assert_eq!((first.status.as_u16(), cache_header(&first)), (200, "miss"));
+    let stored = first.json();
+    assert_eq!(stored["status"], "completed");
+    let text: String = stored["output"][0]["content"][0]["text"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert!(!text.is_empty());
+
+    let streamed = whole.replace('}', r#","stream":true}"#);
+    let s = h1(gw.addr(), post_to("/v1/responses", KEY_A, &streamed, &[])).await;
+    assert_eq!((s.status.as_u16(), cache_header(&s)), (200, "hit"));
+    assert_eq!(s.headers["content-type"], "text/event-stream");
+    let events = responses_events(&s.body);
+    let names: Vec<&str> = events.iter().map(|(n, _)| n.as_str()).collect();
+    assert_eq!(
+        names,
+        [
+            "response.created",
+            "response.in_progress",
+            "response.output_item.added",
+            "response.content_part.added",
+            "response.output_text.delta",
+            "response.output_text.done",
+            "response.content_part.done",
+            "response.output_item.done",
+            "response.completed",
+        ]
+    );
+    for (i, (name, v)) in events.iter().enumerate() {
+        assert_eq!(v["type"], name.as_str());
+        assert_eq!(v["sequence_number"], i, "{v}");
+    }
+    let deltas: String = events
+        .iter()
+        .filter(|(n, _)| n == "response.output_text.delta")
+        .map(|(_, v)| v["delta"].as_str().unwrap())
+        .collect();
+    assert_eq!(deltas, text);
+    assert_eq!(events[0].1["response"]["status"], "in_progress");
+    assert_eq!(events[0].1["response"]["id"], stored["id"]);
+    assert_eq!(
+        events[8].1["response"], stored,
+        "completed: the stored response"
+    );
+    assert_eq!(upstream_calls(&mock), 1, "a hit makes no upstream request");
+
+    // The stream it was converted from is not what is kept: a whole request still gets the
+    // stored body, byte for byte.
+    let again = h1(gw.addr(), post_to("/v1/responses", KEY_A, whole, &[])).await;
+    assert_eq!(cache_header(&again), "hit");
+    assert_eq!(again.body, first.body);
+    assert_eq!(upstream_calls(&mock), 1);
+}
+
+#[tokio::test]
+async fn the_access_log_says_what_the_cache_did() {
+    let mock = mock("tokens=4").await;
+    let log = std::env::temp_dir().join(format!("sluice-cache-log-{}.log", std::process::id()));
+    let _ = std::fs::remove_file(&log);
+    let text = config_text(&mock, "").replace(
+        "access_log = \"off\"",
+        &format!("access_log = \"{}\"\nlog_format = \"json\"", log.display()),
+    );
+    let gw = Server::start(Config::from_toml(&text, &|_| None).unwrap())
+        .await
+        .unwrap();
+    let req = body("private-log", false);
+    let mut sent = Vec::new();
+    for (req, headers, expect) in [
+        (&req, &[][..], Some("miss")),
+        (&req, &[][..], Some("hit")),
+        (&req, &[("cache-control", "no-cache")][..], Some("bypass")),
+        (&body("private-log", true), &[][..], Some("hit")),
+        (&body("plain-log", false), &[][..], None),
+    ] {
+        let r = h1(gw.addr(), post(KEY_A, req, headers)).await;
+        assert_eq!(r.status, 200);
+        let id = r.headers["x-request-id"].to_str().unwrap().to_string();
+        sent.push((id, expect));
+    }
+    // The writer flushes every 20 ms (up to 320 ms apart when idle).
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(5);
+    let lines: Vec<serde_json::Value> = loop {
+        let text = std::fs::read_to_string(&log).unwrap_or_default();
+        let lines: Vec<serde_json::Value> = text
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect();
+        if lines.len() >= sent.len() {
+            break lines;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "{} access log lines",
+            lines.len()
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    };
+    let _ = std::fs::remove_file(&log);
+    for (id, expect) in sent {
+        let line = lines
+            .iter()
+            .find(|l| l["request_id"] == id.as_str())
+            .unwrap_or_else(|| panic!("no line for {id} in {lines:?}"));
+        assert_eq!(line["cache"].as_str(), expect, "{line}");
+    }
+    assert_eq!(
+        upstream_calls(&mock),
+        3,
+        "the miss, the bypass and the plain route"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

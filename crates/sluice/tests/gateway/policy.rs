@@ -416,6 +416,258 @@ async fn a_cut_stream_is_continued_byte_exact_on_a_prefill_target() {
     );
 }
 
+/// The failover check for a stall (issue 30): `a` stalls every stream after its role chunk and
+/// 20 tokens, far longer than its 300 ms idle timeout; `b` takes a prefill. Over HTTP/2 and
+/// HTTP/1.1 upstreams: the client gets the whole text once, the stalled request is cancelled
+/// upstream (RST_STREAM, or the connection closed), and `b` was asked to continue the 20
+/// tokens already sent. On a route without continuation the stall ends with the error event.
+#[tokio::test]
+async fn a_stream_stalled_after_20_tokens_is_continued_and_the_stall_cancelled_upstream() {
+    for protocol in ["h2c", "http1"] {
+        let a = mock("tokens=40, interval_ms=2, stall_after=21:20000").await;
+        let b = mock("tokens=40").await;
+        let text = format!(
+            "[server]\nlisten = \"127.0.0.1:0\"\naccess_log = \"off\"\n\
+             [[upstream]]\nname = \"a\"\nbase_url = \"{}/v1\"\nprotocol = \"{protocol}\"\n\
+             timeouts = {{ idle = \"300ms\" }}\n\
+             [[upstream]]\nname = \"b\"\nbase_url = \"{}/v1\"\nprotocol = \"{protocol}\"\n\
+             prefill = true\n\
+             [[route]]\nmodels = [\"off-*\"]\ntargets = [{{ upstream = \"a\" }}]\n\
+             fallbacks = [{{ upstream = \"b\" }}]\n\
+             [[route]]\nmodels = [\"*\"]\ntargets = [{{ upstream = \"a\" }}]\n\
+             fallbacks = [{{ upstream = \"b\" }}]\ncontinuation = true\n",
+            a.url(),
+            b.url()
+        );
+        let gw = Server::start(Config::from_toml(&text, &|_| None).unwrap())
+            .await
+            .unwrap();
+        let direct = h1(
+            b.addr(),
+            request("POST", "/v1/chat/completions", "", CONTINUED),
+        )
+        .await;
+        let full = openai_text(&direct.body);
+        let words_sent_before_the_stall: String = sse(&direct.body)
+            .iter()
+            .filter_map(|(_, d)| serde_json::from_str::<serde_json::Value>(d).ok())
+            .filter_map(|v| {
+                v["choices"][0]["delta"]["content"]
+                    .as_str()
+                    .map(str::to_string)
+            })
+            .filter(|t| !t.is_empty())
+            .take(20)
+            .collect();
+        let t0 = Instant::now();
+        let r = h1(
+            gw.addr(),
+            request("POST", "/v1/chat/completions", "", CONTINUED),
+        )
+        .await;
+        let took = t0.elapsed();
+        let events = sse(&r.body);
+        assert!(
+            events.iter().all(|(_, d)| !d.contains("\"error\"")),
+            "{protocol}: {events:?}"
+        );
+        assert_eq!(events.last().unwrap().1, "[DONE]", "{protocol}");
+        assert_eq!(
+            openai_text(&r.body),
+            full,
+            "{protocol}: the whole text, nothing duplicated or missing"
+        );
+        let roles = events
+            .iter()
+            .filter(|(_, d)| d.contains("\"role\""))
+            .count();
+        assert_eq!(roles, 1, "{protocol}: one preamble");
+        // Continued after the idle timeout, not after the stall's 20 s.
+        assert!(took < Duration::from_secs(5), "{protocol}: {took:?}");
+        // The stalled request was cancelled upstream, while it was still stalling.
+        let snap = wait_for(a.stats(), "the stalled stream cancelled upstream", |s| {
+            s.totals.cancelled == 1
+        })
+        .await;
+        assert_eq!(snap.totals.completed, 0, "{protocol}");
+        let stalled = snap.requests.last().unwrap();
+        assert_eq!(stalled.events_sent, 21, "{protocol}: role + 20 tokens");
+        // `b` continued from exactly the text already sent.
+        let snap = b.stats().snapshot();
+        assert_eq!(
+            snap.totals.requests, 2,
+            "{protocol}: the direct run and the continuation"
+        );
+        let prefill = snap.requests.last().unwrap().prefill;
+        let prefill = prefill.unwrap_or_else(|| panic!("{protocol}: no prefill"));
+        assert_eq!(
+            prefill.bytes,
+            words_sent_before_the_stall.len(),
+            "{protocol}"
+        );
+        assert!(prefill.continued, "{protocol}");
+        let metrics = gw.telemetry().encode();
+        assert!(
+            metrics.contains("sluice_continuations_total{reason=\"ok\"} 1"),
+            "{protocol}: {metrics}"
+        );
+        // Usage summed: the continuation's 20 output tokens, and the stalled attempt's, which
+        // never reported its own, estimated from the text it sent.
+        let output: u64 = metrics
+            .lines()
+            .find(|l| l.starts_with("sluice_tokens_total") && l.contains("kind=\"output\""))
+            .and_then(|l| l.rsplit(' ').next()?.parse().ok())
+            .unwrap_or_else(|| panic!("{protocol}: no output tokens in {metrics}"));
+        let estimate = (words_sent_before_the_stall.len() as u64).div_ceil(4);
+        assert_eq!(output, 20 + estimate, "{protocol}");
+        // With continuation off the same stall ends, after what was sent, with the explicit
+        // error event, and nobody is asked to continue.
+        let off = CONTINUED.replace("gpt-4o", "off-gpt");
+        let r = h1(gw.addr(), request("POST", "/v1/chat/completions", "", &off)).await;
+        let events = sse(&r.body);
+        assert_eq!(
+            events.len(),
+            22,
+            "{protocol}: role, 20 tokens, the error: {events:?}"
+        );
+        let last: serde_json::Value = serde_json::from_str(&events[21].1).unwrap();
+        assert_eq!(last["error"]["code"], "idle_timeout", "{protocol}");
+        assert_eq!(b.stats().snapshot().totals.requests, 2, "{protocol}");
+        wait_for(a.stats(), "the second stall cancelled upstream", |s| {
+            s.totals.cancelled == 2
+        })
+        .await;
+        gw.shutdown().await;
+    }
+}
+
+#[tokio::test]
+async fn a_stalled_anthropic_stream_is_continued_in_its_open_text_block() {
+    let a = mock("tokens=30, interval_ms=2, stall_after=12:20000").await;
+    let b = mock("tokens=30").await;
+    let text = format!(
+        "[server]\nlisten = \"127.0.0.1:0\"\naccess_log = \"off\"\n\
+         [[upstream]]\nname = \"a\"\nbase_url = \"{}/v1\"\nprotocol = \"h2c\"\n\
+         provider = \"anthropic\"\ntimeouts = {{ idle = \"300ms\" }}\n\
+         [[upstream]]\nname = \"b\"\nbase_url = \"{}/v1\"\nprotocol = \"h2c\"\n\
+         provider = \"anthropic\"\n\
+         [[route]]\nmodels = [\"*\"]\ntargets = [{{ upstream = \"a\" }}]\n\
+         fallbacks = [{{ upstream = \"b\" }}]\ncontinuation = true\n",
+        a.url(),
+        b.url()
+    );
+    let gw = Server::start(Config::from_toml(&text, &|_| None).unwrap())
+        .await
+        .unwrap();
+    let body = r#"{"model":"c","max_tokens":100,"stream":true,"messages":[{"role":"user","content":"tell me"}]}"#;
+    let text_of = |b: &[u8]| -> String {
+        sse(b)
+            .iter()
+            .filter(|(e, _)| e.as_deref() == Some("content_block_delta"))
+            .filter_map(|(_, d)| serde_json::from_str::<serde_json::Value>(d).ok())
+            .filter_map(|v| v["delta"]["text"].as_str().map(str::to_string))
+            .collect()
+    };
+    let full = text_of(
+        &h1(b.addr(), request("POST", "/v1/messages", "", body))
+            .await
+            .body,
+    );
+    let r = h1(gw.addr(), request("POST", "/v1/messages", "", body)).await;
+    let events = sse(&r.body);
+    assert_eq!(text_of(&r.body), full, "{events:?}");
+    let count = |name: &str| {
+        events
+            .iter()
+            .filter(|(e, _)| e.as_deref() == Some(name))
+            .count()
+    };
+    assert_eq!(count("message_start"), 1);
+    assert_eq!(count("content_block_start"), 1, "one text block, continued");
+    assert_eq!(count("message_stop"), 1);
+    assert_eq!(count("error"), 0);
+    wait_for(a.stats(), "the stall cancelled upstream", |s| {
+        s.totals.cancelled == 1
+    })
+    .await;
+    // `a` takes a prefill too, but it just stalled: the continuation went to `b`.
+    assert_eq!(requests(&a), 1);
+    assert_eq!(requests(&b), 2, "the direct run and the continuation");
+    let cont = b.stats().snapshot().requests.last().unwrap().prefill;
+    assert!(cont.is_some_and(|p| p.continued), "{cont:?}");
+}
+
+/// Stalls are continued within the same limit as cuts: a continuation target that stalls
+/// too is continued once more, then the third stall ends the stream with the error event,
+/// every stalled request cancelled upstream and the text sent a clean prefix of the answer.
+#[tokio::test]
+async fn stalls_are_continued_at_most_twice_per_request() {
+    let a = mock("tokens=40, interval_ms=2, stall_after=21:20000").await;
+    let b = mock("tokens=40, interval_ms=2, stall_after=5:20000").await;
+    let plain = mock("tokens=40").await;
+    let text = format!(
+        "[server]\nlisten = \"127.0.0.1:0\"\naccess_log = \"off\"\n\
+         [[upstream]]\nname = \"a\"\nbase_url = \"{}/v1\"\nprotocol = \"h2c\"\n\
+         timeouts = {{ idle = \"300ms\" }}\n\
+         [[upstream]]\nname = \"b\"\nbase_url = \"{}/v1\"\nprotocol = \"h2c\"\n\
+         prefill = true\ntimeouts = {{ idle = \"300ms\" }}\n\
+         [[route]]\nmodels = [\"*\"]\ntargets = [{{ upstream = \"a\" }}]\n\
+         fallbacks = [{{ upstream = \"b\" }}]\ncontinuation = true\n",
+        a.url(),
+        b.url()
+    );
+    let gw = Server::start(Config::from_toml(&text, &|_| None).unwrap())
+        .await
+        .unwrap();
+    let full = openai_text(
+        &h1(
+            plain.addr(),
+            request("POST", "/v1/chat/completions", "", CONTINUED),
+        )
+        .await
+        .body,
+    );
+    let r = h1(
+        gw.addr(),
+        request("POST", "/v1/chat/completions", "", CONTINUED),
+    )
+    .await;
+    let events = sse(&r.body);
+    let last: serde_json::Value = serde_json::from_str(&events.last().unwrap().1).unwrap();
+    assert_eq!(last["error"]["code"], "idle_timeout", "{events:?}");
+    let sent = openai_text(&r.body);
+    assert!(
+        full.starts_with(&sent) && sent.len() < full.len(),
+        "a clean prefix: {sent:?} of {full:?}"
+    );
+    // `b` was asked twice, each time to go on from all the text sent so far.
+    let snap = wait_for(b.stats(), "both continuations cancelled upstream", |s| {
+        s.totals.cancelled == 2
+    })
+    .await;
+    assert_eq!(snap.totals.requests, 2);
+    let prefills: Vec<usize> = snap
+        .requests
+        .iter()
+        .map(|r| r.prefill.expect("a prefill").bytes)
+        .collect();
+    assert!(prefills[0] < prefills[1], "{prefills:?}");
+    assert!(
+        prefills[1] < sent.len(),
+        "{prefills:?}, {} sent",
+        sent.len()
+    );
+    wait_for(a.stats(), "the first stall cancelled upstream", |s| {
+        s.totals.cancelled == 1
+    })
+    .await;
+    let metrics = gw.telemetry().encode();
+    assert!(
+        metrics.contains("sluice_continuations_total{reason=\"ok\"} 2"),
+        "{metrics}"
+    );
+}
+
 #[tokio::test]
 async fn a_refused_prefill_gives_the_client_the_original_error() {
     let a = mock("tokens=12, abort_after=5, interval_ms=10").await;

@@ -3,9 +3,9 @@
 //! streaming request gets, in the client's API (the endpoint is part of the key, so the
 //! stored answer is already in that API).
 //!
-//! Only on a hit of the other kind, so it parses JSON freely. Pairs it cannot convert
-//! faithfully (a whole Responses answer as a stream: two dozen event types) are `None`: the
-//! request is then a miss, answered upstream.
+//! Only on a hit of the other kind, so it parses JSON freely. What it cannot convert
+//! faithfully (an answer it does not recognise) is `None`: the request is then a miss,
+//! answered upstream.
 
 use std::sync::Arc;
 
@@ -39,9 +39,8 @@ pub(super) fn convert(op: Operation, entry: &CachedResponse) -> Option<Arc<Cache
             let events = match op {
                 Operation::ChatCompletions | Operation::Completions => emit_openai(op, &v)?,
                 Operation::Messages => emit_anthropic(&v)?,
-                Operation::Responses | Operation::Embeddings | Operation::CountTokens => {
-                    return None
-                }
+                Operation::Responses => emit_responses(&v)?,
+                Operation::Embeddings | Operation::CountTokens => return None,
             };
             CachedBody::Events(
                 events
@@ -414,6 +413,114 @@ fn emit_anthropic(v: &Value) -> Option<Vec<Bytes>> {
     Some(out)
 }
 
+// === OpenAI Responses ===
+
+/// A completed `response` as its stream: `response.created` and `response.in_progress` (the
+/// response in progress, no output, no usage), then each output item added, its content
+/// given whole in one delta (text and refusal parts, function call arguments) and done, the
+/// item done, and `response.completed` with the response as stored; `sequence_number`
+/// counting from 0, as the API's. Items without a delta form (reasoning, tool calls of the
+/// API's own tools) are added whole and done.
+fn emit_responses(v: &Value) -> Option<Vec<Bytes>> {
+    if v["object"] != "response" || v["status"] != "completed" {
+        return None;
+    }
+    let mut out = Vec::new();
+    let mut push = |name: &str, mut data: Value| {
+        data["type"] = json!(name);
+        data["sequence_number"] = json!(out.len());
+        out.push(sse(Some(name), &data));
+    };
+    let mut pending = v.clone();
+    pending["status"] = json!("in_progress");
+    pending["output"] = json!([]);
+    pending["usage"] = Value::Null;
+    push("response.created", json!({ "response": pending }));
+    push("response.in_progress", json!({ "response": pending }));
+    for (oi, item) in v["output"].as_array()?.iter().enumerate() {
+        let id = &item["id"];
+        let mut added = item.clone();
+        match item["type"].as_str()? {
+            "message" => {
+                added["status"] = json!("in_progress");
+                added["content"] = json!([]);
+                push(
+                    "response.output_item.added",
+                    json!({ "output_index": oi, "item": added }),
+                );
+                for (ci, part) in item["content"].as_array()?.iter().enumerate() {
+                    let at = json!({ "item_id": id, "output_index": oi, "content_index": ci });
+                    let with = |extra: Value| {
+                        let mut e = at.clone();
+                        for (k, x) in extra.as_object().into_iter().flatten() {
+                            e[k] = x.clone();
+                        }
+                        e
+                    };
+                    let (empty, delta, done) = match part["type"].as_str()? {
+                        "output_text" => (
+                            json!({ "type": "output_text", "text": "", "annotations": [] }),
+                            (
+                                "response.output_text.delta",
+                                json!({ "delta": part["text"], "logprobs": [] }),
+                            ),
+                            (
+                                "response.output_text.done",
+                                json!({ "text": part["text"], "logprobs": [] }),
+                            ),
+                        ),
+                        "refusal" => (
+                            json!({ "type": "refusal", "refusal": "" }),
+                            (
+                                "response.refusal.delta",
+                                json!({ "delta": part["refusal"] }),
+                            ),
+                            (
+                                "response.refusal.done",
+                                json!({ "refusal": part["refusal"] }),
+                            ),
+                        ),
+                        _ => return None,
+                    };
+                    push(
+                        "response.content_part.added",
+                        with(json!({ "part": empty })),
+                    );
+                    push(delta.0, with(delta.1));
+                    push(done.0, with(done.1));
+                    push("response.content_part.done", with(json!({ "part": part })));
+                }
+            }
+            "function_call" => {
+                added["status"] = json!("in_progress");
+                added["arguments"] = json!("");
+                push(
+                    "response.output_item.added",
+                    json!({ "output_index": oi, "item": added }),
+                );
+                push(
+                    "response.function_call_arguments.delta",
+                    json!({ "item_id": id, "output_index": oi, "delta": item["arguments"] }),
+                );
+                push(
+                    "response.function_call_arguments.done",
+                    json!({ "item_id": id, "output_index": oi, "arguments": item["arguments"] }),
+                );
+            }
+            _ => push(
+                "response.output_item.added",
+                json!({ "output_index": oi, "item": item }),
+            ),
+        }
+        push(
+            "response.output_item.done",
+            json!({ "output_index": oi, "item": item }),
+        );
+    }
+    push("response.completed", json!({ "response": v }));
+    Some(out)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -518,13 +625,80 @@ mod tests {
     }
 
     #[test]
-    fn a_responses_stream_gives_its_completed_response_and_a_whole_one_stays_whole() {
+    fn a_responses_stream_gives_its_completed_response() {
         let s = stream(&[
             "event: response.created\ndata: {\"type\":\"response.created\",\"response\":{\"id\":\"r1\",\"status\":\"in_progress\"}}\n\n",
             "event: response.completed\ndata: {\"type\":\"response.completed\",\"response\":{\"id\":\"r1\",\"status\":\"completed\"}}\n\n",
         ]);
         let w = convert(Operation::Responses, &s).unwrap();
         assert_eq!(whole(&w), json!({ "id": "r1", "status": "completed" }));
+        // Not an API response object: not re-emitted.
+        assert!(convert(Operation::Responses, &w).is_none());
+    }
+
+    #[test]
+    fn a_whole_response_becomes_its_events_and_back() {
+        let body = json!({
+            "id": "resp_1", "object": "response", "created_at": 5, "status": "completed",
+            "model": "m", "error": null, "incomplete_details": null,
+            "output": [
+                { "id": "rs_1", "type": "reasoning", "summary": [] },
+                { "id": "msg_1", "type": "message", "status": "completed", "role": "assistant",
+                  "content": [{ "type": "output_text", "text": "Hello there", "annotations": [] }] },
+                { "id": "fc_1", "type": "function_call", "status": "completed",
+                  "call_id": "call_1", "name": "get", "arguments": "{\"a\":1}" },
+            ],
+            "usage": { "input_tokens": 7, "output_tokens": 3, "total_tokens": 10 },
+        });
+        let w = CachedResponse {
+            body: CachedBody::Whole(Bytes::from(body.to_string())),
+            ..stream(&[])
+        };
+        let s = convert(Operation::Responses, &w).unwrap();
+        let CachedBody::Events(events) = &s.body else {
+            panic!("not a stream")
+        };
+        let decoded = decode(events);
+        let names: Vec<&str> = decoded.iter().map(|(k, _)| k.as_str()).collect();
+        assert_eq!(
+            names,
+            [
+                "response.created",
+                "response.in_progress",
+                "response.output_item.added",
+                "response.output_item.done",
+                "response.output_item.added",
+                "response.content_part.added",
+                "response.output_text.delta",
+                "response.output_text.done",
+                "response.content_part.done",
+                "response.output_item.done",
+                "response.output_item.added",
+                "response.function_call_arguments.delta",
+                "response.function_call_arguments.done",
+                "response.output_item.done",
+                "response.completed",
+            ]
+        );
+        for (i, (kind, v)) in decoded.iter().enumerate() {
+            assert_eq!(v["type"], kind.as_str());
+            assert_eq!(v["sequence_number"], i);
+        }
+        assert_eq!(decoded[0].1["response"]["status"], "in_progress");
+        assert_eq!(decoded[0].1["response"]["output"], json!([]));
+        assert_eq!(decoded[6].1["delta"], "Hello there");
+        assert_eq!(decoded[6].1["item_id"], "msg_1");
+        assert_eq!(decoded[6].1["output_index"], 1);
+        assert_eq!(decoded[11].1["delta"], "{\"a\":1}");
+        // And back: the completed response, as it was.
+        assert_eq!(whole(&convert(Operation::Responses, &s).unwrap()), body);
+        // An answer that did not complete is not re-emitted (nor stored: `whole_verdict`).
+        let mut incomplete = body.clone();
+        incomplete["status"] = json!("incomplete");
+        let w = CachedResponse {
+            body: CachedBody::Whole(Bytes::from(incomplete.to_string())),
+            ..stream(&[])
+        };
         assert!(convert(Operation::Responses, &w).is_none());
     }
 }
