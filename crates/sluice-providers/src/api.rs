@@ -35,7 +35,8 @@ pub enum Operation {
     Completions,
     /// OpenAI `POST /v1/embeddings`.
     Embeddings,
-    /// OpenAI `POST /v1/responses` (forwarded only to OpenAI-shaped upstreams).
+    /// OpenAI `POST /v1/responses` (passed to OpenAI-shaped upstreams, translated for
+    /// Anthropic and Gemini ones).
     Responses,
     /// Anthropic `POST /v1/messages`.
     Messages,

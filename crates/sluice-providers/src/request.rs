@@ -8,6 +8,7 @@ pub(crate) mod anthropic;
 pub(crate) mod field;
 mod gemini;
 pub(crate) mod openai;
+pub(crate) mod responses;
 
 pub(crate) use openai::parse_arguments;
 
@@ -415,8 +416,9 @@ impl Drops {
 fn translate(body: &Bytes, opts: &RequestOptions<'_>) -> Result<UpstreamRequest, RequestError> {
     let map = parse_object(body)?;
     let count_tokens = opts.op == Operation::CountTokens;
-    let mut req = match opts.op.family() {
-        Family::Anthropic => anthropic::read(map)?,
+    let mut req = match opts.op {
+        Operation::Messages | Operation::CountTokens => anthropic::read(map)?,
+        Operation::Responses => responses::read(map)?,
         _ => openai::read(map)?,
     };
     if let Some(m) = non_empty(opts.model) {

@@ -10,6 +10,7 @@
 pub(crate) mod anthropic;
 mod gemini;
 pub(crate) mod openai;
+pub(crate) mod responses;
 
 use bytes::Bytes;
 
@@ -98,21 +99,25 @@ pub fn translate_response(
             let body = gemini::count_tokens(body).map_err(malformed)?;
             return Ok(ClientResponse { body, usage: None });
         }
-        (Operation::ChatCompletions | Operation::Messages, Family::OpenAi) => {
-            openai::read(body, opts.model)
-        }
-        (Operation::ChatCompletions | Operation::Messages, Family::Anthropic) => {
-            anthropic::read(body, opts.model)
-        }
-        (Operation::ChatCompletions | Operation::Messages, Family::Gemini) => {
-            gemini::read(body, opts.model)
-        }
+        (
+            Operation::ChatCompletions | Operation::Messages | Operation::Responses,
+            Family::OpenAi,
+        ) => openai::read(body, opts.model),
+        (
+            Operation::ChatCompletions | Operation::Messages | Operation::Responses,
+            Family::Anthropic,
+        ) => anthropic::read(body, opts.model),
+        (
+            Operation::ChatCompletions | Operation::Messages | Operation::Responses,
+            Family::Gemini,
+        ) => gemini::read(body, opts.model),
         (op, _) => Err(format!("{} responses are not translated", op.as_str())),
     }
     .map_err(malformed)?;
     let usage = answer.usage;
-    let body = match opts.op.family() {
-        Family::Anthropic => anthropic::write(answer),
+    let body = match opts.op {
+        Operation::Messages => anthropic::write(answer),
+        Operation::Responses => responses::write(answer, opts.now_unix),
         _ => openai::write(answer, opts.now_unix),
     }
     .map_err(malformed)?;

@@ -15,7 +15,8 @@
 //! |---|---|---|---|
 //! | `ChatCompletions` | passthrough | translated | translated |
 //! | `Messages` | translated | passthrough | translated |
-//! | `Completions`, `Responses` | passthrough | — | — |
+//! | `Responses` | passthrough | translated | translated |
+//! | `Completions` | passthrough | — | — |
 //!
 //! "—": no such translation exists (request translation refuses these pairs); the factory
 //! then returns a passthrough that classifies by the upstream's family.

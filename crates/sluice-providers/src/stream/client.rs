@@ -3,6 +3,7 @@
 
 pub(crate) mod anthropic;
 pub(crate) mod openai;
+pub(crate) mod responses;
 
 use super::fault::Fault;
 use super::json::{JsonStr, JsonString};
