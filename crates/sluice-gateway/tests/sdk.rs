@@ -286,6 +286,57 @@ async fn official_sdk_responses_api_to_any_provider() {
     );
 }
 
+/// Gemini-native clients to any provider (tests/python/genai_sdk.py): the `google-genai`
+/// SDK's `generate_content` and `generate_content_stream` through the gateway to Anthropic-
+/// and OpenAI-speaking upstreams, a two-turn function call with thinking whose signed
+/// thinking goes back to Anthropic in a thought part's `thoughtSignature` (the mock refuses
+/// it missing), errors as the SDK's exceptions, and the virtual key as `x-goog-api-key` or
+/// `?key=`, which never reaches the upstream.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[cfg_attr(
+    no_python,
+    ignore = "no Python with the SDKs: create .venv (see README)"
+)]
+async fn official_genai_sdk_to_any_provider() {
+    let mock = MockServer::start(MockConfig::default()).await.unwrap();
+    let url = mock.url();
+    let text = format!(
+        "[server]\nlisten = \"127.0.0.1:0\"\naccess_log = \"off\"\n\
+         [[key]]\nid = \"genai\"\nhash = \"sha256:0bc7bd12f150dce3eceabdeeab6ea7f4c22a0702c4609f09e23105948f4b3596\"\n\
+         [[upstream]]\nname = \"oa\"\nbase_url = \"{url}/v1\"\nprotocol = \"h2c\"\nprovider = \"openai\"\n\
+         [[upstream]]\nname = \"an\"\nbase_url = \"{url}/v1\"\nprotocol = \"h2c\"\nprovider = \"anthropic\"\n\
+         [[route]]\nmodels = [\"via-openai\"]\nupstream = \"oa\"\nretry = {{ attempts = 1 }}\n\
+         [[route]]\nmodels = [\"via-anthropic\"]\nupstream = \"an\"\nretry = {{ attempts = 1 }}\n"
+    );
+    let gw = Gateway::start(Config::from_toml(&text, &|_| None).unwrap())
+        .await
+        .unwrap();
+    let stdout = run_checks(
+        "tests/python/genai_sdk.py",
+        vec![format!("http://{}", gw.addr())],
+    )
+    .await;
+    assert!(stdout.contains("4 passed, 0 failed"), "{stdout}");
+    let snap = mock.stats().snapshot();
+    // Translated: Anthropic and OpenAI requests, never Gemini's paths or the client's key.
+    assert!(
+        snap.requests
+            .iter()
+            .all(|r| r.path == "/v1/messages" || r.path == "/v1/chat/completions"),
+        "{:?}",
+        snap.requests.iter().map(|r| &r.path).collect::<Vec<_>>()
+    );
+    let refused = snap
+        .requests
+        .iter()
+        .filter(|r| r.fault.as_deref() == Some("thinking_rejected"))
+        .count();
+    assert_eq!(
+        refused, 2,
+        "the missing signature refused, whole and streamed"
+    );
+}
+
 /// The SDKs through a route with a response cache: a repeated stream (OpenAI chat with usage,
 /// Anthropic messages) and a repeated whole answer come from the cache with the same chunks
 /// or events and text, a stored stream is one body to a whole request and a stored message

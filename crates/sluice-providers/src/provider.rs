@@ -55,7 +55,8 @@ impl ProviderKind {
 
     /// Whether this provider can serve a client's `op` (translated where the families
     /// differ): OpenAI-shaped upstreams serve every operation but count_tokens; Anthropic
-    /// and Gemini serve chat completions, messages, responses and count_tokens.
+    /// and Gemini serve chat completions, messages, responses, count_tokens and Gemini's
+    /// generateContent.
     pub fn serves(&self, op: Operation) -> bool {
         match self.family() {
             Family::OpenAi => op != Operation::CountTokens,
@@ -65,6 +66,8 @@ impl ProviderKind {
                     | Operation::Messages
                     | Operation::Responses
                     | Operation::CountTokens
+                    | Operation::GenerateContent
+                    | Operation::StreamGenerateContent
             ),
         }
     }
@@ -78,7 +81,13 @@ impl ProviderKind {
         if !self.serves(op) {
             return None;
         }
-        let chat = matches!(op, Operation::ChatCompletions | Operation::Messages);
+        let chat = matches!(
+            op,
+            Operation::ChatCompletions
+                | Operation::Messages
+                | Operation::GenerateContent
+                | Operation::StreamGenerateContent
+        );
         Some(match self {
             ProviderKind::OpenAi => {
                 if chat {

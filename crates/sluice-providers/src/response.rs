@@ -8,7 +8,7 @@
 //! `thoughtSignature` for the return trip), and usage normalised.
 
 pub(crate) mod anthropic;
-mod gemini;
+pub(crate) mod gemini;
 pub(crate) mod openai;
 pub(crate) mod responses;
 
@@ -100,15 +100,27 @@ pub fn translate_response(
             return Ok(ClientResponse { body, usage: None });
         }
         (
-            Operation::ChatCompletions | Operation::Messages | Operation::Responses,
+            Operation::ChatCompletions
+            | Operation::Messages
+            | Operation::Responses
+            | Operation::GenerateContent
+            | Operation::StreamGenerateContent,
             Family::OpenAi,
         ) => openai::read(body, opts.model),
         (
-            Operation::ChatCompletions | Operation::Messages | Operation::Responses,
+            Operation::ChatCompletions
+            | Operation::Messages
+            | Operation::Responses
+            | Operation::GenerateContent
+            | Operation::StreamGenerateContent,
             Family::Anthropic,
         ) => anthropic::read(body, opts.model),
         (
-            Operation::ChatCompletions | Operation::Messages | Operation::Responses,
+            Operation::ChatCompletions
+            | Operation::Messages
+            | Operation::Responses
+            | Operation::GenerateContent
+            | Operation::StreamGenerateContent,
             Family::Gemini,
         ) => gemini::read(body, opts.model),
         (op, _) => Err(format!("{} responses are not translated", op.as_str())),
@@ -118,6 +130,7 @@ pub fn translate_response(
     let body = match opts.op {
         Operation::Messages => anthropic::write(answer),
         Operation::Responses => responses::write(answer, opts.now_unix),
+        Operation::GenerateContent | Operation::StreamGenerateContent => gemini::write(answer),
         _ => openai::write(answer, opts.now_unix),
     }
     .map_err(malformed)?;

@@ -16,6 +16,7 @@
 //! | `ChatCompletions` | passthrough | translated | translated |
 //! | `Messages` | translated | passthrough | translated |
 //! | `Responses` | passthrough | translated | translated |
+//! | `GenerateContent`, `StreamGenerateContent` | translated | translated | passthrough |
 //! | `Completions` | passthrough | — | — |
 //!
 //! "—": no such translation exists (request translation refuses these pairs); the factory
