@@ -78,7 +78,7 @@ async fn official_sdks_through_translation() {
 
 /// The guide's SDK examples (the `python` blocks of `docs/guide/src/providers.md`) run as
 /// written, with the gateway's and the mock's addresses put in: the OpenAI and Anthropic SDKs
-/// reach a Gemini upstream through the gateway, `google-genai` talks to the mock; and the
+/// reach a Gemini upstream through the gateway, and so does `google-genai` (as it came); and the
 /// README's and the quick start's OpenAI snippet reach an OpenAI upstream.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[cfg_attr(
