@@ -180,6 +180,21 @@ fn translated(c: &mut Criterion) {
         &gemini,
         &gemini_text(EVENTS),
     );
+    // Gemini-native clients (issue 28).
+    bench_pair(
+        c,
+        "anthropic_to_gemini",
+        Operation::StreamGenerateContent,
+        &anthropic,
+        &anthropic_text(EVENTS),
+    );
+    bench_pair(
+        c,
+        "openai_to_gemini",
+        Operation::StreamGenerateContent,
+        &openai,
+        &openai_text(EVENTS),
+    );
     bench_pair(
         c,
         "passthrough_openai",
