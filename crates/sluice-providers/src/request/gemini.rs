@@ -383,12 +383,13 @@ pub(crate) fn read(
         )?
         .as_deref()
         {
-            None | Some("user") => Role::User,
+            // `function`: the role older Gemini clients give function responses.
+            None | Some("user") | Some("function") => Role::User,
             Some("model") => Role::Assistant,
             Some(_) => {
                 return Err(invalid(
                     &format_args!("contents[{i}].role"),
-                    "must be user or model",
+                    "must be user, model or function",
                 ))
             }
         };
