@@ -235,6 +235,8 @@ fn client_api(op: Operation) -> &'static str {
         Operation::Responses => "openai.responses",
         Operation::Messages => "anthropic.messages",
         Operation::CountTokens => "anthropic.count_tokens",
+        Operation::GenerateContent => "gemini.generate_content",
+        Operation::StreamGenerateContent => "gemini.stream_generate_content",
     }
 }
 

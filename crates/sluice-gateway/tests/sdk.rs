@@ -78,7 +78,7 @@ async fn official_sdks_through_translation() {
 
 /// The guide's SDK examples (the `python` blocks of `docs/guide/src/providers.md`) run as
 /// written, with the gateway's and the mock's addresses put in: the OpenAI and Anthropic SDKs
-/// reach a Gemini upstream through the gateway, `google-genai` talks to the mock; and the
+/// reach a Gemini upstream through the gateway, and so does `google-genai` (as it came); and the
 /// README's and the quick start's OpenAI snippet reach an OpenAI upstream.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[cfg_attr(
@@ -221,6 +221,119 @@ async fn official_sdks_with_reasoning() {
     assert!(
         !budgets.is_empty() && budgets.iter().all(|&b| b == 1500),
         "{budgets:?}"
+    );
+}
+
+/// The OpenAI Responses API to any provider (tests/python/responses_sdk.py): the `openai`
+/// SDK's `responses.create` (whole and `stream=True`) and `responses.stream()` against an
+/// Anthropic-speaking and Gemini-speaking upstreams through the gateway: text, a two-turn
+/// tool call with reasoning on, whose signed thinking goes back to the upstream from the
+/// reasoning item's `encrypted_content` (the mock refuses a missing or altered signature
+/// with the real API's 400), cut answers and errors.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[cfg_attr(
+    no_python,
+    ignore = "no Python with the SDKs: create .venv (see README)"
+)]
+async fn official_sdk_responses_api_to_any_provider() {
+    let mock = MockServer::start(MockConfig::default()).await.unwrap();
+    let url = mock.url();
+    let text = format!(
+        "[server]\nlisten = \"127.0.0.1:0\"\naccess_log = \"off\"\n\
+         [[upstream]]\nname = \"an\"\nbase_url = \"{url}/v1\"\nprotocol = \"h2c\"\nprovider = \"anthropic\"\n\
+         [[upstream]]\nname = \"ge\"\nbase_url = \"{url}/v1beta\"\nprotocol = \"h2c\"\nprovider = \"gemini\"\n\
+         [[route]]\nmodels = [\"via-anthropic\"]\nupstream = \"an\"\nretry = {{ attempts = 1 }}\nreasoning_budgets = {{ low = 1500 }}\n\
+         [[route]]\nmodels = [\"via-gemini3\"]\ntargets = [{{ upstream = \"ge\", model = \"gemini-3-pro-preview\" }}]\nretry = {{ attempts = 1 }}\n\
+         [[route]]\nmodels = [\"via-gemini\"]\ntargets = [{{ upstream = \"ge\", model = \"gemini-2.5-flash\" }}]\nretry = {{ attempts = 1 }}\n"
+    );
+    let gw = Gateway::start(Config::from_toml(&text, &|_| None).unwrap())
+        .await
+        .unwrap();
+    let stdout = run_checks(
+        "tests/python/responses_sdk.py",
+        vec![format!("http://{}", gw.addr())],
+    )
+    .await;
+    assert!(stdout.contains("6 passed, 0 failed"), "{stdout}");
+    let snap = mock.stats().snapshot();
+    // Every request reached the upstreams in their own formats, none as `/responses`.
+    assert!(snap
+        .requests
+        .iter()
+        .all(|r| !r.path.ends_with("/responses")));
+    // The refusals asked for: missing and altered thinking (Anthropic), a missing thought
+    // signature (Gemini 3), each whole and streamed.
+    let refused = snap
+        .requests
+        .iter()
+        .filter(|r| r.fault.as_deref() == Some("thinking_rejected"))
+        .count();
+    assert_eq!(refused, 6, "the three refusals asked for, twice");
+    // `reasoning.effort: low` reached Anthropic as the route's budget for `low`.
+    let budgets: Vec<u64> = snap
+        .requests
+        .iter()
+        .filter(|r| r.path == "/v1/messages")
+        .filter_map(|r| serde_json::from_slice::<serde_json::Value>(&r.body).ok())
+        .filter_map(|v| {
+            v.pointer("/thinking/budget_tokens")
+                .and_then(|b| b.as_u64())
+        })
+        .collect();
+    assert!(
+        !budgets.is_empty() && budgets.iter().all(|&b| b == 1500),
+        "{budgets:?}"
+    );
+}
+
+/// Gemini-native clients to any provider (tests/python/genai_sdk.py): the `google-genai`
+/// SDK's `generate_content` and `generate_content_stream` through the gateway to Anthropic-
+/// and OpenAI-speaking upstreams, a two-turn function call with thinking whose signed
+/// thinking goes back to Anthropic in a thought part's `thoughtSignature` (the mock refuses
+/// it missing), errors as the SDK's exceptions, and the virtual key as `x-goog-api-key` or
+/// `?key=`, which never reaches the upstream.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[cfg_attr(
+    no_python,
+    ignore = "no Python with the SDKs: create .venv (see README)"
+)]
+async fn official_genai_sdk_to_any_provider() {
+    let mock = MockServer::start(MockConfig::default()).await.unwrap();
+    let url = mock.url();
+    let text = format!(
+        "[server]\nlisten = \"127.0.0.1:0\"\naccess_log = \"off\"\n\
+         [[key]]\nid = \"genai\"\nhash = \"sha256:0bc7bd12f150dce3eceabdeeab6ea7f4c22a0702c4609f09e23105948f4b3596\"\n\
+         [[upstream]]\nname = \"oa\"\nbase_url = \"{url}/v1\"\nprotocol = \"h2c\"\nprovider = \"openai\"\n\
+         [[upstream]]\nname = \"an\"\nbase_url = \"{url}/v1\"\nprotocol = \"h2c\"\nprovider = \"anthropic\"\n\
+         [[route]]\nmodels = [\"via-openai\"]\nupstream = \"oa\"\nretry = {{ attempts = 1 }}\n\
+         [[route]]\nmodels = [\"via-anthropic\"]\nupstream = \"an\"\nretry = {{ attempts = 1 }}\n"
+    );
+    let gw = Gateway::start(Config::from_toml(&text, &|_| None).unwrap())
+        .await
+        .unwrap();
+    let stdout = run_checks(
+        "tests/python/genai_sdk.py",
+        vec![format!("http://{}", gw.addr())],
+    )
+    .await;
+    assert!(stdout.contains("4 passed, 0 failed"), "{stdout}");
+    let snap = mock.stats().snapshot();
+    // Translated: Anthropic and OpenAI requests, never Gemini's paths or the client's key.
+    assert!(
+        snap.requests
+            .iter()
+            .all(|r| r.path == "/v1/messages" || r.path == "/v1/chat/completions"),
+        "{:?}",
+        snap.requests.iter().map(|r| &r.path).collect::<Vec<_>>()
+    );
+    let refused = snap
+        .requests
+        .iter()
+        .filter(|r| r.fault.as_deref() == Some("thinking_rejected"))
+        .count();
+    assert_eq!(
+        refused, 2,
+        "the missing signature refused, whole and streamed"
     );
 }
 

@@ -164,6 +164,37 @@ fn translated(c: &mut Criterion) {
         &gemini,
         &gemini_text(EVENTS),
     );
+    // The Responses API (issue 28): each delta is one event, and the text is kept for the
+    // `.done` events and the final response.
+    bench_pair(
+        c,
+        "anthropic_to_responses",
+        Operation::Responses,
+        &anthropic,
+        &anthropic_text(EVENTS),
+    );
+    bench_pair(
+        c,
+        "gemini_to_responses",
+        Operation::Responses,
+        &gemini,
+        &gemini_text(EVENTS),
+    );
+    // Gemini-native clients (issue 28).
+    bench_pair(
+        c,
+        "anthropic_to_gemini",
+        Operation::StreamGenerateContent,
+        &anthropic,
+        &anthropic_text(EVENTS),
+    );
+    bench_pair(
+        c,
+        "openai_to_gemini",
+        Operation::StreamGenerateContent,
+        &openai,
+        &openai_text(EVENTS),
+    );
     bench_pair(
         c,
         "passthrough_openai",

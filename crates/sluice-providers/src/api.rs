@@ -35,35 +35,44 @@ pub enum Operation {
     Completions,
     /// OpenAI `POST /v1/embeddings`.
     Embeddings,
-    /// OpenAI `POST /v1/responses` (forwarded only to OpenAI-shaped upstreams).
+    /// OpenAI `POST /v1/responses` (passed to OpenAI-shaped upstreams, translated for
+    /// Anthropic and Gemini ones).
     Responses,
     /// Anthropic `POST /v1/messages`.
     Messages,
     /// Anthropic `POST /v1/messages/count_tokens`.
     CountTokens,
+    /// Gemini `POST /v1beta/models/{model}:generateContent` (the model is in the path).
+    GenerateContent,
+    /// Gemini `POST /v1beta/models/{model}:streamGenerateContent?alt=sse`.
+    StreamGenerateContent,
 }
 
 impl Operation {
     /// Every operation, in table order.
-    pub const ALL: [Operation; 6] = [
+    pub const ALL: [Operation; 8] = [
         Operation::ChatCompletions,
         Operation::Completions,
         Operation::Embeddings,
         Operation::Responses,
         Operation::Messages,
         Operation::CountTokens,
+        Operation::GenerateContent,
+        Operation::StreamGenerateContent,
     ];
 
     /// The family whose clients call this operation (their error format).
     pub fn family(self) -> Family {
         match self {
             Operation::Messages | Operation::CountTokens => Family::Anthropic,
+            Operation::GenerateContent | Operation::StreamGenerateContent => Family::Gemini,
             _ => Family::OpenAi,
         }
     }
 
     /// The path below `/v1`, which is also the path appended to the base URL of an upstream
-    /// of the same family (`/chat/completions`, `/messages`, ...).
+    /// of the same family (`/chat/completions`, `/messages`, ...). Gemini's operations have the
+    /// model in their path: theirs is a pattern (see [`gemini_operation_for_path`]).
     pub fn path(self) -> &'static str {
         match self {
             Operation::ChatCompletions => "/chat/completions",
@@ -72,6 +81,18 @@ impl Operation {
             Operation::Responses => "/responses",
             Operation::Messages => "/messages",
             Operation::CountTokens => "/messages/count_tokens",
+            Operation::GenerateContent => "/models/{model}:generateContent",
+            Operation::StreamGenerateContent => "/models/{model}:streamGenerateContent",
+        }
+    }
+
+    /// Gemini's operations say in their path whether they stream (the body has no
+    /// `stream`); `None` for the others.
+    pub fn streams_by_path(self) -> Option<bool> {
+        match self {
+            Operation::GenerateContent => Some(false),
+            Operation::StreamGenerateContent => Some(true),
+            _ => None,
         }
     }
 
@@ -81,7 +102,7 @@ impl Operation {
     }
 
     /// `"chat"`, `"completions"`, `"embeddings"`, `"responses"`, `"messages"`,
-    /// `"count_tokens"`: for metrics and the OpenTelemetry `gen_ai.operation.name`.
+    /// `"count_tokens"`, `"generate_content"`, `"stream_generate_content"`: for metrics and the OpenTelemetry `gen_ai.operation.name`.
     pub fn as_str(self) -> &'static str {
         match self {
             Operation::ChatCompletions => "chat",
@@ -90,6 +111,8 @@ impl Operation {
             Operation::Responses => "responses",
             Operation::Messages => "messages",
             Operation::CountTokens => "count_tokens",
+            Operation::GenerateContent => "generate_content",
+            Operation::StreamGenerateContent => "stream_generate_content",
         }
     }
 
@@ -101,6 +124,7 @@ impl Operation {
                 | Operation::Completions
                 | Operation::Responses
                 | Operation::Messages
+                | Operation::StreamGenerateContent
         )
     }
 }
@@ -110,8 +134,32 @@ impl Operation {
 /// Both `/v1/chat/completions` and `/chat/completions` are recognised: several SDKs and tools
 /// send the latter when their base URL already ends in `/v1`.
 pub fn operation_for_path(path: &str) -> Option<Operation> {
+    if let Some((op, _)) = gemini_operation_for_path(path) {
+        return Some(op);
+    }
     let below = path.strip_prefix("/v1").unwrap_or(path);
     Operation::ALL.into_iter().find(|op| op.path() == below)
+}
+
+/// A Gemini-native call and its model: `/v1beta/models/{model}:generateContent` or
+/// `:streamGenerateContent` (also below `/v1`, and without the version, as base URLs
+/// differ), the model without its `models/` prefix.
+pub fn gemini_operation_for_path(path: &str) -> Option<(Operation, &str)> {
+    let below = path
+        .strip_prefix("/v1beta")
+        .or_else(|| path.strip_prefix("/v1"))
+        .unwrap_or(path);
+    let rest = below.strip_prefix("/models/")?;
+    let (model, method) = rest.rsplit_once(':')?;
+    if model.is_empty() || model.contains('/') {
+        return None;
+    }
+    let op = match method {
+        "generateContent" => Operation::GenerateContent,
+        "streamGenerateContent" => Operation::StreamGenerateContent,
+        _ => return None,
+    };
+    Some((op, model))
 }
 
 /// The family whose error format fits a path, for errors about requests that matched no
@@ -120,6 +168,8 @@ pub fn family_for_path(path: &str) -> Family {
     let below = path.strip_prefix("/v1").unwrap_or(path);
     if below.starts_with("/messages") {
         Family::Anthropic
+    } else if path.starts_with("/v1beta/") || gemini_operation_for_path(path).is_some() {
+        Family::Gemini
     } else {
         Family::OpenAi
     }
@@ -150,5 +200,19 @@ mod tests {
         assert_eq!(operation_for_path("/v2/x"), None);
         assert_eq!(family_for_path("/v1/messages/batches"), Family::Anthropic);
         assert_eq!(Operation::CountTokens.family(), Family::Anthropic);
+        assert_eq!(
+            gemini_operation_for_path("/v1beta/models/gemini-2.5-flash:streamGenerateContent"),
+            Some((Operation::StreamGenerateContent, "gemini-2.5-flash"))
+        );
+        assert_eq!(
+            operation_for_path("/v1beta/models/m:generateContent"),
+            Some(Operation::GenerateContent)
+        );
+        assert_eq!(operation_for_path("/v1beta/models/m:countTokens"), None);
+        assert_eq!(operation_for_path("/v1beta/models/:generateContent"), None);
+        assert_eq!(
+            family_for_path("/v1beta/models/m:embedContent"),
+            Family::Gemini
+        );
     }
 }

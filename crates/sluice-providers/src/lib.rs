@@ -16,6 +16,11 @@
 //!   fallbacks by; [`error::error_body`] and [`error::sse_error_event`] speak the client's error
 //!   format.
 //!
+//! Every client API may reach every provider: OpenAI chat and Responses, Anthropic messages and
+//! Gemini-native `generateContent` requests are read into one neutral conversation (the
+//! `chat` module) and written in the upstream's format; answers and streams come back through
+//! one writer per client API (`stream::client`).
+//!
 //! Usage (tokens) is normalised into one [`usage::Usage`] record whatever the provider.
 //!
 //! AWS Bedrock speaks none of the SSE families, so it has its own entry points in the same

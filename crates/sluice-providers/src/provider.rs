@@ -55,13 +55,19 @@ impl ProviderKind {
 
     /// Whether this provider can serve a client's `op` (translated where the families
     /// differ): OpenAI-shaped upstreams serve every operation but count_tokens; Anthropic
-    /// and Gemini serve chat completions, messages and count_tokens.
+    /// and Gemini serve chat completions, messages, responses, count_tokens and Gemini's
+    /// generateContent.
     pub fn serves(&self, op: Operation) -> bool {
         match self.family() {
             Family::OpenAi => op != Operation::CountTokens,
             Family::Anthropic | Family::Gemini => matches!(
                 op,
-                Operation::ChatCompletions | Operation::Messages | Operation::CountTokens
+                Operation::ChatCompletions
+                    | Operation::Messages
+                    | Operation::Responses
+                    | Operation::CountTokens
+                    | Operation::GenerateContent
+                    | Operation::StreamGenerateContent
             ),
         }
     }
@@ -75,7 +81,13 @@ impl ProviderKind {
         if !self.serves(op) {
             return None;
         }
-        let chat = matches!(op, Operation::ChatCompletions | Operation::Messages);
+        let chat = matches!(
+            op,
+            Operation::ChatCompletions
+                | Operation::Messages
+                | Operation::GenerateContent
+                | Operation::StreamGenerateContent
+        );
         Some(match self {
             ProviderKind::OpenAi => {
                 if chat {
@@ -237,9 +249,14 @@ mod tests {
             "/messages/count_tokens"
         );
         assert_eq!(c.path(Embeddings, "m", false), None);
-        assert_eq!(c.path(Responses, "m", false), None);
+        // The Responses API is translated to Messages.
+        assert_eq!(c.path(Responses, "m", true).unwrap(), "/messages");
 
         let g = ProviderKind::Gemini;
+        assert_eq!(
+            g.path(Responses, "gemini-2.5-pro", true).unwrap(),
+            "/models/gemini-2.5-pro:streamGenerateContent?alt=sse"
+        );
         assert_eq!(
             g.path(ChatCompletions, "gemini-2.0-flash", false).unwrap(),
             "/models/gemini-2.0-flash:generateContent"

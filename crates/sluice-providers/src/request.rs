@@ -8,6 +8,7 @@ pub(crate) mod anthropic;
 pub(crate) mod field;
 mod gemini;
 pub(crate) mod openai;
+pub(crate) mod responses;
 
 pub(crate) use openai::parse_arguments;
 
@@ -158,7 +159,7 @@ pub fn translate_request(
     if opts.op.family() == opts.provider.family() {
         same_family(body, opts)
     } else {
-        translate(body, opts)
+        translate(body, opts, None)
     }
 }
 
@@ -191,7 +192,7 @@ pub fn translate_request_known(
     if opts.op.family() == opts.provider.family() {
         same_family_known(body, opts, known)
     } else {
-        translate(body, opts)
+        translate(body, opts, Some(known))
     }
 }
 
@@ -299,6 +300,8 @@ fn same_family_known(
         Family::OpenAi => client_usage,
         _ => true,
     };
+    // Gemini's model is in the path, never in the body.
+    let rename = rename && opts.op.family() != Family::Gemini;
     let body = if rename || add_usage || prefill.is_some() {
         let mut map = parse_object(body)?;
         if rename {
@@ -412,11 +415,23 @@ impl Drops {
     }
 }
 
-fn translate(body: &Bytes, opts: &RequestOptions<'_>) -> Result<UpstreamRequest, RequestError> {
+/// `known`: the caller's reading of the request; a Gemini-native client's model (from the
+/// path) is only there.
+fn translate(
+    body: &Bytes,
+    opts: &RequestOptions<'_>,
+    known: Option<&KnownFields<'_>>,
+) -> Result<UpstreamRequest, RequestError> {
     let map = parse_object(body)?;
     let count_tokens = opts.op == Operation::CountTokens;
-    let mut req = match opts.op.family() {
-        Family::Anthropic => anthropic::read(map)?,
+    let mut req = match opts.op {
+        Operation::Messages | Operation::CountTokens => anthropic::read(map)?,
+        Operation::Responses => responses::read(map)?,
+        Operation::GenerateContent | Operation::StreamGenerateContent => gemini::read(
+            map,
+            known.and_then(|k| k.model).unwrap_or_default(),
+            opts.op == Operation::StreamGenerateContent,
+        )?,
         _ => openai::read(map)?,
     };
     if let Some(m) = non_empty(opts.model) {

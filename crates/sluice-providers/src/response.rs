@@ -8,8 +8,9 @@
 //! `thoughtSignature` for the return trip), and usage normalised.
 
 pub(crate) mod anthropic;
-mod gemini;
+pub(crate) mod gemini;
 pub(crate) mod openai;
+pub(crate) mod responses;
 
 use bytes::Bytes;
 
@@ -98,21 +99,38 @@ pub fn translate_response(
             let body = gemini::count_tokens(body).map_err(malformed)?;
             return Ok(ClientResponse { body, usage: None });
         }
-        (Operation::ChatCompletions | Operation::Messages, Family::OpenAi) => {
-            openai::read(body, opts.model)
-        }
-        (Operation::ChatCompletions | Operation::Messages, Family::Anthropic) => {
-            anthropic::read(body, opts.model)
-        }
-        (Operation::ChatCompletions | Operation::Messages, Family::Gemini) => {
-            gemini::read(body, opts.model)
-        }
+        (
+            Operation::ChatCompletions
+            | Operation::Messages
+            | Operation::Responses
+            | Operation::GenerateContent
+            | Operation::StreamGenerateContent,
+            Family::OpenAi,
+        ) => openai::read(body, opts.model),
+        (
+            Operation::ChatCompletions
+            | Operation::Messages
+            | Operation::Responses
+            | Operation::GenerateContent
+            | Operation::StreamGenerateContent,
+            Family::Anthropic,
+        ) => anthropic::read(body, opts.model),
+        (
+            Operation::ChatCompletions
+            | Operation::Messages
+            | Operation::Responses
+            | Operation::GenerateContent
+            | Operation::StreamGenerateContent,
+            Family::Gemini,
+        ) => gemini::read(body, opts.model),
         (op, _) => Err(format!("{} responses are not translated", op.as_str())),
     }
     .map_err(malformed)?;
     let usage = answer.usage;
-    let body = match opts.op.family() {
-        Family::Anthropic => anthropic::write(answer),
+    let body = match opts.op {
+        Operation::Messages => anthropic::write(answer),
+        Operation::Responses => responses::write(answer, opts.now_unix),
+        Operation::GenerateContent | Operation::StreamGenerateContent => gemini::write(answer),
         _ => openai::write(answer, opts.now_unix),
     }
     .map_err(malformed)?;

@@ -15,7 +15,9 @@
 //! |---|---|---|---|
 //! | `ChatCompletions` | passthrough | translated | translated |
 //! | `Messages` | translated | passthrough | translated |
-//! | `Completions`, `Responses` | passthrough | — | — |
+//! | `Responses` | passthrough | translated | translated |
+//! | `GenerateContent`, `StreamGenerateContent` | translated | translated | passthrough |
+//! | `Completions` | passthrough | — | — |
 //!
 //! "—": no such translation exists (request translation refuses these pairs); the factory
 //! then returns a passthrough that classifies by the upstream's family.

@@ -216,7 +216,13 @@ fn operations_a_provider_lacks() {
             "embeddings",
             "gemini",
         ),
-        (Operation::Responses, ANTHROPIC(), "responses", "anthropic"),
+        // (The Responses API is translated for Anthropic and Gemini: tests/responses_api.rs.)
+        (
+            Operation::Completions,
+            ANTHROPIC(),
+            "text_completion",
+            "anthropic",
+        ),
         (
             Operation::Completions,
             ProviderKind::Gemini,

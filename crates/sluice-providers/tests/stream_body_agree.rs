@@ -1,7 +1,7 @@
 //! A streamed answer and the same answer as a whole body end the same way for the client:
 //! the same text, refusal, tool calls (ids included), finish reason and usage, for every
 //! finish reason each provider documents (provider-formats.md §5 and GPY `FinishReason`),
-//! for each client format. And a Gemini call's `thoughtSignature` makes the round trip from a
+//! for each client format (the Responses API's too, from Anthropic and Gemini). And a Gemini call's `thoughtSignature` makes the round trip from a
 //! stream: the id the client got carries it back into the next Gemini request.
 
 mod stream_support;
@@ -54,6 +54,7 @@ fn from_body(op: Operation, provider: &ProviderKind, body: &Value) -> Seen {
     let v: Value = serde_json::from_slice(&r.body).unwrap();
     let recorded = r.usage;
     match op {
+        Operation::Responses => responses_seen(&v, recorded),
         Operation::ChatCompletions => {
             let m = &v["choices"][0]["message"];
             let tools = m["tool_calls"]
@@ -129,6 +130,17 @@ fn from_stream(op: Operation, provider: &ProviderKind, stream: &Bytes) -> Seen {
     let r = run_with(t.as_mut(), stream, &[]);
     let recorded = r.usage;
     match op {
+        Operation::Responses => {
+            // The final event's response: what `responses.stream()` gives the client
+            // (tests/responses_api.rs checks it against the deltas).
+            let (name, data) = decode_one(&r.out.last().expect("events").bytes);
+            assert!(
+                name == "response.completed" || name == "response.incomplete",
+                "{name}: {data}"
+            );
+            let v: Value = serde_json::from_str(&data).unwrap();
+            responses_seen(&v["response"], recorded)
+        }
         Operation::ChatCompletions => {
             let m = openai_message(&r.out);
             assert!(m.error.is_none() && m.done, "{:?}", m.error);
@@ -192,6 +204,48 @@ fn from_stream(op: Operation, provider: &ProviderKind, stream: &Bytes) -> Seen {
     }
 }
 
+/// What a Responses client reads from a `response` object.
+fn responses_seen(v: &Value, recorded: Option<Usage>) -> Seen {
+    let items = v["output"].as_array().unwrap();
+    let of = |kind: &'static str| items.iter().filter(move |i| i["type"] == kind);
+    Seen {
+        model: v["model"].as_str().unwrap().to_owned(),
+        text: of("message")
+            .flat_map(|m| m["content"].as_array().unwrap())
+            .filter(|p| p["type"] == "output_text")
+            .map(|p| p["text"].as_str().unwrap())
+            .collect(),
+        reasoning: of("reasoning")
+            .flat_map(|r| r["summary"].as_array().unwrap())
+            .map(|p| p["text"].as_str().unwrap())
+            .collect(),
+        refusal: of("message")
+            .flat_map(|m| m["content"].as_array().unwrap())
+            .filter(|p| p["type"] == "refusal")
+            .map(|p| p["refusal"].as_str().unwrap())
+            .collect(),
+        tools: of("function_call")
+            .map(|c| {
+                (
+                    c["call_id"].as_str().unwrap().to_owned(),
+                    c["name"].as_str().unwrap().to_owned(),
+                    args_value(c["arguments"].as_str().unwrap()),
+                )
+            })
+            .collect(),
+        finish: format!(
+            "{} {}",
+            v["status"].as_str().unwrap(),
+            v["incomplete_details"]["reason"].as_str().unwrap_or("")
+        ),
+        usage: (
+            v["usage"]["input_tokens"].as_u64().unwrap(),
+            v["usage"]["output_tokens"].as_u64().unwrap(),
+        ),
+        recorded,
+    }
+}
+
 fn sse(events: &[(Option<&str>, Value)]) -> Bytes {
     let mut s = String::new();
     for (name, data) in events {
@@ -215,6 +269,22 @@ fn agree(provider: &ProviderKind, body: &Value, stream: &Bytes, what: &str) -> (
             "{op:?}, {what}: body (left) and stream (right) differ"
         );
         seen.push(b);
+    }
+    // The Responses API, translated from Anthropic and Gemini (passed through from OpenAI).
+    if provider.family() != sluice_providers::Family::OpenAi {
+        let op = Operation::Responses;
+        let b = from_body(op, provider, body);
+        let s = from_stream(op, provider, stream);
+        assert_eq!(
+            b, s,
+            "{op:?}, {what}: body (left) and stream (right) differ"
+        );
+        let chat = &seen[0];
+        assert_eq!(
+            (&b.text, &b.reasoning, b.tools.len(), b.usage),
+            (&chat.text, &chat.reasoning, chat.tools.len(), chat.usage),
+            "{what}: a Responses client reads what a chat client reads"
+        );
     }
     let anthropic = seen.pop().unwrap();
     (seen.pop().unwrap(), anthropic)

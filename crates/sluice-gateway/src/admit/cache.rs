@@ -604,8 +604,11 @@ fn stream_verdict(op: Operation, events: &[CachedEvent]) -> Result<(), Spoiled> 
                 b"response.failed" | b"response.incomplete" => return Err(Spoiled::Incomplete),
                 _ => {}
             },
-            // Not streamed.
-            Operation::Embeddings | Operation::CountTokens => return Err(Spoiled::Incomplete),
+            // Not streamed, or (Gemini) no end marker to tell a whole stream by: not kept.
+            Operation::Embeddings
+            | Operation::CountTokens
+            | Operation::GenerateContent
+            | Operation::StreamGenerateContent => return Err(Spoiled::Incomplete),
         }
     }
     match (terminal, finish) {
@@ -645,6 +648,18 @@ fn whole_verdict(op: Operation, body: &[u8]) -> Result<(), Spoiled> {
             _ => Err(Spoiled::Incomplete),
         },
         Operation::Embeddings | Operation::CountTokens => Ok(()),
+        Operation::GenerateContent | Operation::StreamGenerateContent => {
+            match v
+                .pointer("/candidates/0/finishReason")
+                .and_then(|r| r.as_str())
+            {
+                Some("STOP") => Ok(()),
+                Some("SAFETY" | "RECITATION" | "BLOCKLIST" | "PROHIBITED_CONTENT" | "SPII") => {
+                    Err(Spoiled::ContentFilter)
+                }
+                _ => Err(Spoiled::Incomplete),
+            }
+        }
     }
 }
 

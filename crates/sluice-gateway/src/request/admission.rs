@@ -154,6 +154,9 @@ where
         let f = Failure::new(GatewayError::ShuttingDown, EndReason::Shutdown);
         return Admission::Answer(fail(family, &mut log, f, &request_id));
     }
+    if family == Family::Gemini {
+        gemini_key_from_query(&mut parts);
+    }
     // Before the body is read: a key no route would take gets its 401 now.
     let identity = state.keys.identify(&parts.headers);
     if let Err(e) = state.keys.screen(&identity) {
@@ -385,9 +388,12 @@ where
     } = req;
     let bytes = read_request_body(&parts, body, state.config.server.max_request_body).await?;
     let probe = crate::probe::routing_fields(&bytes).map_err(Failure::bad_request)?;
-    let model = probe
-        .model
+    // Gemini's model is in the path (`/v1beta/models/{model}:generateContent`).
+    let path_model = sluice_providers::api::gemini_operation_for_path(parts.uri.path())
+        .map(|(_, m)| m.to_string());
+    let model = path_model
         .as_deref()
+        .or(probe.model.as_deref())
         .ok_or_else(|| Failure::bad_request(GatewayError::MissingModel))?;
     // Capped: a client's 10 MB `model` is not kept whole for the log line.
     log.model = sluice_telemetry::untrusted::prefix(model, 1024).to_string();
@@ -400,7 +406,7 @@ where
     let idempotent = route.idempotent
         || crate::headers::get(&parts.headers, &crate::admit::IDEMPOTENCY_KEY).is_some();
     let max_tokens = probe.max_tokens_any();
-    let stream = probe.stream == Some(true);
+    let stream = op.streams_by_path().unwrap_or(probe.stream == Some(true));
     let deadline = deadline(state, route_idx, &parts.headers, log.started());
     let keys = &state.keys;
     let key = keys
@@ -498,4 +504,29 @@ where
         Box::new(Policy::new(state.clone(), route_idx, ctx, deadline)),
         cache,
     ))
+}
+
+/// A Gemini client's key may come as `?key=` (the REST API's other spelling): it becomes the
+/// `x-goog-api-key` header the key table reads (unless that header is there), and the query
+/// is dropped, so neither the key nor a second `alt=sse` reaches the upstream (its path has
+/// its own).
+fn gemini_key_from_query(parts: &mut http::request::Parts) {
+    let Some(query) = parts.uri.query() else {
+        return;
+    };
+    let key = query
+        .split('&')
+        .find_map(|kv| kv.strip_prefix("key="))
+        .filter(|k| !k.is_empty())
+        .and_then(|k| http::HeaderValue::from_str(k).ok());
+    if let Some(mut key) = key {
+        if !parts.headers.contains_key("x-goog-api-key") {
+            key.set_sensitive(true);
+            parts.headers.insert("x-goog-api-key", key);
+        }
+    }
+    let mut uri = std::mem::take(&mut parts.uri).into_parts();
+    let path = uri.path_and_query.as_ref().map(|pq| pq.path().to_string());
+    uri.path_and_query = path.and_then(|p| http::uri::PathAndQuery::try_from(p).ok());
+    parts.uri = http::Uri::from_parts(uri).unwrap_or_default();
 }

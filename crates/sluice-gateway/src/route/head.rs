@@ -44,14 +44,22 @@ pub fn route_request(
         return Ok(Routed::Local(endpoint));
     }
     let probe = crate::probe::routing_fields(body)?;
-    let model = probe.model.as_deref().ok_or(GatewayError::MissingModel)?;
+    // Gemini's model is in the path, as admission reads it.
+    let model = sluice_providers::api::gemini_operation_for_path(path)
+        .map(|(_, m)| m)
+        .or(probe.model.as_deref())
+        .ok_or(GatewayError::MissingModel)?;
     let route = config.route_index(model).ok_or_else(|| {
         GatewayError::UnknownModel(sluice_telemetry::untrusted::prefix(model, 1024).to_string())
     })?;
     Ok(Routed::Model {
         endpoint,
         route,
-        stream: probe.stream == Some(true),
+        stream: match endpoint {
+            Endpoint::Model(op) => op.streams_by_path(),
+            _ => None,
+        }
+        .unwrap_or(probe.stream == Some(true)),
         max_tokens: probe.max_tokens_any(),
     })
 }

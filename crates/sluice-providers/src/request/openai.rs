@@ -404,7 +404,7 @@ fn read_user_content(
     Ok(out)
 }
 
-fn media_from_url(url: String) -> Media {
+pub(super) fn media_from_url(url: String) -> Media {
     match wire::parse_data_url(&url) {
         Some((media_type, data)) => Media::Base64 {
             media_type: media_type.to_string(),

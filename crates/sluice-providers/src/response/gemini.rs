@@ -98,3 +98,61 @@ pub(super) fn count_tokens(body: &[u8]) -> Result<Bytes, String> {
         input_tokens: c.total_tokens,
     })
 }
+
+/// A Gemini `usageMetadata` object for `u` (thoughts apart from the answer's tokens, as
+/// Gemini counts them).
+pub(crate) fn usage_metadata(u: &crate::usage::Usage) -> serde_json::Value {
+    serde_json::json!({
+        "promptTokenCount": u.input,
+        "candidatesTokenCount": u.output.saturating_sub(u.reasoning),
+        "thoughtsTokenCount": u.reasoning,
+        "cachedContentTokenCount": u.cached_input,
+        "totalTokenCount": u.input + u.output,
+    })
+}
+
+/// The answer as a `GenerateContentResponse`, for a Gemini-native client: one candidate per
+/// choice, reasoning as `thought` parts (a signed thinking block's signature as the
+/// `thoughtSignature` of its part, which the SDK keeps and sends back), then the text, then
+/// the function calls with their ids.
+pub(crate) fn write(a: Answer) -> Result<Bytes, String> {
+    use serde_json::{json, Value};
+    let mut candidates = Vec::with_capacity(a.choices.len());
+    for c in a.choices {
+        let mut parts: Vec<Value> = Vec::new();
+        if c.thinking.is_empty() && !c.reasoning.is_empty() {
+            parts.push(json!({"text": c.reasoning, "thought": true}));
+        }
+        for t in c.thinking {
+            // Anthropic's redacted thinking has no text to show and no Gemini field to
+            // carry it in: left out.
+            if let super::Thinking::Signed { text, signature } = t {
+                parts.push(json!({"text": text, "thought": true, "thoughtSignature": signature}));
+            }
+        }
+        let mut text = c.text;
+        if let Some(r) = c.refusal {
+            if !text.is_empty() {
+                text.push('\n');
+            }
+            text.push_str(&r);
+        }
+        if !text.is_empty() {
+            parts.push(json!({"text": text}));
+        }
+        for t in c.tool_calls {
+            parts.push(json!({"functionCall": {"id": t.id, "name": t.name, "args": t.arguments}}));
+        }
+        candidates.push(json!({
+            "content": {"role": "model", "parts": parts},
+            "finishReason": c.finish.as_gemini(),
+            "index": c.index,
+        }));
+    }
+    to_bytes(&json!({
+        "candidates": candidates,
+        "usageMetadata": usage_metadata(&a.usage.unwrap_or_default()),
+        "modelVersion": a.model,
+        "responseId": a.id,
+    }))
+}

@@ -2,7 +2,9 @@
 //! (`super::upstream`) in one vocabulary, so each translation pair is a reader and a writer.
 
 pub(crate) mod anthropic;
+pub(crate) mod gemini;
 pub(crate) mod openai;
+pub(crate) mod responses;
 
 use super::fault::Fault;
 use super::json::{JsonStr, JsonString};

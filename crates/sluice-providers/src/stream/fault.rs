@@ -172,6 +172,16 @@ impl Fault {
         }
     }
 
+    /// The error's code, as the upstream gave it (or the gateway's own).
+    pub(crate) fn code(&self) -> &str {
+        &self.code
+    }
+
+    /// Its message.
+    pub(crate) fn message(&self) -> &str {
+        &self.message
+    }
+
     /// The final SSE event for a client of `family`.
     pub(crate) fn event(&self, family: Family) -> Bytes {
         crate::error::sse_error_event(family, self.status, &self.code, &self.message)

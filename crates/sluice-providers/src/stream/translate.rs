@@ -3,7 +3,9 @@
 use sluice_sse::Event;
 
 use super::client::anthropic::AnthropicWriter;
+use super::client::gemini::GeminiWriter;
 use super::client::openai::OpenAiWriter;
+use super::client::responses::ResponsesWriter;
 use super::client::{Guard, Writer, WriterConfig};
 use super::fault::Fault;
 use super::upstream::anthropic::AnthropicReader;
@@ -25,6 +27,15 @@ pub(crate) fn build(opts: &StreamOptions<'_>) -> Box<dyn StreamTranslator> {
         }
         Operation::Messages if translate => {
             let w = AnthropicWriter::new(WriterConfig::new(opts));
+            with_reader(upstream, w)
+        }
+        Operation::GenerateContent | Operation::StreamGenerateContent if translate => {
+            let w = GeminiWriter::new(WriterConfig::new(opts));
+            with_reader(upstream, w)
+        }
+        // OpenAI-shaped upstreams speak the Responses API themselves: passed through.
+        Operation::Responses if upstream != Family::OpenAi => {
+            let w = ResponsesWriter::new(WriterConfig::new(opts));
             with_reader(upstream, w)
         }
         _ => passthrough::build(upstream, opts),

@@ -35,7 +35,13 @@ pub fn check(data: &[u8]) {
     let (head, input) = data.split_at(data.len().min(2));
     let pick = usize::from(head.first().copied().unwrap_or(0));
     let flags = head.get(1).copied().unwrap_or(0);
-    let op = OPS[pick % 4];
+    // Half the `Completions` picks are a Gemini-native client instead (the other ops keep the
+    // picks they had).
+    let op = if pick & 0x80 != 0 && pick % 4 == 2 {
+        Operation::StreamGenerateContent
+    } else {
+        OPS[pick % 4]
+    };
     let provider = match (pick / 4) % 4 {
         0 => ProviderKind::OpenAi,
         1 => ProviderKind::Azure {
@@ -67,8 +73,19 @@ pub fn check(data: &[u8]) {
     opts.splice = (flags & 8 != 0).then_some(&splice);
     let chunk = usize::from(flags >> 4);
 
-    let translating = matches!(op, Operation::ChatCompletions | Operation::Messages)
-        && (provider.family() != op.family() || continuation);
+    let translating = (matches!(op, Operation::ChatCompletions | Operation::Messages)
+        && (provider.family() != op.family() || continuation))
+        || (op == Operation::Responses && provider.family() != Family::OpenAi)
+        || (op == Operation::StreamGenerateContent
+            && (provider.family() != Family::Gemini || continuation));
+    // A Responses client's `.done` events repeat the whole answer, so its writer holds the
+    // text, reasoning and arguments (escaped: Gemini's arguments object grows by its quotes'
+    // escapes) until the end.
+    let bound = if op == Operation::Responses {
+        2 * held_bound(input)
+    } else {
+        held_bound(input)
+    };
 
     let mut t = translator(&opts);
     let mut dec = Decoder::with_max_event_bytes(4096).expect("in range");
@@ -90,7 +107,7 @@ pub fn check(data: &[u8]) {
                 Ok(Item::Event(ev)) => {
                     raws.push(ev.raw().clone());
                     t.event(&ev, &mut out);
-                    assert!(t.held_bytes() <= held_bound(&input));
+                    assert!(t.held_bytes() <= bound);
                 }
                 Ok(_) => {}
                 Err(_) => {
@@ -128,7 +145,26 @@ pub fn check(data: &[u8]) {
         }
         // A fresh stream follows the client's protocol (a continuation starts mid-message,
         // and OpenAI-shaped upstreams may omit what OpenAI clients need, so only these).
-        if !continuation {
+        if op == Operation::Responses {
+            // Named events whose data repeats the name, numbered from 0.
+            for (i, e) in out.iter().enumerate() {
+                let (name, data) = stream_support::decode_one(&e.bytes);
+                let v: Value = serde_json::from_str(&data).expect("checked above");
+                assert_eq!(v["type"], name.as_str(), "{data}");
+                assert_eq!(v["sequence_number"], i as u64, "{data}");
+            }
+        } else if op == Operation::StreamGenerateContent {
+            // Unnamed events, each a whole response or an error.
+            for e in &out {
+                let (name, data) = stream_support::decode_one(&e.bytes);
+                assert_eq!(name, "message", "{data}");
+                let v: Value = serde_json::from_str(&data).expect("checked above");
+                assert!(
+                    v.get("candidates").is_some() || v.get("error").is_some(),
+                    "{data}"
+                );
+            }
+        } else if !continuation {
             match (op.family(), provider.family()) {
                 (Family::OpenAi, Family::Anthropic | Family::Gemini) => {
                     let _ = stream_support::openai_message(&out);

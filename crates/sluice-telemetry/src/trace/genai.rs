@@ -9,7 +9,11 @@ use sluice_providers::{Family, Operation};
 /// `gen_ai.operation.name` of a client operation.
 pub fn operation_name(op: Operation) -> &'static str {
     match op {
-        Operation::ChatCompletions | Operation::Messages | Operation::Responses => "chat",
+        Operation::ChatCompletions
+        | Operation::Messages
+        | Operation::Responses
+        | Operation::GenerateContent
+        | Operation::StreamGenerateContent => "chat",
         Operation::Completions => "text_completion",
         Operation::Embeddings => "embeddings",
         // Not a generation; the convention has no name for it, so it is said plainly.

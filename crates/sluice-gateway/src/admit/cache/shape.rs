@@ -30,7 +30,10 @@ pub(super) fn convert(op: Operation, entry: &CachedResponse) -> Option<Arc<Cache
                     .find(|(kind, _)| kind == "response.completed")
                     .map(|(_, v)| v["response"].clone())
                     .filter(Value::is_object)?,
-                Operation::Embeddings | Operation::CountTokens => return None,
+                Operation::Embeddings
+                | Operation::CountTokens
+                | Operation::GenerateContent
+                | Operation::StreamGenerateContent => return None,
             };
             CachedBody::Whole(Bytes::from(whole.to_string()))
         }
@@ -40,7 +43,10 @@ pub(super) fn convert(op: Operation, entry: &CachedResponse) -> Option<Arc<Cache
                 Operation::ChatCompletions | Operation::Completions => emit_openai(op, &v)?,
                 Operation::Messages => emit_anthropic(&v)?,
                 Operation::Responses => emit_responses(&v)?,
-                Operation::Embeddings | Operation::CountTokens => return None,
+                Operation::Embeddings
+                | Operation::CountTokens
+                | Operation::GenerateContent
+                | Operation::StreamGenerateContent => return None,
             };
             CachedBody::Events(
                 events
