@@ -1,5 +1,5 @@
 //! `sluice init --provider openai|anthropic|gemini|vllm`: a commented starter config that
-//! `sluice check-config` accepts.
+//! `sluice check-config` accepts, and beside it the JSON Schema its `#:schema` line names.
 
 use std::io::Write as _;
 use std::path::PathBuf;
@@ -82,6 +82,18 @@ pub fn run(args: InitArgs) -> anyhow::Result<()> {
     f.write_all(text.as_bytes())
         .with_context(|| format!("cannot write {}", path.display()))?;
     println!("wrote {}", path.display());
+    // The `#:schema ./sluice.schema.json` line of the config points here. Generated, so it is
+    // replaced by this binary's version.
+    let schema = path
+        .parent()
+        .unwrap_or(std::path::Path::new(""))
+        .join("sluice.schema.json");
+    std::fs::write(&schema, sluice_config::json_schema_text())
+        .with_context(|| format!("cannot write {}", schema.display()))?;
+    println!(
+        "wrote {} (editors complete and check the config with it)",
+        schema.display()
+    );
     if let Some(var) = args.provider.key_var() {
         println!("next: export {var}=...   (the gateway's key; never written in the file)");
     }
