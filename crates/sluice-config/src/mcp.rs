@@ -370,6 +370,9 @@ struct RawMcpServer {
     auth: Option<RawMcpAuth>,
     /// The MCP revision spoken to the server: `auto` (the client's era; an upstream that
     /// refuses it is remembered and bridged), `2025-06-18`, `2025-11-25` or `2026-07-28`.
+    // `default` (what an absent Option is anyway) tells schemars the key is optional, which
+    // it cannot see through `schema_with`.
+    #[serde(default)]
     #[schemars(extend("default" = "auto"), schema_with = "super::schema::mcp_protocol")]
     protocol: Option<String>,
     /// Timeouts.

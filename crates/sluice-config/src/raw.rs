@@ -187,7 +187,7 @@ pub(super) struct RawKeySettings {
 }
 
 /// A key file: `[[key]]` entries and nothing else.
-#[derive(Deserialize, Default, JsonSchema)]
+#[derive(Deserialize, Default)]
 #[serde(deny_unknown_fields)]
 pub(super) struct RawKeyFile {
     #[serde(default, rename = "key")]
@@ -778,6 +778,9 @@ pub(super) struct RawRouteCache {
     pub(super) max_bytes: Option<SizeValue>,
     /// How a hit on a streaming request is replayed: `instant` (every event at once) or
     /// `paced` (at the original pace).
+    // `default` (what an absent Option is anyway) tells schemars the key is optional, which
+    // it cannot see through `schema_with`.
+    #[serde(default)]
     #[schemars(extend("default" = "instant"), schema_with = "super::schema::cache_replay")]
     pub(super) replay: Option<String>,
     /// Longest a request waits for an identical one in flight before going upstream itself.

@@ -12,6 +12,37 @@ use serde_json::{Map, Value};
 pub const REFERENCE_COMMAND: &str =
     "cargo run -p sluice -- config reference --output docs/guide/src/reference.md";
 
+/// The file's tables in the order a config meets them (the schema's keys are sorted; below the
+/// top level, keys are listed alphabetically).
+const ROOT_ORDER: [&str; 11] = [
+    "server",
+    "upstream",
+    "route",
+    "state",
+    "key",
+    "keys",
+    "team",
+    "price",
+    "ledger",
+    "telemetry",
+    "mcp",
+];
+
+/// `props` in the order the page lists them.
+fn ordered<'a>(path: &str, props: &'a Map<String, Value>) -> Vec<(&'a String, &'a Value)> {
+    let mut out: Vec<(&String, &Value)> = props.iter().collect();
+    if path.is_empty() {
+        let rank = |k: &str| {
+            ROOT_ORDER
+                .iter()
+                .position(|r| *r == k)
+                .unwrap_or(ROOT_ORDER.len())
+        };
+        out.sort_by_key(|(k, _)| rank(k));
+    }
+    out
+}
+
 /// One table of keys: where it sits in the file, and its schema.
 struct Section<'a> {
     /// The TOML path, `upstream[].timeouts`.
@@ -76,6 +107,8 @@ fn render(schema: &Value) -> String {
          - Any string value may hold `${{VAR}}` or `${{VAR:-default}}`, expanded from the \
          environment at load; `$$` is a literal `$`. Numbers and booleans take no variables.\n\
          - Keys a table does not list are refused (with a suggestion), never ignored.\n\
+         - A default of — means the key has no value unless written: what then applies (off, \
+         derived from another key, ...) is in its description.\n\
          - `[]` in a path is one entry of an array of tables: `upstream[].timeouts` is the \
          `timeouts` of an `[[upstream]]`.\n"
     ));
@@ -114,17 +147,17 @@ impl<'a> Render<'a> {
             }
             return;
         };
-        for (key, prop) in props {
+        for (key, prop) in ordered(path, props) {
             let Some(prop) = prop.as_object() else {
                 continue;
             };
             let child = join(path, key);
             if let Some((name, def)) = self.table_of(prop) {
-                self.add(name, format!("{child}[]"), def, true);
+                self.add(name, format!("{child}[]"), def);
             } else {
                 let (name, def) = self.target(prop);
                 if is_table(def) {
-                    self.add(name, child, def, false);
+                    self.add(name, child, def);
                 }
             }
         }
@@ -144,13 +177,7 @@ impl<'a> Render<'a> {
         is_table(def).then_some((name, def))
     }
 
-    fn add(
-        &mut self,
-        name: Option<&'a str>,
-        path: String,
-        def: &'a Map<String, Value>,
-        _array: bool,
-    ) {
+    fn add(&mut self, name: Option<&'a str>, path: String, def: &'a Map<String, Value>) {
         if let Some(name) = name {
             if let Some(&i) = self.seen.get(name) {
                 self.sections[i].also.push(path);
@@ -235,7 +262,7 @@ impl<'a> Render<'a> {
             .get("properties")
             .and_then(Value::as_object)
             .unwrap_or(&empty);
-        for (key, prop) in props {
+        for (key, prop) in ordered(path, props) {
             if Some(key.as_str()) == tag {
                 continue;
             }
