@@ -467,6 +467,7 @@ struct RawMcpLimit {
 #[serde(deny_unknown_fields)]
 struct RawMcpRate {
     /// Tool calls per period, 1 to 2^40.
+    #[schemars(range(min = 1, max = 1_099_511_627_776_u64))]
     limit: u64,
     /// The period.
     per: DurationValue,

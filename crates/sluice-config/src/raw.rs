@@ -220,6 +220,7 @@ pub(super) struct RawKey {
     /// Tokens (input plus output) per period.
     pub(super) tokens: Option<RawRate>,
     /// Requests in flight at once, at most.
+    #[schemars(range(min = 1, max = 1_125_899_906_842_624_u64))]
     pub(super) concurrency: Option<u64>,
     /// Spend per period, in the prices' currency.
     pub(super) budget: Option<RawBudgetLimit>,
@@ -239,6 +240,7 @@ pub(super) struct RawTeam {
     /// Tokens per period, all the team's keys together.
     pub(super) tokens: Option<RawRate>,
     /// Requests in flight at once, all the team's keys together.
+    #[schemars(range(min = 1, max = 1_125_899_906_842_624_u64))]
     pub(super) concurrency: Option<u64>,
     /// Spend per period, all the team's keys together.
     pub(super) budget: Option<RawBudgetLimit>,
@@ -249,6 +251,7 @@ pub(super) struct RawTeam {
 #[serde(deny_unknown_fields)]
 pub(super) struct RawRate {
     /// How many per period: 1 to 2^50.
+    #[schemars(range(min = 1, max = 1_125_899_906_842_624_u64))]
     pub(super) limit: u64,
     /// The period, 1ms to 100 years.
     pub(super) per: DurationValue,
@@ -279,6 +282,7 @@ pub(super) struct RawModelLimits {
     /// Tokens per period on these models.
     pub(super) tokens: Option<RawRate>,
     /// Requests in flight at once on these models.
+    #[schemars(range(min = 1, max = 1_125_899_906_842_624_u64))]
     pub(super) concurrency: Option<u64>,
 }
 
@@ -291,6 +295,7 @@ pub(super) struct RawRouteLimits {
     /// Tokens per period on the route.
     pub(super) tokens: Option<RawRate>,
     /// Requests in flight at once on the route.
+    #[schemars(range(min = 1, max = 1_125_899_906_842_624_u64))]
     pub(super) concurrency: Option<u64>,
 }
 
@@ -324,6 +329,7 @@ pub(super) struct RawTelemetry {
     /// Share of new traces recorded, 0.0 to 1.0; a request carrying a `traceparent` follows
     /// its sampled flag.
     #[schemars(extend("default" = 1.0))]
+    #[schemars(range(min = 0.0, max = 1.0))]
     pub(super) sampling_ratio: Option<f64>,
     /// `service.name` of the spans.
     #[schemars(extend("default" = "sluice"))]
@@ -332,6 +338,7 @@ pub(super) struct RawTelemetry {
     pub(super) headers: Option<std::collections::BTreeMap<String, String>>,
     /// Spans per export request, 1 to 65,536.
     #[schemars(extend("default" = 512))]
+    #[schemars(range(min = 1, max = 65_536))]
     pub(super) batch_size: Option<usize>,
     /// Longest a finished span waits before it is exported.
     #[schemars(extend("default" = "5s"))]
@@ -339,6 +346,7 @@ pub(super) struct RawTelemetry {
     /// Most spans waiting for export (at least `batch_size`, at most 2^20); when full, new
     /// spans are dropped and counted.
     #[schemars(extend("default" = 2048))]
+    #[schemars(range(min = 1, max = 1_048_576))]
     pub(super) queue_size: Option<usize>,
     /// Deadline of one export request.
     #[schemars(extend("default" = "10s"))]
@@ -385,6 +393,7 @@ pub(super) struct RawServer {
     /// Access log lines waiting for the writer, at most; past it lines are dropped (and
     /// counted).
     #[schemars(extend("default" = 16384))]
+    #[schemars(range(min = 1))]
     pub(super) access_log_queue: Option<usize>,
     /// `text` (`key=value`) or `json`, for the access log and the operational log alike.
     #[schemars(extend("default" = "text"))]
@@ -404,9 +413,11 @@ pub(super) struct RawServer {
     /// Most client connections open at once (at least 1); past it the longest-idle connection
     /// is closed to make room, or the new one refused. Default: from the open-file limit,
     /// (soft limit − 256) / 2.
+    #[schemars(range(min = 1))]
     pub(super) max_connections: Option<usize>,
     /// Most client connections from one peer address (at least 1); `trusted_proxies` are
     /// never capped. Default: no cap.
+    #[schemars(range(min = 1))]
     pub(super) max_connections_per_ip: Option<usize>,
     /// Threads that each keep a client connection, and the upstream HTTP/1.1 connections it
     /// opens, from accept to close (as nginx's workers do): more calls per CPU at saturation,
@@ -414,6 +425,7 @@ pub(super) struct RawServer {
     /// host whose CPUs are the gateway's, set it to their number. 0: one runtime whose threads
     /// share all the work. At most 1024; needs a restart.
     #[schemars(extend("default" = 0))]
+    #[schemars(range(max = 1024))]
     pub(super) workers: Option<usize>,
     /// Largest request head (HTTP/1.1 request line and headers, or an HTTP/2 header list),
     /// 8KiB to 1MiB; larger gets 431.
@@ -421,9 +433,11 @@ pub(super) struct RawServer {
     pub(super) max_header_bytes: Option<SizeValue>,
     /// HTTP/2 streams one client connection may have open at once (at least 1).
     #[schemars(extend("default" = 200))]
+    #[schemars(range(min = 1))]
     pub(super) max_concurrent_streams: Option<u32>,
     /// New requests one client connection may start per second (a token bucket with a burst
     /// of the same size, at least 1); past it requests get a fast 429. Default: no cap.
+    #[schemars(range(min = 1))]
     pub(super) max_connection_request_rate: Option<u32>,
     /// Bytes of request and non-streaming response bodies held at once across all requests
     /// (at least `max_request_body` and `max_response_body`); past it new bodies get a fast
@@ -471,10 +485,12 @@ pub(super) struct RawClientResets {
     /// More cancels than this on one connection within `window`: the connection is closed
     /// with GOAWAY(ENHANCE_YOUR_CALM). At least 1.
     #[schemars(extend("default" = 100))]
+    #[schemars(range(min = 1))]
     pub(super) per_connection: Option<u32>,
     /// More cancels than this from one client address within `window`: the address is
     /// blocked for `block` (new connections refused, new requests a fast 429). At least 1.
     #[schemars(extend("default" = 200))]
+    #[schemars(range(min = 1))]
     pub(super) per_ip: Option<u32>,
     /// The counting window.
     #[schemars(extend("default" = "10s"))]
@@ -564,6 +580,7 @@ pub(super) struct RawBudget {
     /// Retries allowed per request over the last 10 s, 0 to 10 (0.2: one retry per five
     /// requests).
     #[schemars(extend("default" = 0.2))]
+    #[schemars(range(min = 0.0, max = 10.0))]
     pub(super) ratio: Option<f64>,
     /// Retries always allowed per second, whatever the traffic.
     #[schemars(extend("default" = 10))]
@@ -600,6 +617,7 @@ pub(super) struct RawPool {
     pub(super) max_connection_age: Option<DurationValue>,
     /// Drain a connection once it has carried this many requests (at least 1). Default: no
     /// limit.
+    #[schemars(range(min = 1))]
     pub(super) max_requests_per_connection: Option<u64>,
     /// HTTP/1.1: a kept-alive connection idle this long is closed (below the common 60 s
     /// server keep-alives, so the close is ours).
@@ -626,9 +644,11 @@ pub(super) struct RawLane {
     /// Cap on the lane's open connections, draining ones included (at least 1). Default: 64
     /// for HTTP/2, 4096 for HTTP/1.1 (one request each; also under `auto` once it speaks
     /// HTTP/1.1), both at most (open-file limit − 256) / 4.
+    #[schemars(range(min = 1))]
     pub(super) max_connections: Option<usize>,
     /// HTTP/2: our cap on concurrent streams per connection, never above the server's
     /// SETTINGS_MAX_CONCURRENT_STREAMS. Default 50 on `stream`, 100 on `short`.
+    #[schemars(range(min = 1))]
     pub(super) max_streams_per_connection: Option<u32>,
     /// Requests allowed to wait for a slot when every connection is at its cap; one more
     /// fails at once (`pool_pending_full`).
@@ -795,18 +815,23 @@ pub(super) struct RawRouteCache {
 pub(super) struct RawReasoningBudgets {
     /// Tokens for `minimal`.
     #[schemars(extend("default" = 1024))]
+    #[schemars(range(min = 1))]
     pub(super) minimal: Option<u64>,
     /// Tokens for `low`.
     #[schemars(extend("default" = 2048))]
+    #[schemars(range(min = 1))]
     pub(super) low: Option<u64>,
     /// Tokens for `medium`.
     #[schemars(extend("default" = 8192))]
+    #[schemars(range(min = 1))]
     pub(super) medium: Option<u64>,
     /// Tokens for `high`.
     #[schemars(extend("default" = 16384))]
+    #[schemars(range(min = 1))]
     pub(super) high: Option<u64>,
     /// Tokens for `xhigh`.
     #[schemars(extend("default" = 32768))]
+    #[schemars(range(min = 1))]
     pub(super) xhigh: Option<u64>,
 }
 
@@ -832,6 +857,7 @@ pub(super) enum BalanceName {
 pub(super) struct RawOutlier {
     /// Failures in a row that eject a target (at least 1).
     #[schemars(extend("default" = 5))]
+    #[schemars(range(min = 1))]
     pub(super) consecutive_failures: Option<u32>,
     /// An ejection lasts this times the target's recent ejections.
     #[schemars(extend("default" = "30s"))]
@@ -842,6 +868,7 @@ pub(super) struct RawOutlier {
     /// At most this percentage of the targets are out by ejection at once (at least one of
     /// two or more), 0 to 100.
     #[schemars(extend("default" = 50))]
+    #[schemars(range(max = 100))]
     pub(super) max_ejection_percent: Option<u8>,
     /// The success-rate rule (Envoy's: a target whose success rate is far below the others'
     /// is ejected); `false` turns it off.
@@ -864,9 +891,11 @@ pub(super) struct RawHealthCheck {
     pub(super) timeout: Option<DurationValue>,
     /// Passes in a row that make an unhealthy upstream healthy (at least 1).
     #[schemars(extend("default" = 2))]
+    #[schemars(range(min = 1))]
     pub(super) healthy_threshold: Option<u32>,
     /// Fails in a row that make an upstream unhealthy (at least 1).
     #[schemars(extend("default" = 3))]
+    #[schemars(range(min = 1))]
     pub(super) unhealthy_threshold: Option<u32>,
 }
 
@@ -882,6 +911,7 @@ pub(super) struct RawTarget {
     pub(super) model: Option<String>,
     /// Share of traffic among the targets of one tier (at least 1).
     #[schemars(extend("default" = 1))]
+    #[schemars(range(min = 1))]
     pub(super) weight: Option<u32>,
     /// The model's context window in tokens: a request that exceeded one target's window is
     /// only sent to targets with a larger one. Default: unknown.
@@ -899,6 +929,7 @@ pub(super) struct RawRetry {
     /// Attempts per target tier, the first included, 1 to 10, before the request falls back
     /// to the next tier.
     #[schemars(extend("default" = 2))]
+    #[schemars(range(min = 1, max = 10))]
     pub(super) attempts: Option<u32>,
     /// Base of the exponential backoff (with full jitter).
     #[schemars(extend("default" = "100ms"))]

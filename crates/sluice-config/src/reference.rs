@@ -326,11 +326,31 @@ impl<'a> Render<'a> {
                     .unwrap_or_else(|| "values".into());
                 format!("table of {}", plural(&values))
             }
-            Some("integer") => {
-                let min = def.get("minimum").and_then(Value::as_i64);
-                match min {
-                    Some(0) => "integer ≥ 0".into(),
-                    _ => "integer".into(),
+            Some(t @ ("integer" | "number")) => {
+                let number = |v: f64| {
+                    if t == "integer" {
+                        format!("{}", v as i64)
+                    } else {
+                        format!("{v}")
+                    }
+                };
+                let min = def.get("minimum").and_then(Value::as_f64);
+                // The Rust type's own ceiling (`u8`: 255) is not the key's.
+                let type_max = match def.get("format").and_then(Value::as_str) {
+                    Some("uint8") => Some(255.0),
+                    Some("uint16") => Some(65_535.0),
+                    Some("uint32") => Some(4_294_967_295.0),
+                    _ => None,
+                };
+                let max = def
+                    .get("maximum")
+                    .and_then(Value::as_f64)
+                    .filter(|m| Some(*m) != type_max);
+                match (min, max) {
+                    (Some(lo), Some(hi)) => format!("{t}, {} to {}", number(lo), number(hi)),
+                    (Some(lo), None) => format!("{t} ≥ {}", number(lo)),
+                    (None, Some(hi)) => format!("{t} ≤ {}", number(hi)),
+                    (None, None) => t.to_string(),
                 }
             }
             Some(t) => t.to_string(),
@@ -443,7 +463,7 @@ fn join(path: &str, key: &str) -> String {
 fn plural(word: &str) -> String {
     match word {
         "string" => "strings".into(),
-        "integer" | "integer ≥ 0" => "integers".into(),
+        w if w.starts_with("integer") => "integers".into(),
         "number" => "numbers".into(),
         "boolean" => "booleans".into(),
         "duration" => "durations".into(),

@@ -29,6 +29,11 @@ cache = {}
 [[key]]
 id = "k"
 hash = "9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08"
+model_limits = [{ models = ["*"], concurrency = 5 }]
+
+[[team]]
+id = "t"
+concurrency = 5
 
 [ledger]
 
@@ -57,25 +62,40 @@ fn resolve<'a>(schema: &'a Value, root: &'a Value) -> &'a Value {
     }
 }
 
-/// Every (path, default) below `schema`.
-fn defaults(schema: &Value, root: &Value, path: &[Step], out: &mut Vec<(Vec<Step>, Value)>) {
+/// Every key below `schema` that a config can hold on its own (in a table of `BASE`, or one
+/// that may be created for it), with its schema.
+fn keys<'a>(
+    schema: &'a Value,
+    root: &'a Value,
+    path: &[Step],
+    out: &mut Vec<(Vec<Step>, &'a Value)>,
+) {
     let Some(props) = resolve(schema, root)["properties"].as_object() else {
         return; // a scalar, or a tagged union (`ledger.sink`), whose variants are not walked
     };
     for (key, prop) in props {
         let mut here = path.to_vec();
         here.push(Step::Key(key.clone()));
-        if let Some(d) = prop.get("default") {
-            out.push((here.clone(), d.clone()));
-        }
+        out.push((here.clone(), prop));
         let target = resolve(prop, root);
         if target["type"] == "array" {
             here.push(Step::First);
-            defaults(&target["items"], root, &here, out);
+            keys(&target["items"], root, &here, out);
         } else if target.get("required").is_none() {
-            // A table with required keys (a rate's `limit`) cannot be written with a default
-            // alone; its defaults are serde's (`#[serde(default)]`), which cannot drift.
-            defaults(prop, root, &here, out);
+            // A table with required keys (a rate's `limit`) cannot be written one key at a
+            // time; its defaults are serde's (`#[serde(default)]`), which cannot drift.
+            keys(prop, root, &here, out);
+        }
+    }
+}
+
+/// Every (path, default) below `schema`.
+fn defaults(schema: &Value, root: &Value, path: &[Step], out: &mut Vec<(Vec<Step>, Value)>) {
+    let mut all = Vec::new();
+    keys(schema, root, path, &mut all);
+    for (path, prop) in all {
+        if let Some(d) = prop.get("default") {
+            out.push((path, d.clone()));
         }
     }
 }
@@ -168,6 +188,62 @@ fn every_default_in_the_schema_is_the_one_validation_applies() {
         wrong.join("\n")
     );
     assert!(checked >= 90, "{checked} defaults checked");
+}
+
+/// The bounds the schema states are no stricter than the gateway's: a value just past one is
+/// refused by the gateway too (so an editor never flags what the gateway would take).
+#[test]
+fn every_bound_in_the_schema_is_one_the_gateway_keeps() {
+    let schema = json_schema();
+    let mut all = Vec::new();
+    keys(&schema, &schema, &[], &mut all);
+    let base: toml::Table = toml::from_str(BASE).unwrap();
+    let mut checked = 0;
+    let mut loose = Vec::new();
+    for (path, prop) in all {
+        let format = prop["format"].as_str().unwrap_or("");
+        // The bounds of the Rust type itself (`u32`: 0 to 2^32 - 1) are not the gateway's.
+        let type_max = match format {
+            "uint8" => Some(255.0),
+            "uint16" => Some(65_535.0),
+            "uint32" => Some(4_294_967_295.0),
+            _ => None,
+        };
+        let integer = prop["type"] == "integer";
+        let step = if integer { 1.0 } else { 0.5 };
+        let mut beyond = Vec::new();
+        if let Some(min) = prop["minimum"].as_f64() {
+            if !(min == 0.0 && format.starts_with("uint")) {
+                beyond.push(min - step);
+            }
+        }
+        if let Some(max) = prop["maximum"].as_f64() {
+            if Some(max) != type_max {
+                beyond.push(max + step);
+            }
+        }
+        for v in beyond {
+            let value = if integer {
+                toml::Value::Integer(v as i64)
+            } else {
+                toml::Value::Float(v)
+            };
+            let mut doc = base.clone();
+            set(&mut doc, &path, value.clone())
+                .unwrap_or_else(|| panic!("{}: BASE has no entry to set it in", show(&path)));
+            let text = toml::to_string(&doc).unwrap();
+            if Config::from_toml(&text, &|_| Some("sk-test".to_string())).is_ok() {
+                loose.push(format!("{} = {value}", show(&path)));
+            }
+            checked += 1;
+        }
+    }
+    assert!(
+        loose.is_empty(),
+        "the gateway takes values the schema refuses:\n{}",
+        loose.join("\n")
+    );
+    assert!(checked >= 25, "{checked} bounds checked");
 }
 
 /// A different value does change the config: the comparison above can see a difference.

@@ -220,6 +220,10 @@ fn configs_check_config_refuses_for_their_shape_the_schema_refuses_too() {
         ("an unknown MCP protocol", format!("{BASE}\n[mcp]\nsession_secret = \"0123456789abcdef0123456789abcdef\"\n[[mcp.server]]\nname = \"s\"\nurl = \"http://127.0.0.1:9/mcp\"\nprotocol = \"2024-01-01\"\n")),
         ("an unknown cache replay", with_route("cache = { replay = \"fast\" }")),
         ("a number for a string", format!("[server]\nlisten = 8080\n{BASE}")),
+        ("attempts past the most", with_route("retry = { attempts = 11 }")),
+        ("a sampling ratio above 1", format!("{BASE}\n[telemetry]\nsampling_ratio = 1.5\n")),
+        ("a weight of 0", BASE.replace("upstream = \"local\"\n", "targets = [{ upstream = \"local\", weight = 0 }]\n")),
+        ("a rate limit of 0", with_route("limits = { requests = { limit = 0, per = \"1m\" } }")),
     ];
     let mut missed = Vec::new();
     for (what, text) in &cases {
