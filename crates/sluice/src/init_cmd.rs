@@ -47,7 +47,8 @@ pub struct InitArgs {
     /// Which provider the config routes to.
     #[arg(long, value_enum)]
     provider: Provider,
-    /// Where to write it; `-` prints it.
+    /// Where to write it (and `sluice.schema.json` beside it, which its first line names);
+    /// `-` prints the config alone (`sluice config schema` prints the schema).
     #[arg(long, short = 'o', default_value = "sluice.toml", value_name = "FILE")]
     output: PathBuf,
     /// Replace the file if it exists.
