@@ -19,6 +19,8 @@
 //!   matcher; `retry` and `log` hold the retry and access-log settings the gateway's stages run;
 //! - `mcp`: the `[mcp]` section (raw, validated and redacted), for `sluice-mcp`;
 //! - `redacted`: the config as it may be shown, and its fingerprint.
+//! - `schema`: the JSON Schema of the file, generated from `raw` (its doc comments are the
+//!   descriptions); `reference`: the configuration reference rendered from that schema.
 //!
 //! Pure apart from reading the files a config names (key files, TLS files): tested with plain
 //! data and fuzzed (`fuzz/fuzz_targets/config.rs`).
@@ -32,7 +34,9 @@ mod log;
 mod mcp;
 mod raw;
 mod redacted;
+mod reference;
 mod retry;
+mod schema;
 mod telemetry;
 pub mod tls;
 mod units;
@@ -40,6 +44,8 @@ mod validate;
 
 #[cfg(test)]
 mod limits_tests;
+#[cfg(test)]
+mod schema_tests;
 #[cfg(test)]
 mod tests;
 
@@ -58,7 +64,9 @@ pub use mcp::{
     McpAuth, McpConfig, McpGrant, McpLimit, McpProtocol, McpRate, McpRestart, McpRestartPolicy,
     McpSecret, McpServerConfig, McpStdio, McpTimeouts, McpTransport, MIN_SESSION_SECRET_BYTES,
 };
+pub use reference::{reference_markdown, REFERENCE_COMMAND};
 pub use retry::{BudgetConfig, RetryConfig};
+pub use schema::{json_schema, json_schema_text};
 pub use telemetry::{TelemetryConfig, TraceHeader};
 pub use units::{parse_duration, parse_size};
 
@@ -298,8 +306,9 @@ pub struct TlsFiles {
 }
 
 /// The wire protocol to an upstream, spelled in the file as `http1`, `h2`, `h2c` or `auto`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Deserialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "lowercase")]
+#[schemars(transform = schema::interpolable)]
 pub enum UpstreamProtocol {
     /// HTTP/1.1 (over TLS for https).
     Http1,
@@ -439,8 +448,9 @@ impl UpstreamConfig {
 
 /// What to do with the upstream when the client goes away mid-stream; `cancel` or `drain` in
 /// the file.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Deserialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "lowercase")]
+#[schemars(transform = schema::interpolable)]
 pub enum OnClientDisconnect {
     /// Cancel the upstream request at once (RST_STREAM / close). The default.
     Cancel,

@@ -108,8 +108,9 @@ pub struct TeamConfig {
 
 /// Whether a route asks requests for a virtual key; `required`, `optional` or `off` in the
 /// file.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Deserialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "lowercase")]
+#[schemars(transform = super::schema::interpolable)]
 pub enum KeyMode {
     /// A valid key is required: missing, unknown and revoked keys get 401. The client's key is
     /// never forwarded upstream. The default when the config defines keys.

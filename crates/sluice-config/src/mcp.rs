@@ -33,6 +33,7 @@ use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::time::Duration;
 
+use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::{json, Value};
 
@@ -183,8 +184,9 @@ impl Default for McpRestart {
 }
 
 /// `restart.policy`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "snake_case")]
+#[schemars(transform = super::schema::interpolable)]
 pub enum McpRestartPolicy {
     /// Restart whenever it exits.
     Always,
@@ -312,83 +314,162 @@ pub struct McpRate {
 
 // === raw ===
 
-/// `[mcp]` as written.
-#[derive(Deserialize, Default)]
+/// `[mcp]`: the MCP gateway at `/mcp`. Off without a `[[mcp.server]]`.
+#[derive(Deserialize, Default, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub(crate) struct RawMcp {
+    /// The HMAC key that signs client session ids: at least 32 bytes, the same on every
+    /// instance that should serve another's sessions. Required with `[[mcp.server]]`; set it
+    /// from the environment, `"${SLUICE_MCP_SECRET}"`.
     session_secret: Option<String>,
+    /// A session id older than this is refused (404; the client starts a new session).
+    #[schemars(extend("default" = "24h"))]
     session_ttl: Option<DurationValue>,
+    /// Largest JSON-RPC message accepted from a client or an upstream, 1KiB to 64MiB.
+    #[schemars(extend("default" = "4MiB"))]
     max_message_bytes: Option<SizeValue>,
+    /// An SSE comment (`: ping`) this often on a client stream while upstreams are silent.
+    #[schemars(extend("default" = "15s"))]
     heartbeat: Option<DurationValue>,
+    /// Upstream MCP servers; their tools are offered as `{server}__{tool}`.
     #[serde(default, rename = "server")]
     servers: Vec<RawMcpServer>,
+    /// Which keys may see and call which servers' tools. Grants add up; without one no
+    /// caller sees any tool.
     #[serde(default, rename = "grant")]
     grants: Vec<RawMcpGrant>,
+    /// Tool calls per key; the first entry whose `keys` match a caller applies.
     #[serde(default, rename = "limit")]
     limits: Vec<RawMcpLimit>,
 }
 
-#[derive(Deserialize)]
+/// `[[mcp.server]]`: one upstream MCP server, reached over HTTP (`url`) or started as a local
+/// process (`command`); give one of the two.
+#[derive(Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 struct RawMcpServer {
+    /// Unique name: 1 to 32 letters, digits, `-` or `_`, without `__`.
     name: String,
+    /// The Streamable HTTP endpoint, `http://` or `https://`, e.g.
+    /// `https://mcp.example.com/mcp`.
     url: Option<String>,
+    /// The program and its arguments, e.g. `["npx", "-y", "@modelcontextprotocol/server-github"]`:
+    /// a local process speaking JSON-RPC on stdin/stdout, started and supervised by Sluice.
     command: Option<Vec<String>>,
+    /// `command` servers: variables set for the process (values may be secrets: never
+    /// printed). It gets these and `inherit_env`, nothing else from Sluice's environment.
     env: Option<BTreeMap<String, String>>,
+    /// `command` servers: variables copied from Sluice's environment. Default `["PATH",
+    /// "HOME", "LANG"]`.
     inherit_env: Option<Vec<String>>,
+    /// `command` servers: the working directory. Default: Sluice's.
     cwd: Option<PathBuf>,
+    /// `command` servers: when and how fast the process is restarted.
     restart: Option<RawMcpRestart>,
+    /// `url` servers: the credential sent to the server. Default: none.
     auth: Option<RawMcpAuth>,
+    /// The MCP revision spoken to the server: `auto` (the client's era; an upstream that
+    /// refuses it is remembered and bridged), `2025-06-18`, `2025-11-25` or `2026-07-28`.
+    // `default` (what an absent Option is anyway) tells schemars the key is optional, which
+    // it cannot see through `schema_with`.
+    #[serde(default)]
+    #[schemars(extend("default" = "auto"), schema_with = "super::schema::mcp_protocol")]
     protocol: Option<String>,
+    /// Timeouts.
     timeouts: Option<RawMcpTimeouts>,
+    /// `https://` servers: an extra trust root (PEM) besides the webpki roots.
     ca_file: Option<PathBuf>,
+    /// `url` servers: idle connections kept for reuse.
+    #[schemars(extend("default" = 8))]
     max_idle_connections: Option<usize>,
 }
 
-#[derive(Deserialize, Default)]
+/// `mcp.server.restart = { policy, backoff, max_backoff }` of a `command` server.
+#[derive(Deserialize, Default, JsonSchema)]
 #[serde(deny_unknown_fields)]
 struct RawMcpRestart {
+    /// When the process is started again after it exits.
+    #[schemars(extend("default" = "on_failure"))]
     policy: Option<McpRestartPolicy>,
+    /// Wait before the first restart; doubled after each exit that came sooner than
+    /// `max_backoff` after its start.
+    #[schemars(extend("default" = "500ms"))]
     backoff: Option<DurationValue>,
+    /// The longest wait between restarts (at least `backoff`).
+    #[schemars(extend("default" = "30s"))]
     max_backoff: Option<DurationValue>,
 }
 
-#[derive(Deserialize)]
+/// `mcp.server.auth`: `{ type = "...", ... }`, with the fields each type takes and no others.
+#[derive(Deserialize, JsonSchema)]
 #[serde(tag = "type", rename_all = "lowercase", deny_unknown_fields)]
 enum RawMcpAuth {
+    /// No credential.
     None {},
+    /// The client's own credential, sent as `Authorization`.
     Passthrough {},
-    Bearer { env: String },
-    Header { header: String, env: String },
+    /// `Authorization: Bearer <secret>`.
+    Bearer {
+        /// The environment variable holding the secret (its name, not the secret).
+        env: String,
+    },
+    /// `<header>: <secret>`.
+    Header {
+        /// The header's name.
+        header: String,
+        /// The environment variable holding the secret (its name, not the secret).
+        env: String,
+    },
 }
 
-#[derive(Deserialize, Default)]
+/// `mcp.server.timeouts`.
+#[derive(Deserialize, Default, JsonSchema)]
 #[serde(deny_unknown_fields)]
 struct RawMcpTimeouts {
+    /// TCP connect plus TLS handshake (HTTP), or process start (stdio).
+    #[schemars(extend("default" = "5s"))]
     connect: Option<DurationValue>,
+    /// `initialize` and each `*/list` of a fan-out: past it the server is left out of the
+    /// answer (which says so).
+    #[schemars(extend("default" = "10s"))]
     list: Option<DurationValue>,
+    /// A whole tool call, progress included: past it the client gets a JSON-RPC timeout error
+    /// and the call is cancelled upstream.
+    #[schemars(extend("default" = "5m"))]
     call: Option<DurationValue>,
 }
 
-#[derive(Deserialize)]
+/// `[[mcp.grant]]`: keys matching `keys` may see and call the tools matching `tools` on the
+/// servers matching `server`.
+#[derive(Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 struct RawMcpGrant {
+    /// Globs on the caller's key id; `*` matches every caller, one without a key included.
     keys: Vec<String>,
+    /// Glob on the server name.
     server: String,
+    /// Globs on the server's own tool names (without the `server__` prefix). Default `["*"]`.
     tools: Option<Vec<String>>,
 }
 
-#[derive(Deserialize)]
+/// `[[mcp.limit]]`: tool calls per key.
+#[derive(Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 struct RawMcpLimit {
+    /// Globs on the caller's key id (`*`: every caller; each key id counts on its own).
     keys: Vec<String>,
+    /// At most `limit` tool calls per `per`, for each matching key.
     calls: RawMcpRate,
 }
 
-#[derive(Deserialize)]
+/// `mcp.limit.calls = { limit = 60, per = "1m" }`.
+#[derive(Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 struct RawMcpRate {
+    /// Tool calls per period, 1 to 2^40.
+    #[schemars(range(min = 1, max = 1_099_511_627_776_u64))]
     limit: u64,
+    /// The period.
     per: DurationValue,
 }
 

@@ -99,6 +99,48 @@ pub(super) struct DurationValue(pub(super) Duration);
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(super) struct SizeValue(pub(super) u64);
 
+/// The form of a duration, for the JSON Schema: `<number><unit>` spans as `humantime` reads
+/// them (the units of [`parse_duration`], case-sensitive: `M` is a month, `m` a minute).
+pub(super) const DURATION_PATTERN: &str = "^\\s*([0-9]+(\\.[0-9]+)?\\s*(nanos|nsec|ns|usec|us|µs|millis|msec|ms|seconds|second|secs|sec|s|minutes|minute|mins|min|m|hours|hour|hrs|hr|h|days|day|d|weeks|week|wks|wk|w|months|month|M|years|year|yrs|yr|y)\\s*)+$";
+
+/// The form of a size written as a string, for the JSON Schema: a whole number and one of
+/// [`SIZE_UNITS`] (any case), or no unit.
+pub(super) const SIZE_PATTERN: &str = "^\\s*[0-9]+\\s*([bB]|[kKmMgG][bB]|[kKmMgGtT][iI][bB])?\\s*$";
+
+impl schemars::JsonSchema for DurationValue {
+    fn schema_name() -> std::borrow::Cow<'static, str> {
+        "Duration".into()
+    }
+
+    fn json_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+        schemars::json_schema!({
+            "description": "A duration: a number and a unit, e.g. \"500ms\", \"30s\", \"1m30s\", \"1.5h\" (ms, s, m, h, d, ...). A bare number is refused: seconds or milliseconds?",
+            "type": "string",
+            "anyOf": [
+                { "pattern": DURATION_PATTERN },
+                super::schema::interpolated(),
+            ]
+        })
+    }
+}
+
+impl schemars::JsonSchema for SizeValue {
+    fn schema_name() -> std::borrow::Cow<'static, str> {
+        "Size".into()
+    }
+
+    fn json_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+        schemars::json_schema!({
+            "description": "A size: a whole number of bytes, or a string with a unit: \"512KiB\", \"16MiB\", \"1GiB\" (powers of 1024) or \"16MB\" (powers of 1000).",
+            "anyOf": [
+                { "type": "integer", "minimum": 0 },
+                { "type": "string", "pattern": SIZE_PATTERN },
+                super::schema::interpolated(),
+            ]
+        })
+    }
+}
+
 const DURATION_EXPECTED: &str = "a duration string such as \"30s\"";
 const SIZE_EXPECTED: &str = "a size such as \"16MiB\" or a whole number of bytes";
 

@@ -22,12 +22,14 @@ use std::fmt;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+use schemars::JsonSchema;
 use serde::de::{self, Deserializer};
 use serde::Deserialize;
 
-/// `[ledger]`.
-#[derive(Clone, Debug, Deserialize, PartialEq)]
+/// `[ledger]`: where the request records go, and prompt capture. Every field has a default.
+#[derive(Clone, Debug, Deserialize, PartialEq, JsonSchema)]
 #[serde(deny_unknown_fields, default)]
+#[schemars(transform = schema::readable_defaults)]
 pub struct LedgerConfig {
     /// Where records go. Default: SQLite next to the config.
     pub sink: SinkConfig,
@@ -38,10 +40,12 @@ pub struct LedgerConfig {
     pub batch_size: usize,
     /// A partial batch is written after this long. Default 1 s.
     #[serde(deserialize_with = "duration")]
+    #[schemars(schema_with = "schema::duration")]
     pub flush_interval: Duration,
     /// A batch the sink has not taken after this long is dropped (counted), so a hung
     /// database cannot stall the writer for ever. Default 10 s.
     #[serde(deserialize_with = "duration")]
+    #[schemars(schema_with = "schema::duration")]
     pub write_timeout: Duration,
     /// Prompt and response capture (off by default).
     pub capture: CaptureConfig,
@@ -61,7 +65,7 @@ impl Default for LedgerConfig {
 }
 
 /// `[ledger] sink`: one of SQLite (default), PostgreSQL, OTLP logs, none.
-#[derive(Clone, Debug, Deserialize, PartialEq)]
+#[derive(Clone, Debug, Deserialize, PartialEq, JsonSchema)]
 #[serde(tag = "kind", rename_all = "lowercase", deny_unknown_fields)]
 pub enum SinkConfig {
     /// An embedded SQLite file: no setup, one instance.
@@ -81,7 +85,7 @@ impl Default for SinkConfig {
 }
 
 /// `sink = { kind = "sqlite", ... }`.
-#[derive(Clone, Debug, Deserialize, PartialEq, Eq)]
+#[derive(Clone, Debug, Deserialize, PartialEq, Eq, JsonSchema)]
 #[serde(deny_unknown_fields, default)]
 pub struct SqliteConfig {
     /// The database file; a relative path is taken from the config file's directory. Default
@@ -91,6 +95,7 @@ pub struct SqliteConfig {
     pub retention_days: u32,
     /// When the records take more than this, the oldest are deleted. Default 1 GiB.
     #[serde(deserialize_with = "size")]
+    #[schemars(schema_with = "schema::size")]
     pub max_bytes: u64,
 }
 
@@ -116,17 +121,19 @@ impl SqliteConfig {
 }
 
 /// `sink = { kind = "postgres", ... }`.
-#[derive(Clone, Deserialize, PartialEq, Eq)]
+#[derive(Clone, Deserialize, PartialEq, Eq, JsonSchema)]
 #[serde(deny_unknown_fields)]
+#[schemars(transform = schema::readable_defaults)]
 pub struct PostgresConfig {
     /// `postgres://user:password@host:port/db` or `host=... user=...`. Holds a secret: never
-    /// printed (see the `Debug` impl).
+    /// printed (`Debug` hides it); set it from the environment, `"${SLUICE_LEDGER_URL}"`.
     pub url: String,
     /// Connections, at most (writes and usage queries share them). Default 4.
     #[serde(default = "default_pool_size")]
     pub pool_size: usize,
     /// Connecting gives up after this long. Default 5 s.
     #[serde(default = "default_connect_timeout", deserialize_with = "duration")]
+    #[schemars(schema_with = "schema::duration")]
     pub connect_timeout: Duration,
 }
 
@@ -149,7 +156,7 @@ impl fmt::Debug for PostgresConfig {
 }
 
 /// `[ledger.capture]`: prompt and response capture.
-#[derive(Clone, Debug, Deserialize, PartialEq)]
+#[derive(Clone, Debug, Deserialize, PartialEq, JsonSchema)]
 #[serde(deny_unknown_fields, default)]
 pub struct CaptureConfig {
     /// Off by default.
@@ -160,6 +167,7 @@ pub struct CaptureConfig {
     pub sample_rate: f64,
     /// Each of prompt and response is cut to this many bytes. Default 16 KiB, at most 1 MiB.
     #[serde(deserialize_with = "size_usize")]
+    #[schemars(schema_with = "schema::size")]
     pub max_bytes: usize,
 }
 
@@ -338,6 +346,46 @@ impl LedgerConfig {
             });
         }
         Ok(())
+    }
+}
+
+// === the JSON Schema ===
+
+/// `[ledger]`'s part of sluice.toml's JSON Schema (sluice-config builds the whole; its doc
+/// comments above are the descriptions).
+mod schema {
+    use schemars::{json_schema, Schema, SchemaGenerator};
+    use serde_json::Value;
+
+    /// A duration: the `Duration` definition of sluice.toml's schema, which sluice-config
+    /// gives (its units are the file's, one definition for every duration of the file).
+    pub(super) fn duration(_: &mut SchemaGenerator) -> Schema {
+        json_schema!({ "$ref": "#/definitions/Duration" })
+    }
+
+    /// A size: the `Size` definition of sluice.toml's schema, as [`duration`].
+    pub(super) fn size(_: &mut SchemaGenerator) -> Schema {
+        json_schema!({ "$ref": "#/definitions/Size" })
+    }
+
+    /// The defaults schemars takes from `Default` show a `Duration` as `{ secs, nanos }`:
+    /// written as the file writes it (`"1s"`) instead.
+    pub(super) fn readable_defaults(schema: &mut Schema) {
+        let Some(Value::Object(props)) = schema.get_mut("properties") else {
+            return;
+        };
+        for prop in props.values_mut() {
+            let Some(default) = prop.get_mut("default") else {
+                continue;
+            };
+            if let (Some(secs), Some(nanos)) = (
+                default.get("secs").and_then(Value::as_u64),
+                default.get("nanos").and_then(Value::as_u64),
+            ) {
+                let d = std::time::Duration::new(secs, u32::try_from(nanos).unwrap_or(0));
+                *default = Value::String(humantime::format_duration(d).to_string());
+            }
+        }
     }
 }
 

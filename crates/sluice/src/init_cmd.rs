@@ -1,5 +1,5 @@
 //! `sluice init --provider openai|anthropic|gemini|vllm`: a commented starter config that
-//! `sluice check-config` accepts.
+//! `sluice check-config` accepts, and beside it the JSON Schema its `#:schema` line names.
 
 use std::io::Write as _;
 use std::path::PathBuf;
@@ -47,7 +47,8 @@ pub struct InitArgs {
     /// Which provider the config routes to.
     #[arg(long, value_enum)]
     provider: Provider,
-    /// Where to write it; `-` prints it.
+    /// Where to write it (and `sluice.schema.json` beside it, which its first line names);
+    /// `-` prints the config alone (`sluice config schema` prints the schema).
     #[arg(long, short = 'o', default_value = "sluice.toml", value_name = "FILE")]
     output: PathBuf,
     /// Replace the file if it exists.
@@ -82,6 +83,18 @@ pub fn run(args: InitArgs) -> anyhow::Result<()> {
     f.write_all(text.as_bytes())
         .with_context(|| format!("cannot write {}", path.display()))?;
     println!("wrote {}", path.display());
+    // The `#:schema ./sluice.schema.json` line of the config points here. Generated, so it is
+    // replaced by this binary's version.
+    let schema = path
+        .parent()
+        .unwrap_or(std::path::Path::new(""))
+        .join("sluice.schema.json");
+    std::fs::write(&schema, sluice_config::json_schema_text())
+        .with_context(|| format!("cannot write {}", schema.display()))?;
+    println!(
+        "wrote {} (editors complete and check the config with it)",
+        schema.display()
+    );
     if let Some(var) = args.provider.key_var() {
         println!("next: export {var}=...   (the gateway's key; never written in the file)");
     }

@@ -3,6 +3,7 @@
 
 mod bench_cmd;
 mod books_cmd;
+mod config_cmd;
 mod demo_cmd;
 mod init_cmd;
 mod mock_cmd;
@@ -48,6 +49,11 @@ enum Command {
     Serve(serve_cmd::ServeArgs),
     /// Check a config file: exit 0, or the field path and the reason.
     CheckConfig(serve_cmd::CheckArgs),
+    /// The config file's JSON Schema and reference, generated from the config types.
+    Config {
+        #[command(subcommand)]
+        command: config_cmd::ConfigCommand,
+    },
     /// Run the mock inference server (OpenAI and Anthropic shapes, fault injection).
     Mock(mock_cmd::MockArgs),
     /// Load scenarios against a gateway or the mock.
@@ -99,6 +105,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
     match cli.command {
         Command::Serve(args) => serve_cmd::serve(args),
         Command::CheckConfig(args) => serve_cmd::check(args),
+        Command::Config { command } => config_cmd::run(command),
         Command::Mock(args) => mock_cmd::run(args),
         Command::Sse { command } => sse_decode::run(command),
         Command::Bench { command } => bench_cmd::run(command),

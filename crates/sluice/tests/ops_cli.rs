@@ -85,7 +85,13 @@ fn every_starter_config_passes_check_config() {
         assert!(out.status.success(), "{provider}: {}", text(&out.stderr));
         assert!(text(&out.stdout).starts_with(&format!("wrote {f}")));
         let written = std::fs::read_to_string(&file).unwrap();
-        assert!(written.starts_with("# Sluice starter config"), "commented");
+        // The first line points editors at the schema, written beside the config.
+        assert!(
+            written.starts_with("#:schema ./sluice.schema.json\n# Sluice starter config"),
+            "commented"
+        );
+        let schema = std::fs::read_to_string(dir.0.join("sluice.schema.json")).unwrap();
+        assert_eq!(schema, text(&sluice(&["config", "schema"], &[]).stdout));
         // With the key in the environment: exactly what `serve` loads.
         let env: Vec<(&str, &str)> = key.map(|k| (k, "sk-test")).into_iter().collect();
         let check = sluice(&["check-config", f], &env);
