@@ -31,6 +31,8 @@ pub(super) struct RawConfig {
     pub(super) ledger: Option<sluice_ledger::LedgerConfig>,
     #[serde(default, rename = "team")]
     pub(super) teams: Vec<RawTeam>,
+    #[serde(default, rename = "guardrail")]
+    pub(super) guardrails: Vec<super::guardrail::RawGuardrail>,
 }
 
 /// `[state]`: where limits, budgets and idempotency records live.
@@ -367,6 +369,7 @@ pub(super) struct RawRoute {
     pub(super) limits: Option<RawRouteLimits>,
     pub(super) cache: Option<RawRouteCache>,
     pub(super) reasoning_budgets: Option<RawReasoningBudgets>,
+    pub(super) guardrails: Option<Vec<String>>,
 }
 
 /// `route[].cache = { ttl = "1h", shared = false, max_bytes = "1MiB", replay = "instant" }`.
