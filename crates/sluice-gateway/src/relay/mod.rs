@@ -135,6 +135,9 @@ pub(crate) struct SseRelay {
     text_before: u64,
     /// The cap was passed: the events already out go first, then the stream is cut.
     cap_hit: bool,
+    /// On a route with output guardrails: the window checks of the answer's text. `None`
+    /// otherwise, and then it costs nothing.
+    guard: Option<Box<crate::guard::StreamGuard>>,
 }
 
 /// A stream's token cap (a key's `cut_streams` token limit): past `cap` tokens, counted as
@@ -163,6 +166,7 @@ pub(crate) struct RelaySetup {
     pub(crate) on_disconnect: OnClientDisconnect,
     pub(crate) telemetry: Arc<Telemetry>,
     pub(crate) token_cap: Option<TokenCap>,
+    pub(crate) guard: Option<Box<crate::guard::StreamGuard>>,
 }
 
 // === impl SseRelay ===
@@ -184,6 +188,7 @@ impl SseRelay {
             on_disconnect,
             telemetry,
             token_cap,
+            guard,
         } = setup;
         telemetry.stream_started();
         let translator = new_translator(&policy, &attempt, token_cap.is_some());
@@ -224,6 +229,7 @@ impl SseRelay {
             token_cap,
             text_before: 0,
             cap_hit: false,
+            guard,
         };
         if let Some(f) = compressed {
             relay.retry(f);
@@ -323,9 +329,57 @@ impl SseRelay {
         self.take_upstream();
         self.finish_attempts();
         self.record_usage(false);
+        self.record_guard();
         self.log.cache_store_stream();
         self.log.finish(EndReason::Completed);
         Poll::Ready(None)
+    }
+
+    /// The output guardrails' verdicts into the metrics and the log line.
+    fn record_guard(&mut self) {
+        let Some(g) = &self.guard else { return };
+        let mut line = String::new();
+        for (name, v) in g.verdicts() {
+            self.telemetry.guardrail(name, v.as_str());
+            if !line.is_empty() {
+                line.push(',');
+            }
+            line.push_str(&format!("{name}({})", v.as_str()));
+        }
+        match self.log.guardrails.as_mut() {
+            Some(l) => {
+                l.push(',');
+                l.push_str(&line);
+            }
+            None => self.log.guardrails = Some(Box::new(line)),
+        }
+    }
+
+    /// An output guardrail refused the answer: the stream ends with an error event in the
+    /// client's API (code `content_blocked`) and the upstream is cancelled (dropped).
+    fn blocked(&mut self, guardrail: &str, d: sluice_guardrails::Denied) -> Polled {
+        self.telemetry.guardrail(guardrail, "deny");
+        let line = format!("{guardrail}(deny)");
+        match self.log.guardrails.as_mut() {
+            Some(l) => {
+                l.push(',');
+                l.push_str(&line);
+            }
+            None => self.log.guardrails = Some(Box::new(line)),
+        }
+        self.guard = None;
+        self.out.clear();
+        let message = format!(
+            "the answer was stopped by guardrail `{guardrail}`: it contains {}",
+            d.label
+        );
+        self.log.error = Some(message.clone());
+        self.fail(
+            EndReason::ContentBlocked,
+            StatusCode::BAD_REQUEST,
+            "content_blocked",
+            &message,
+        )
     }
 
     /// The usage seen so far into the log (partial: the stream did not end normally).
@@ -502,6 +556,9 @@ impl SseRelay {
 
     /// Before the commit: record the failure and start the next attempt (or give up).
     fn retry(&mut self, failure: AttemptFailure) {
+        if let Some(g) = self.guard.as_mut() {
+            g.reset();
+        }
         self.take_upstream();
         self.decoder = new_decoder(self.decoder.max_event_bytes());
         self.upstream_done = false;
@@ -733,6 +790,13 @@ impl SseRelay {
                 Ok(Item::Event(ev)) => {
                     let mut scratch = std::mem::take(&mut self.scratch);
                     self.translator.event(&ev, &mut scratch);
+                    if let Some(g) = self.guard.as_mut() {
+                        if let Err((name, d)) = g.filter(&mut scratch) {
+                            scratch.clear();
+                            self.scratch = scratch;
+                            return Step::Out(self.blocked(&name, d));
+                        }
+                    }
                     for e in scratch.drain(..) {
                         if let Err(f) = self.accept(e) {
                             // An error event before the first content: what it means
@@ -811,6 +875,13 @@ impl SseRelay {
     fn at_upstream_end(&mut self) -> Step {
         let mut scratch = std::mem::take(&mut self.scratch);
         self.translator.end(&mut scratch);
+        if let Some(g) = self.guard.as_mut() {
+            if let Err((name, d)) = g.finish(&mut scratch) {
+                scratch.clear();
+                self.scratch = scratch;
+                return Step::Out(self.blocked(&name, d));
+            }
+        }
         let mut failure = None;
         for e in scratch.drain(..) {
             if let Err(f) = self.accept(e) {
