@@ -83,6 +83,9 @@ impl Verdicts {
 
     /// `name(verdict),…` for the header.
     pub(crate) fn header(&self) -> Option<HeaderValue> {
+        if self.list.is_empty() {
+            return None;
+        }
         let mut s = String::new();
         for (i, (name, v, _)) in self.list.iter().enumerate() {
             if i > 0 {
@@ -112,6 +115,9 @@ impl Verdicts {
 
     /// Adds the verdicts to the request's log line.
     pub(crate) fn record(&self, log: &mut sluice_telemetry::RequestRecord) {
+        if self.list.is_empty() {
+            return;
+        }
         let line = self.log_line();
         match log.guardrails.as_mut() {
             Some(g) => {

@@ -79,8 +79,17 @@ impl Run {
                         .insert(sluice_state::CACHE_STATUS_HEADER, status.header_value());
                 }
                 if let Some(v) = guardrails {
-                    r.headers_mut()
-                        .append(crate::guard::X_SLUICE_GUARDRAILS, v);
+                    // The input checks' verdicts first, then the answer's (a whole body's).
+                    let h = r.headers_mut();
+                    let output: Vec<HeaderValue> = h
+                        .get_all(crate::guard::X_SLUICE_GUARDRAILS)
+                        .iter()
+                        .cloned()
+                        .collect();
+                    h.insert(crate::guard::X_SLUICE_GUARDRAILS, v);
+                    for o in output {
+                        h.append(crate::guard::X_SLUICE_GUARDRAILS, o);
+                    }
                 }
                 r
             })),
