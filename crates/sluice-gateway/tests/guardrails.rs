@@ -127,6 +127,11 @@ async fn a_card_in_a_prompt_is_redacted_before_the_upstream_sees_it() {
     assert!(!seen.contains("4111"), "{seen}");
     // The rest of the request is as the client sent it.
     assert!(seen.contains("You are terse."), "{seen}");
+    let metrics = gw.telemetry().encode();
+    assert!(
+        metrics.contains("sluice_guardrail_total{guardrail=\"no-pii\",verdict=\"redact\"} 1"),
+        "{metrics}"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -174,6 +179,13 @@ async fn a_secret_split_across_stream_events_is_redacted_at_the_client() {
     // The upstream sent the secret in pieces of 3 bytes: one event could not have held it.
     let snap = mock.stats().snapshot();
     assert!(snap.requests.last().unwrap().events_sent > 20);
+    // The input check allowed the prompt; the stream's check redacted the answer.
+    assert_eq!(header(&a, "x-sluice-guardrails"), "no-pii(allow)");
+    let metrics = gw.telemetry().encode();
+    for verdict in ["allow", "redact"] {
+        let line = format!("sluice_guardrail_total{{guardrail=\"no-pii\",verdict=\"{verdict}\"}} 1");
+        assert!(metrics.contains(&line), "{line} in {metrics}");
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -52,7 +52,8 @@ impl StreamRedactor {
         self.release(false)
     }
 
-    /// The stream's text has ended: checks and returns what is held.
+    /// Checks and returns everything held: the text's end, or a pause in it (another event
+    /// came); the redactor takes more text after it as the text's continuation.
     pub fn finish(&mut self) -> Result<String, Denied> {
         self.release(true)
     }

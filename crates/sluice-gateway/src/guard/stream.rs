@@ -190,8 +190,6 @@ impl StreamGuard {
                 let name = &self.rules[ri].0;
                 let mut t = c.redactor.push(&text).map_err(|d| (name.clone(), d))?;
                 t.push_str(&c.redactor.finish().map_err(|d| (name.clone(), d))?);
-                // The redactor starts over after a flush (its held text is out).
-                c.redactor = StreamRedactor::new(self.rules[ri].1.clone(), self.rules[ri].2);
                 text = t;
                 if c.template.is_some() {
                     template = c.template.take();
