@@ -94,7 +94,9 @@ pub(crate) struct SseRelay {
     /// The current attempt's upstream family (to read its error events).
     upstream_family: Family,
     /// Usage of attempts before a continuation (the current translator reports its own).
-    usage_before: Option<Usage>,
+    /// Boxed: only continued or capped streams have it, and inline it took the relay past
+    /// its 1,024 bytes when the guardrails came.
+    usage_before: Option<Box<Usage>>,
     /// After the commit: the balancer's pick of the target streaming, completed at the end.
     pick: Option<sluice_upstream::Pick>,
     /// After the commit, with `continuation` on: the policy, to continue a cut stream.
@@ -384,7 +386,7 @@ impl SseRelay {
 
     /// The usage seen so far into the log (partial: the stream did not end normally).
     fn record_usage(&mut self, partial: bool) {
-        let mut total = self.usage_before;
+        let mut total = self.usage_before.as_deref().copied();
         if let Some(u) = self.translator.usage() {
             total.get_or_insert_with(Usage::default).add(&u);
         }
@@ -396,7 +398,7 @@ impl SseRelay {
 
     /// Tokens used so far, as [`TokenCap`] counts them.
     fn tokens_used(&self, cap: &TokenCap) -> u64 {
-        let mut usage = self.usage_before.unwrap_or_default();
+        let mut usage = self.usage_before.as_deref().copied().unwrap_or_default();
         if let Some(u) = self.translator.usage() {
             usage.add(&u);
         }
@@ -418,11 +420,11 @@ impl SseRelay {
         if self.usage_before.is_none() && self.translator.usage().is_none() {
             // No usage from the upstream yet: settle with the estimate the cut used, so the
             // key is charged for what it got.
-            self.usage_before = Some(Usage {
+            self.usage_before = Some(Box::new(Usage {
                 input: cap.input_estimate,
                 output: self.text_tokens(),
                 ..Usage::default()
-            });
+            }));
         }
         let message = format!(
             "the stream was cut: it passed the {} tokens its key's token limit allowed it \
@@ -630,7 +632,7 @@ impl SseRelay {
         let text = self.translator.text().to_string();
         self.text_before += text.len() as u64;
         if let Some(u) = self.translator.usage() {
-            self.usage_before.get_or_insert_with(Usage::default).add(&u);
+            self.usage_before.get_or_insert_with(Box::default).add(&u);
         }
         if let Some(p) = self.pick.take() {
             p.complete(sluice_upstream::Outcome::Failure(
