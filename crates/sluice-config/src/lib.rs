@@ -42,6 +42,8 @@ mod validate;
 #[cfg(test)]
 mod limits_tests;
 #[cfg(test)]
+mod guardrail_tests;
+#[cfg(test)]
 mod tests;
 
 use std::fmt;
