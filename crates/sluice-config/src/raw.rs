@@ -116,6 +116,7 @@ pub(super) struct RawKey {
     pub(super) concurrency: Option<u64>,
     pub(super) budget: Option<RawBudgetLimit>,
     pub(super) model_limits: Option<Vec<RawModelLimits>>,
+    pub(super) guardrails: Option<Vec<String>>,
 }
 
 /// `[[team]]`: limits and a budget the team's keys share.

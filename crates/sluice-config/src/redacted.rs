@@ -132,6 +132,18 @@ fn config_json(c: &Config) -> Value {
                     .collect();
             }
         }
+        for (k, v) in keys
+            .iter()
+            .zip(out["key"].as_array_mut().into_iter().flatten())
+        {
+            if !k.guardrails.is_empty() {
+                v["guardrails"] = k
+                    .guardrails
+                    .iter()
+                    .map(|&i| Value::from(guardrails[i].name.clone()))
+                    .collect();
+            }
+        }
     }
     for (p, v) in prices
         .iter()
@@ -252,6 +264,8 @@ fn key_json(k: &KeyConfig, routes: &[RouteConfig]) -> Value {
         limits,
         budget,
         model_limits,
+        // Shown by `config_json`, which has their names.
+        guardrails: _,
     } = k;
     json!({
         "id": id,

@@ -23,6 +23,17 @@ struct Answer {
 
 /// POSTs `body` to the gateway over HTTP/1.1 and reads the whole answer.
 async fn post(gw: SocketAddr, path: &str, mock: &str, body: serde_json::Value) -> Answer {
+    post_as(gw, path, mock, body, None).await
+}
+
+/// `post`, with a virtual key.
+async fn post_as(
+    gw: SocketAddr,
+    path: &str,
+    mock: &str,
+    body: serde_json::Value,
+    key: Option<&str>,
+) -> Answer {
     let stream = tokio::net::TcpStream::connect(gw).await.unwrap();
     let (mut send, conn) = hyper::client::conn::http1::handshake(TokioIo::new(stream))
         .await
@@ -32,6 +43,7 @@ async fn post(gw: SocketAddr, path: &str, mock: &str, body: serde_json::Value) -
         .header("host", "gw")
         .header("content-type", "application/json")
         .header("x-mock", mock)
+        .header("authorization", format!("Bearer {}", key.unwrap_or("none")))
         .body(Full::new(Bytes::from(body.to_string())))
         .unwrap();
     let resp = send.send_request(req).await.unwrap();
@@ -365,4 +377,35 @@ async fn a_checker_that_is_down_refuses_with_on_error_deny() {
     let a = post(gw.addr(), "/v1/chat/completions", "tokens=2", chat("hello", false)).await;
     assert_eq!(a.status, 200, "{}", a.body);
     assert_eq!(header(&a, "x-sluice-guardrails"), "policy(error)");
+}
+
+// === per key ===
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_keys_guardrails_apply_to_its_requests_on_every_route() {
+    let mock = MockServer::start(MockConfig::default()).await.unwrap();
+    let hash = |k: &str| {
+        let d = ring::digest::digest(&ring::digest::SHA256, k.as_bytes());
+        d.as_ref().iter().map(|b| format!("{b:02x}")).collect::<String>()
+    };
+    let keys = format!(
+        "[[key]]\nid = \"guarded\"\nhash = \"{}\"\nguardrails = [\"no-pii\"]\n\
+         [[key]]\nid = \"plain\"\nhash = \"{}\"\n",
+        hash("sk-guarded"),
+        hash("sk-plain")
+    );
+    let gw = gateway(&mock, &format!("{NO_PII}{keys}"), "").await;
+    let prompt = || chat("card 4111 1111 1111 1111", false);
+    let a = post_as(gw.addr(), "/v1/chat/completions", "tokens=2", prompt(), Some("sk-guarded")).await;
+    assert_eq!(a.status, 200, "{}", a.body);
+    assert_eq!(header(&a, "x-sluice-guardrails"), "no-pii(redact),no-pii(allow)");
+    let seen = |mock: &MockServer| {
+        let snap = mock.stats().snapshot();
+        String::from_utf8_lossy(&snap.requests.last().unwrap().body).to_string()
+    };
+    assert!(seen(&mock).contains("card [REDACTED:card]"), "{}", seen(&mock));
+    let a = post_as(gw.addr(), "/v1/chat/completions", "tokens=2", prompt(), Some("sk-plain")).await;
+    assert_eq!(a.status, 200, "{}", a.body);
+    assert!(a.headers.get("x-sluice-guardrails").is_none());
+    assert!(seen(&mock).contains("card 4111 1111 1111 1111"), "{}", seen(&mock));
 }

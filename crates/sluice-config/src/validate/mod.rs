@@ -211,7 +211,7 @@ fn validate(raw: RawConfig, ctx: &mut Ctx<'_>) -> Result<Config, ConfigError> {
     };
     for (i, k) in keys.into_iter().enumerate() {
         let path = format!("key[{i}]");
-        let k = limits::key(&path, k, &route_names)?;
+        let k = limits::key(&path, k, &route_names, &guardrails)?;
         add_key(k, &|reason| ConfigError::new(format!("{path}.id"), reason))?;
     }
     if let Some(file) = &key_file {
@@ -226,7 +226,7 @@ fn validate(raw: RawConfig, ctx: &mut Ctx<'_>) -> Result<Config, ConfigError> {
                 let path = format!("key[{i}]");
                 let in_file =
                     |e: ConfigError| ConfigError::new("keys.file", format!("{name}: {e}"));
-                let k = limits::key(&path, k, &route_names).map_err(in_file)?;
+                let k = limits::key(&path, k, &route_names, &guardrails).map_err(in_file)?;
                 add_key(k, &|reason| {
                     in_file(ConfigError::new(format!("{path}.id"), reason))
                 })?;

@@ -463,11 +463,24 @@ where
     // guardrails. A route without any pays this emptiness check.
     let mut guarded: Option<Bytes> = None;
     let mut guard_header = None;
-    if !route.guardrails.is_empty() {
+    let guardrails = match key.as_deref() {
+        Some(k) if !k.config.guardrails.is_empty() => {
+            let mut all = route.guardrails.clone();
+            all.extend(
+                k.config
+                    .guardrails
+                    .iter()
+                    .filter(|i| !route.guardrails.contains(i)),
+            );
+            all
+        }
+        _ => route.guardrails.clone(),
+    };
+    if !guardrails.is_empty() {
         // Boxed: a wait (an external checker) that routes without guardrails never make.
         let checked = Box::pin(crate::guard::check_input(
             &state.guards,
-            &route.guardrails,
+            &guardrails,
             &bytes,
             model,
             deadline,
@@ -541,6 +554,7 @@ where
         known,
         started: log.started(),
         lease,
+        guardrails,
     };
     Ok(Admitted::Run(
         Box::new(Policy::new(state.clone(), route_idx, ctx, deadline)),

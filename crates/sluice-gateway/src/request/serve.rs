@@ -208,10 +208,10 @@ pub(crate) fn stream_response(
                 input_estimate: crate::admit::input_estimate(policy.ctx.body.len()),
             }),
         // A route without guardrails: this emptiness check is all it pays.
-        guard: if policy.route().guardrails.is_empty() {
+        guard: if policy.ctx.guardrails.is_empty() {
             None
         } else {
-            crate::guard::stream_guard(&state.guards, &policy.route().guardrails)
+            crate::guard::stream_guard(&state.guards, &policy.ctx.guardrails)
         },
     };
     let mut log = log;

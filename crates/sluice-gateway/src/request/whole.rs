@@ -116,14 +116,14 @@ pub(crate) async fn read_whole(
     };
     // The route's output guardrails on the whole answer (a route without any: one check).
     let mut guard_header = None;
-    let bytes = if policy.route().guardrails.is_empty() {
+    let bytes = if policy.ctx.guardrails.is_empty() {
         bytes
     } else {
         let mut verdicts = crate::guard::Verdicts::default();
         // Boxed: a wait (an external checker) that routes without guardrails never make.
         let checked = Box::pin(crate::guard::check_output_body(
             &state.guards,
-            &policy.route().guardrails,
+            &policy.ctx.guardrails,
             &bytes,
             &built.model,
             policy.deadline,
