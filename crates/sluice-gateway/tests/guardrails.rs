@@ -13,6 +13,12 @@ use sluice_gateway::config::Config;
 use sluice_gateway::Gateway;
 use sluice_mock::{MockConfig, MockServer};
 
+#[path = "../../sluice-mock/tests/mock/python.rs"]
+mod python;
+
+#[path = "../../sluice-mock/tests/mock/checks.rs"]
+mod checks;
+
 // === the client ===
 
 struct Answer {
@@ -408,4 +414,24 @@ async fn a_keys_guardrails_apply_to_its_requests_on_every_route() {
     assert_eq!(a.status, 200, "{}", a.body);
     assert!(a.headers.get("x-sluice-guardrails").is_none());
     assert!(seen(&mock).contains("card 4111 1111 1111 1111"), "{}", seen(&mock));
+}
+
+// === the official SDKs ===
+
+/// The openai and anthropic SDKs see redacted streams (a secret split across events), a
+/// denied prompt as `BadRequestError` (`content_blocked`) and a deny mid-stream as an
+/// `APIError` (tests/python/guardrails_sdk.py).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[cfg_attr(
+    no_python,
+    ignore = "no Python with the SDKs: create .venv (see README)"
+)]
+async fn official_sdks_see_guardrails_act() {
+    let mock = MockServer::start(MockConfig::default()).await.unwrap();
+    let gw = gateway(&mock, NO_PII, "\"no-pii\"").await;
+    checks::run_checks(
+        "tests/python/guardrails_sdk.py",
+        vec![format!("http://{}", gw.addr())],
+    )
+    .await;
 }
