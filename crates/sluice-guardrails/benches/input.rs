@@ -1,9 +1,13 @@
 //! Built-in input checks per KiB of prompt (goal: ≤ 5 µs/KiB): every built-in detector on a
 //! prompt of ordinary prose with no finding (the common case), with one card number to
-//! redact, and the whole request body (JSON parse, walk, check, no rewrite).
+//! redact, and the whole request body (JSON parse, walk, check, no rewrite). And a stream's
+//! window check: one answer of 1 KiB pushed through the streaming redactor in 4-byte deltas
+//! (a token an event), per delta.
 
 use criterion::{criterion_group, criterion_main, BatchSize, Criterion, Throughput};
-use sluice_guardrails::{json, Action, Detector, Rule, RuleSet};
+use std::sync::Arc;
+
+use sluice_guardrails::{json, Action, Detector, Rule, RuleSet, StreamRedactor};
 
 fn prose(kib: usize) -> String {
     let line = "The quarterly report shows revenue grew 12% to 4.2 million in Q3, driven by \
@@ -57,6 +61,26 @@ fn bench(c: &mut Criterion) {
             )
         });
     }
+    g.finish();
+    let set = Arc::new(rules());
+    let answer = prose(1);
+    let deltas: Vec<&str> = answer
+        .as_bytes()
+        .chunks(4)
+        .map(|c| std::str::from_utf8(c).unwrap())
+        .collect();
+    let mut g = c.benchmark_group("stream_window");
+    g.throughput(Throughput::Elements(deltas.len() as u64));
+    g.bench_function("1KiB_in_4_byte_deltas", |b| {
+        b.iter(|| {
+            let mut r = StreamRedactor::new(set.clone(), 256);
+            let mut out = 0;
+            for d in &deltas {
+                out += r.push(d).unwrap().len();
+            }
+            out + r.finish().unwrap().len()
+        })
+    });
     g.finish();
 }
 

@@ -286,3 +286,74 @@ fn get_mut<'a>(v: &'a mut Value, path: &[PathStep]) -> Option<&'a mut Value> {
     }
     Some(cur)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use sluice_guardrails::{Action, Detector, Rule};
+
+    fn guard() -> StreamGuard {
+        let rules = RuleSet::new(&[Rule::builtin(Detector::Card, Action::Redact)], Some(256));
+        StreamGuard::new(vec![("pii".into(), Arc::new(rules.unwrap()), 256)])
+    }
+
+    fn event(kind: EventKind, data: serde_json::Value) -> Emitted {
+        Emitted {
+            bytes: Bytes::from(format!("data: {data}\n\n")),
+            kind,
+        }
+    }
+
+    fn args(e: &Emitted) -> String {
+        let (_, v) = split_event(&e.bytes).unwrap();
+        v.pointer("/choices/0/delta/tool_calls/0/function/arguments")
+            .and_then(|a| a.as_str())
+            .unwrap_or("")
+            .to_string()
+    }
+
+    /// A card split across two tool-call argument deltas (OpenAI chat) is redacted, each event
+    /// stays valid JSON, and the text held back comes out before the finish event.
+    #[test]
+    fn tool_call_arguments_are_redacted_across_events() {
+        let mut g = guard();
+        let delta = |a: &str| {
+            event(
+                EventKind::Content,
+                serde_json::json!({"choices": [{"index": 0, "delta": {"tool_calls": [
+                    {"index": 0, "function": {"arguments": a}}]}}]}),
+            )
+        };
+        let mut events = vec![delta("{\"card\": \"4111 1111 "), delta("1111 1111\"}")];
+        events.push(event(
+            EventKind::Trailer,
+            serde_json::json!({"choices": [{"index": 0, "delta": {}, "finish_reason": "tool_calls"}]}),
+        ));
+        g.filter(&mut events).unwrap();
+        let all: String = events.iter().map(args).collect();
+        assert_eq!(all, "{\"card\": \"[REDACTED:card]\"}");
+        assert_eq!(events.last().unwrap().kind, EventKind::Trailer);
+        assert_eq!(g.verdicts(), vec![("pii", Verdict::Redact)]);
+    }
+
+    /// Anthropic's `event:` line stays in front of a rewritten event.
+    #[test]
+    fn an_event_line_is_kept() {
+        let mut g = guard();
+        let mut events = vec![Emitted {
+            bytes: Bytes::from_static(
+                b"event: content_block_delta\ndata: {\"type\":\"content_block_delta\",\"index\":0,\"delta\":{\"type\":\"text_delta\",\"text\":\"hi\"}}\n\n",
+            ),
+            kind: EventKind::Content,
+        }];
+        g.filter(&mut events).unwrap();
+        g.finish(&mut events).unwrap();
+        let text = String::from_utf8(events[0].bytes.to_vec()).unwrap();
+        assert!(text.starts_with("event: content_block_delta\ndata: {"), "{text}");
+        let held: String = events
+            .iter()
+            .map(|e| split_event(&e.bytes).unwrap().1["delta"]["text"].as_str().unwrap().to_string())
+            .collect();
+        assert_eq!(held, "hi");
+    }
+}
