@@ -178,9 +178,16 @@ fn guardrail(path: &str, raw: RawGuardrail) -> Result<GuardrailConfig, ConfigErr
         on_error,
     } = raw;
     let at = |field: &str, reason: String| {
-        ConfigError::new(format!("{path}.{field}"), format!("guardrail `{name}`: {reason}"))
+        ConfigError::new(
+            format!("{path}.{field}"),
+            format!("guardrail `{name}`: {reason}"),
+        )
     };
-    if name.is_empty() || !name.bytes().all(|b| b.is_ascii_alphanumeric() || b"-_.".contains(&b)) {
+    if name.is_empty()
+        || !name
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b"-_.".contains(&b))
+    {
         return Err(at(
             "name",
             "needs a name of letters, digits, `-`, `_` and `.` (it is shown in a header)".into(),
@@ -224,7 +231,10 @@ fn guardrail(path: &str, raw: RawGuardrail) -> Result<GuardrailConfig, ConfigErr
             KindName::Regex => "regex",
             KindName::Http => "http",
         };
-        return Err(at(field, format!("`{field}` is not a setting of kind = \"{kind}\"")));
+        return Err(at(
+            field,
+            format!("`{field}` is not a setting of kind = \"{kind}\""),
+        ));
     }
     let (input, output) = match stage.unwrap_or(StageName::Both) {
         StageName::Input => (true, false),
@@ -284,8 +294,16 @@ fn guardrail(path: &str, raw: RawGuardrail) -> Result<GuardrailConfig, ConfigErr
                     });
                 }
             }
-            let compiled = RuleSet::new(&rules, output.then_some(window))
-                .map_err(|e| at(if kind == KindName::Regex { "patterns" } else { "detectors" }, e.to_string()))?;
+            let compiled = RuleSet::new(&rules, output.then_some(window)).map_err(|e| {
+                at(
+                    if kind == KindName::Regex {
+                        "patterns"
+                    } else {
+                        "detectors"
+                    },
+                    e.to_string(),
+                )
+            })?;
             let models = models.unwrap_or_default();
             if models.iter().any(|m| m.is_empty()) {
                 return Err(at("models", "a model glob is empty".into()));
@@ -299,7 +317,10 @@ fn guardrail(path: &str, raw: RawGuardrail) -> Result<GuardrailConfig, ConfigErr
         }
         KindName::Http => {
             let Some(url) = url else {
-                return Err(at("url", "kind = \"http\" needs `url`, e.g. \"http://127.0.0.1:9000/check\"".into()));
+                return Err(at(
+                    "url",
+                    "kind = \"http\" needs `url`, e.g. \"http://127.0.0.1:9000/check\"".into(),
+                ));
             };
             let uri: http::Uri = url
                 .parse()
@@ -314,8 +335,12 @@ fn guardrail(path: &str, raw: RawGuardrail) -> Result<GuardrailConfig, ConfigErr
             for (k, v) in headers.unwrap_or_default() {
                 let name = http::HeaderName::from_bytes(k.as_bytes())
                     .map_err(|_| at("headers", format!("`{k}` is not a header name")))?;
-                let mut value = http::HeaderValue::from_str(&v)
-                    .map_err(|_| at("headers", format!("the value of `{k}` is not a header value")))?;
+                let mut value = http::HeaderValue::from_str(&v).map_err(|_| {
+                    at(
+                        "headers",
+                        format!("the value of `{k}` is not a header value"),
+                    )
+                })?;
                 value.set_sensitive(true);
                 hs.push((name, value));
             }

@@ -40,7 +40,10 @@ fn guardrails_load_and_routes_name_them() {
     // The credential is never in the redacted view.
     let shown = c.redacted().to_string();
     assert!(!shown.contains("t0k"), "{shown}");
-    assert!(shown.contains("\"guardrails\":[\"policy\",\"pii\"]"), "{shown}");
+    assert!(
+        shown.contains("\"guardrails\":[\"policy\",\"pii\"]"),
+        "{shown}"
+    );
     // A config without guardrails keeps its fingerprint's shape: no `guardrail` key.
     let plain = Config::from_toml(&with("", ""), &|_| None).unwrap();
     assert!(plain.redacted().get("guardrail").is_none());

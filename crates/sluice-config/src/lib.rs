@@ -40,9 +40,9 @@ mod units;
 mod validate;
 
 #[cfg(test)]
-mod limits_tests;
-#[cfg(test)]
 mod guardrail_tests;
+#[cfg(test)]
+mod limits_tests;
 #[cfg(test)]
 mod tests;
 
@@ -52,12 +52,12 @@ use std::path::PathBuf;
 use std::time::{Duration, SystemTime};
 
 pub use admin::{AdminToken, DEFAULT_ADMIN_LISTEN};
+pub use guardrail::{
+    GuardrailConfig, GuardrailKind, HttpCheck, OnError, RulesCheck, DEFAULT_WINDOW, MAX_WINDOW,
+};
 pub use limits::{
     BudgetLimit, KeyConfig, KeyMode, Limits, ModelLimits, PriceConfig, RateLimit, StateSettings,
     TeamConfig,
-};
-pub use guardrail::{
-    GuardrailConfig, GuardrailKind, HttpCheck, OnError, RulesCheck, DEFAULT_WINDOW, MAX_WINDOW,
 };
 pub use log::{AccessLogSink, LogFormat, DEFAULT_QUEUE};
 pub use mcp::{

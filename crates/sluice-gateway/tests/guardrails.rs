@@ -4,7 +4,9 @@
 //! down).
 
 use std::net::SocketAddr;
-use std::time::{Duration, Instant};
+use std::time::Duration;
+
+use tokio::time::Instant;
 
 use bytes::Bytes;
 use http_body_util::{BodyExt, Full};
@@ -89,7 +91,10 @@ fn stream_text(body: &str) -> (Vec<String>, Option<String>) {
         if let Some(code) = v.pointer("/error/code").and_then(|c| c.as_str()) {
             error = Some(code.to_string());
         }
-        if let Some(t) = v.pointer("/choices/0/delta/content").and_then(|c| c.as_str()) {
+        if let Some(t) = v
+            .pointer("/choices/0/delta/content")
+            .and_then(|c| c.as_str())
+        {
             deltas.push(t.to_string());
         }
     }
@@ -131,11 +136,17 @@ async fn a_card_in_a_prompt_is_redacted_before_the_upstream_sees_it() {
         gw.addr(),
         "/v1/chat/completions",
         "tokens=3",
-        chat("Refund card 4111 1111 1111 1111 please, to jane@example.com", false),
+        chat(
+            "Refund card 4111 1111 1111 1111 please, to jane@example.com",
+            false,
+        ),
     )
     .await;
     assert_eq!(a.status, 200, "{}", a.body);
-    assert_eq!(header(&a, "x-sluice-guardrails"), "no-pii(redact),no-pii(allow)");
+    assert_eq!(
+        header(&a, "x-sluice-guardrails"),
+        "no-pii(redact),no-pii(allow)"
+    );
     let snap = mock.stats().snapshot();
     let seen = String::from_utf8_lossy(&snap.requests.last().unwrap().body).to_string();
     assert!(
@@ -160,7 +171,10 @@ async fn a_denied_prompt_is_a_400_content_blocked_and_never_reaches_the_upstream
         gw.addr(),
         "/v1/chat/completions",
         "tokens=3",
-        chat("here is my key:\n-----BEGIN RSA PRIVATE KEY-----\nMIIE", false),
+        chat(
+            "here is my key:\n-----BEGIN RSA PRIVATE KEY-----\nMIIE",
+            false,
+        ),
     )
     .await;
     assert_eq!(a.status, 400, "{}", a.body);
@@ -201,7 +215,8 @@ async fn a_secret_split_across_stream_events_is_redacted_at_the_client() {
     assert_eq!(header(&a, "x-sluice-guardrails"), "no-pii(allow)");
     let metrics = gw.telemetry().encode();
     for verdict in ["allow", "redact"] {
-        let line = format!("sluice_guardrail_total{{guardrail=\"no-pii\",verdict=\"{verdict}\"}} 1");
+        let line =
+            format!("sluice_guardrail_total{{guardrail=\"no-pii\",verdict=\"{verdict}\"}} 1");
         assert!(metrics.contains(&line), "{line} in {metrics}");
     }
 }
@@ -276,38 +291,42 @@ async fn checker(mode: &'static str) -> SocketAddr {
                 return;
             };
             tokio::spawn(async move {
-                let svc = hyper::service::service_fn(move |req: http::Request<hyper::body::Incoming>| async move {
-                    let auth = req
-                        .headers()
-                        .get("authorization")
-                        .map(|v| v.to_str().unwrap().to_string());
-                    let body = req.into_body().collect().await.unwrap().to_bytes();
-                    let v: serde_json::Value = serde_json::from_slice(&body).unwrap();
-                    let answer = if auth.as_deref() != Some("Bearer test-token") {
-                        serde_json::json!({"verdict": "deny", "reason": "no credentials"})
-                    } else {
-                        match mode {
-                            "allow" => serde_json::json!({"verdict": "allow"}),
-                            "deny" => serde_json::json!({"verdict": "deny", "reason": "policy 7 forbids this topic"}),
-                            "modify" => {
-                                let texts: Vec<String> = v["texts"]
-                                    .as_array()
-                                    .unwrap()
-                                    .iter()
-                                    .map(|t| t.as_str().unwrap().to_uppercase())
-                                    .collect();
-                                serde_json::json!({"verdict": "modify", "texts": texts})
+                let svc = hyper::service::service_fn(
+                    move |req: http::Request<hyper::body::Incoming>| async move {
+                        let auth = req
+                            .headers()
+                            .get("authorization")
+                            .map(|v| v.to_str().unwrap().to_string());
+                        let body = req.into_body().collect().await.unwrap().to_bytes();
+                        let v: serde_json::Value = serde_json::from_slice(&body).unwrap();
+                        let answer = if auth.as_deref() != Some("Bearer test-token") {
+                            serde_json::json!({"verdict": "deny", "reason": "no credentials"})
+                        } else {
+                            match mode {
+                                "allow" => serde_json::json!({"verdict": "allow"}),
+                                "deny" => {
+                                    serde_json::json!({"verdict": "deny", "reason": "policy 7 forbids this topic"})
+                                }
+                                "modify" => {
+                                    let texts: Vec<String> = v["texts"]
+                                        .as_array()
+                                        .unwrap()
+                                        .iter()
+                                        .map(|t| t.as_str().unwrap().to_uppercase())
+                                        .collect();
+                                    serde_json::json!({"verdict": "modify", "texts": texts})
+                                }
+                                _ => {
+                                    tokio::time::sleep(Duration::from_secs(30)).await;
+                                    serde_json::json!({"verdict": "allow"})
+                                }
                             }
-                            _ => {
-                                tokio::time::sleep(Duration::from_secs(30)).await;
-                                serde_json::json!({"verdict": "allow"})
-                            }
-                        }
-                    };
-                    Ok::<_, std::convert::Infallible>(http::Response::new(Full::new(Bytes::from(
-                        answer.to_string(),
-                    ))))
-                });
+                        };
+                        Ok::<_, std::convert::Infallible>(http::Response::new(Full::new(
+                            Bytes::from(answer.to_string()),
+                        )))
+                    },
+                );
                 let _ = hyper::server::conn::http1::Builder::new()
                     .serve_connection(TokioIo::new(s), svc)
                     .await;
@@ -328,12 +347,25 @@ fn policy(addr: SocketAddr, on_error: &str) -> String {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_external_checker_allows_denies_and_modifies() {
     let mock = MockServer::start(MockConfig::default()).await.unwrap();
-    for (mode, status, verdict) in [("allow", 200, "allow"), ("deny", 400, "deny"), ("modify", 200, "modify")] {
+    for (mode, status, verdict) in [
+        ("allow", 200, "allow"),
+        ("deny", 400, "deny"),
+        ("modify", 200, "modify"),
+    ] {
         let addr = checker(mode).await;
         let gw = gateway(&mock, &policy(addr, "deny"), "\"policy\"").await;
-        let a = post(gw.addr(), "/v1/chat/completions", "tokens=2", chat("hello there", false)).await;
+        let a = post(
+            gw.addr(),
+            "/v1/chat/completions",
+            "tokens=2",
+            chat("hello there", false),
+        )
+        .await;
         assert_eq!(a.status, status, "{mode}: {}", a.body);
-        assert_eq!(header(&a, "x-sluice-guardrails"), format!("policy({verdict})"));
+        assert_eq!(
+            header(&a, "x-sluice-guardrails"),
+            format!("policy({verdict})")
+        );
         if mode == "deny" {
             assert!(a.body.contains("policy 7 forbids this topic"), "{}", a.body);
             assert!(a.body.contains("content_blocked"), "{}", a.body);
@@ -353,10 +385,19 @@ async fn a_hanging_checker_gives_its_on_error_verdict_at_its_deadline() {
     for (on_error, status, verdict) in [("allow", 200, "error"), ("deny", 400, "deny")] {
         let gw = gateway(&mock, &policy(addr, on_error), "\"policy\"").await;
         let started = Instant::now();
-        let a = post(gw.addr(), "/v1/chat/completions", "tokens=2", chat("hello", false)).await;
+        let a = post(
+            gw.addr(),
+            "/v1/chat/completions",
+            "tokens=2",
+            chat("hello", false),
+        )
+        .await;
         let took = started.elapsed();
         assert_eq!(a.status, status, "{on_error}: {}", a.body);
-        assert_eq!(header(&a, "x-sluice-guardrails"), format!("policy({verdict})"));
+        assert_eq!(
+            header(&a, "x-sluice-guardrails"),
+            format!("policy({verdict})")
+        );
         assert!(
             took >= Duration::from_millis(290) && took < Duration::from_secs(3),
             "answered after {took:?}"
@@ -373,14 +414,26 @@ async fn a_checker_that_is_down_refuses_with_on_error_deny() {
         l.local_addr().unwrap()
     };
     let gw = gateway(&mock, &policy(down, "deny"), "\"policy\"").await;
-    let a = post(gw.addr(), "/v1/chat/completions", "tokens=2", chat("hello", false)).await;
+    let a = post(
+        gw.addr(),
+        "/v1/chat/completions",
+        "tokens=2",
+        chat("hello", false),
+    )
+    .await;
     assert_eq!(a.status, 400, "{}", a.body);
     assert!(a.body.contains("content_blocked"), "{}", a.body);
     assert!(a.body.contains("could not decide"), "{}", a.body);
     assert_eq!(mock.stats().totals().requests, 0);
     // Fail open: the request goes on, and says so.
     let gw = gateway(&mock, &policy(down, "allow"), "\"policy\"").await;
-    let a = post(gw.addr(), "/v1/chat/completions", "tokens=2", chat("hello", false)).await;
+    let a = post(
+        gw.addr(),
+        "/v1/chat/completions",
+        "tokens=2",
+        chat("hello", false),
+    )
+    .await;
     assert_eq!(a.status, 200, "{}", a.body);
     assert_eq!(header(&a, "x-sluice-guardrails"), "policy(error)");
 }
@@ -392,7 +445,10 @@ async fn a_keys_guardrails_apply_to_its_requests_on_every_route() {
     let mock = MockServer::start(MockConfig::default()).await.unwrap();
     let hash = |k: &str| {
         let d = ring::digest::digest(&ring::digest::SHA256, k.as_bytes());
-        d.as_ref().iter().map(|b| format!("{b:02x}")).collect::<String>()
+        d.as_ref()
+            .iter()
+            .map(|b| format!("{b:02x}"))
+            .collect::<String>()
     };
     let keys = format!(
         "[[key]]\nid = \"guarded\"\nhash = \"{}\"\nguardrails = [\"no-pii\"]\n\
@@ -402,18 +458,43 @@ async fn a_keys_guardrails_apply_to_its_requests_on_every_route() {
     );
     let gw = gateway(&mock, &format!("{NO_PII}{keys}"), "").await;
     let prompt = || chat("card 4111 1111 1111 1111", false);
-    let a = post_as(gw.addr(), "/v1/chat/completions", "tokens=2", prompt(), Some("sk-guarded")).await;
+    let a = post_as(
+        gw.addr(),
+        "/v1/chat/completions",
+        "tokens=2",
+        prompt(),
+        Some("sk-guarded"),
+    )
+    .await;
     assert_eq!(a.status, 200, "{}", a.body);
-    assert_eq!(header(&a, "x-sluice-guardrails"), "no-pii(redact),no-pii(allow)");
+    assert_eq!(
+        header(&a, "x-sluice-guardrails"),
+        "no-pii(redact),no-pii(allow)"
+    );
     let seen = |mock: &MockServer| {
         let snap = mock.stats().snapshot();
         String::from_utf8_lossy(&snap.requests.last().unwrap().body).to_string()
     };
-    assert!(seen(&mock).contains("card [REDACTED:card]"), "{}", seen(&mock));
-    let a = post_as(gw.addr(), "/v1/chat/completions", "tokens=2", prompt(), Some("sk-plain")).await;
+    assert!(
+        seen(&mock).contains("card [REDACTED:card]"),
+        "{}",
+        seen(&mock)
+    );
+    let a = post_as(
+        gw.addr(),
+        "/v1/chat/completions",
+        "tokens=2",
+        prompt(),
+        Some("sk-plain"),
+    )
+    .await;
     assert_eq!(a.status, 200, "{}", a.body);
     assert!(a.headers.get("x-sluice-guardrails").is_none());
-    assert!(seen(&mock).contains("card 4111 1111 1111 1111"), "{}", seen(&mock));
+    assert!(
+        seen(&mock).contains("card 4111 1111 1111 1111"),
+        "{}",
+        seen(&mock)
+    );
 }
 
 // === the official SDKs ===

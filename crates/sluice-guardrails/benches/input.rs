@@ -40,7 +40,10 @@ fn bench(c: &mut Criterion) {
         let mut with_card = clean.clone();
         with_card.replace_range(100..119, "4111 1111 1111 1111");
         g.bench_function(format!("one_card_{kib}KiB"), |b| {
-            b.iter(|| set.apply(std::hint::black_box(&with_card)).map(|c| c.verdict))
+            b.iter(|| {
+                set.apply(std::hint::black_box(&with_card))
+                    .map(|c| c.verdict)
+            })
         });
         let body = serde_json::json!({
             "model": "gpt-4o-mini",

@@ -64,7 +64,9 @@ impl Detector {
             Detector::Phone => {
                 r"(?:\+[0-9]{1,3}[ .-]?)?(?:\([0-9]{2,4}\)|(?-u:\b)[0-9]{2,4})[ .-]?[0-9]{3,4}[ .-]?[0-9]{3,4}(?-u:\b)"
             }
-            Detector::Iban => r"(?-u:\b)[A-Z]{2}[0-9]{2}(?: ?[A-Z0-9]{4}){2,7}(?: ?[A-Z0-9]{1,3})?(?-u:\b)",
+            Detector::Iban => {
+                r"(?-u:\b)[A-Z]{2}[0-9]{2}(?: ?[A-Z0-9]{4}){2,7}(?: ?[A-Z0-9]{1,3})?(?-u:\b)"
+            }
             Detector::Ssn => r"(?-u:\b)[0-9]{3}-[0-9]{2}-[0-9]{4}(?-u:\b)",
             Detector::ApiKey => concat!(
                 r"(?-u:\b)(?:sk-(?:proj-|ant-api03-|ant-)?[A-Za-z0-9_-]{20,160}",
@@ -92,7 +94,10 @@ impl Detector {
 
 /// The Luhn check of a card number (separators ignored), 13 to 19 digits.
 pub fn luhn(s: &str) -> bool {
-    let digits = s.bytes().filter(u8::is_ascii_digit).map(|b| u32::from(b - b'0'));
+    let digits = s
+        .bytes()
+        .filter(u8::is_ascii_digit)
+        .map(|b| u32::from(b - b'0'));
     let mut sum = 0;
     let mut n = 0;
     // From the right: every second digit doubled.

@@ -182,12 +182,13 @@ impl RuleSet {
                 pattern: pattern.clone(),
                 reason: e.to_string(),
             })?;
-            let hir = regex_syntax::Parser::new().parse(&pattern).map_err(|e| {
-                RuleError::Invalid {
-                    pattern: pattern.clone(),
-                    reason: e.to_string(),
-                }
-            })?;
+            let hir =
+                regex_syntax::Parser::new()
+                    .parse(&pattern)
+                    .map_err(|e| RuleError::Invalid {
+                        pattern: pattern.clone(),
+                        reason: e.to_string(),
+                    })?;
             if hir.properties().minimum_len().unwrap_or(0) == 0 {
                 return Err(RuleError::Empty(pattern));
             }
@@ -369,7 +370,10 @@ mod tests {
     fn redacts_each_builtin_and_keeps_the_rest() {
         let set = all(Action::Redact);
         let cases = [
-            ("pay with 4111 1111 1111 1111 now", "pay with [REDACTED:card] now"),
+            (
+                "pay with 4111 1111 1111 1111 now",
+                "pay with [REDACTED:card] now",
+            ),
             ("mail jane.doe@example.co.uk ok", "mail [REDACTED:email] ok"),
             ("call +1 415-555-0132 today", "call [REDACTED:phone] today"),
             ("iban DE89 3704 0044 0532 0130 00.", "iban [REDACTED:iban]."),

@@ -175,7 +175,7 @@ pub(crate) async fn check_input(
         if !g.input {
             continue;
         }
-        let started = std::time::Instant::now();
+        let started = Instant::now();
         let (verdict, blocked) = match &g.kind {
             Kind::Rules(r) => rules_input(r, &mut value, model),
             Kind::Http(c) => {
@@ -234,7 +234,9 @@ fn rules_input(
         let shown = sluice_telemetry::untrusted::echo(model);
         return (
             Verdict::Deny,
-            Some(format!("model {shown} is not among the models this route allows")),
+            Some(format!(
+                "model {shown} is not among the models this route allows"
+            )),
         );
     }
     if let Some(max) = r.max_prompt_tokens {
@@ -317,11 +319,14 @@ pub(crate) async fn check_output_body(
         if !g.output {
             continue;
         }
-        let started = std::time::Instant::now();
+        let started = Instant::now();
         let (verdict, blocked) = match &g.kind {
             Kind::Rules(r) => match json::check_body(&r.rules, &mut value) {
                 Ok((v, _)) => (v, None),
-                Err(d) => (Verdict::Deny, Some(format!("the answer contains {}", d.label))),
+                Err(d) => (
+                    Verdict::Deny,
+                    Some(format!("the answer contains {}", d.label)),
+                ),
             },
             Kind::Http(c) => {
                 let texts = json::texts(&value);

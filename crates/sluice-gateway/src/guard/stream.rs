@@ -116,7 +116,13 @@ impl StreamGuard {
             return Ok(());
         };
         let mut found = Vec::new();
-        find_texts(&data, &mut Vec::new(), &mut String::new(), false, &mut found);
+        find_texts(
+            &data,
+            &mut Vec::new(),
+            &mut String::new(),
+            false,
+            &mut found,
+        );
         if found.is_empty() {
             out.push(e);
             return Ok(());
@@ -152,12 +158,7 @@ impl StreamGuard {
                 *text = t;
             }
             // The last guardrail's channel is the one that releases to the client.
-            if let Some(c) = self
-                .channels
-                .iter_mut()
-                .rev()
-                .find(|c| c.key == key)
-            {
+            if let Some(c) = self.channels.iter_mut().rev().find(|c| c.key == key) {
                 c.template = Some((prefix.clone(), data.clone(), path));
             }
         }
@@ -349,10 +350,18 @@ mod tests {
         g.filter(&mut events).unwrap();
         g.finish(&mut events).unwrap();
         let text = String::from_utf8(events[0].bytes.to_vec()).unwrap();
-        assert!(text.starts_with("event: content_block_delta\ndata: {"), "{text}");
+        assert!(
+            text.starts_with("event: content_block_delta\ndata: {"),
+            "{text}"
+        );
         let held: String = events
             .iter()
-            .map(|e| split_event(&e.bytes).unwrap().1["delta"]["text"].as_str().unwrap().to_string())
+            .map(|e| {
+                split_event(&e.bytes).unwrap().1["delta"]["text"]
+                    .as_str()
+                    .unwrap()
+                    .to_string()
+            })
             .collect();
         assert_eq!(held, "hi");
     }
