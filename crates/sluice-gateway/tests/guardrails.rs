@@ -516,3 +516,73 @@ async fn official_sdks_see_guardrails_act() {
     )
     .await;
 }
+
+// === limits of a route ===
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn prompt_size_and_models_are_limited() {
+    let mock = MockServer::start(MockConfig::default()).await.unwrap();
+    let limits = "[[guardrail]]\nname = \"limits\"\nkind = \"builtin\"\nstage = \"input\"\n\
+                  max_prompt_tokens = 20\nmodels = [\"gpt-4o*\"]\n";
+    let gw = gateway(&mock, limits, "\"limits\"").await;
+    // "You are terse." and 40 bytes: about 14 tokens.
+    let a = post(
+        gw.addr(),
+        "/v1/chat/completions",
+        "tokens=2",
+        chat(&"a".repeat(40), false),
+    )
+    .await;
+    assert_eq!(a.status, 200, "{}", a.body);
+    let a = post(
+        gw.addr(),
+        "/v1/chat/completions",
+        "tokens=2",
+        chat(&"a".repeat(200), false),
+    )
+    .await;
+    assert_eq!(a.status, 400, "{}", a.body);
+    assert!(
+        a.body.contains("over this route's limit of 20"),
+        "{}",
+        a.body
+    );
+    let mut other = chat("hi", false);
+    other["model"] = "o3".into();
+    let a = post(gw.addr(), "/v1/chat/completions", "tokens=2", other).await;
+    assert_eq!(a.status, 400, "{}", a.body);
+    assert!(a.body.contains("not among the models"), "{}", a.body);
+    assert_eq!(mock.stats().totals().requests, 1);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn checks_in_flight_are_bounded() {
+    let mock = MockServer::start(MockConfig::default()).await.unwrap();
+    let addr = checker("hang").await;
+    let config = policy(addr, "deny")
+        .replace("max_in_flight = 4", "max_in_flight = 1")
+        .replace("timeout = \"300ms\"", "timeout = \"2s\"");
+    let gw = gateway(&mock, &config, "\"policy\"").await;
+    let at = gw.addr();
+    // The first check holds the one place for 2 s; the second is refused at once.
+    let first = tokio::spawn(async move {
+        post(at, "/v1/chat/completions", "tokens=2", chat("one", false)).await
+    });
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let started = Instant::now();
+    let second = post(
+        gw.addr(),
+        "/v1/chat/completions",
+        "tokens=2",
+        chat("two", false),
+    )
+    .await;
+    assert!(
+        started.elapsed() < Duration::from_secs(1),
+        "{:?}",
+        started.elapsed()
+    );
+    assert_eq!(second.status, 400, "{}", second.body);
+    assert!(second.body.contains("in flight"), "{}", second.body);
+    assert_eq!(first.await.unwrap().status, 400);
+}
