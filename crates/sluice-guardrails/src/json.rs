@@ -46,16 +46,27 @@ fn walk(v: &mut Value, text: bool, f: &mut dyn FnMut(&mut String)) {
     }
 }
 
-/// The texts of a body, concatenated with newlines (what an external checker is sent).
+/// The texts of a body, in order (what an external checker is sent).
 pub fn texts(v: &Value) -> Vec<String> {
-    let mut v = v.clone();
+    fn walk_ref(v: &Value, text: bool, out: &mut Vec<String>) {
+        match v {
+            Value::String(s) if text => out.push(s.clone()),
+            Value::Array(items) => items.iter().for_each(|i| walk_ref(i, text, out)),
+            Value::Object(map) => {
+                for (k, child) in map {
+                    walk_ref(child, TEXT_KEYS.contains(&k.as_str()), out);
+                }
+            }
+            _ => {}
+        }
+    }
     let mut out = Vec::new();
-    visit_texts(&mut v, &mut |s| out.push(std::mem::take(s)));
+    walk_ref(v, false, &mut out);
     out
 }
 
-/// A body checked: `Ok((verdict, rewritten))` where `rewritten` is `Some` when a text was
-/// redacted (the body must then be sent as rewritten).
+/// A body checked in place: `Ok((verdict, rewritten))`, `rewritten` when a text was redacted
+/// (the body must then be sent as rewritten); `Err` at the first deny.
 pub fn check_body(rules: &RuleSet, v: &mut Value) -> Result<(Verdict, bool), Denied> {
     let mut verdict = Verdict::Allow;
     let mut denied = None;
@@ -76,5 +87,32 @@ pub fn check_body(rules: &RuleSet, v: &mut Value) -> Result<(Verdict, bool), Den
     match denied {
         Some(d) => Err(d),
         None => Ok((verdict, verdict == Verdict::Redact)),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn texts_are_the_message_texts_of_every_api() {
+        let body = serde_json::json!({
+            "model": "m",
+            "system": "sys",
+            "messages": [
+                {"role": "user", "content": "plain"},
+                {"role": "user", "content": [
+                    {"type": "text", "text": "part"},
+                    {"type": "image_url", "image_url": {"url": "data:image/png;base64,AAAA"}}
+                ]},
+                {"role": "assistant", "tool_calls": [
+                    {"id": "call_1", "function": {"name": "f", "arguments": "{\"a\":1}"}}
+                ]}
+            ],
+            "contents": [{"parts": [{"text": "gemini"}]}]
+        });
+        let mut got = texts(&body);
+        got.sort();
+        assert_eq!(got, ["gemini", "part", "plain", "sys", "{\"a\":1}"]);
     }
 }
