@@ -171,11 +171,13 @@ impl StreamGuard {
 
     /// Releases every channel's held text, in events like the channel's last.
     fn flush(&mut self, out: &mut Vec<Emitted>) -> Result<(), (String, Denied)> {
-        let keys: Vec<String> = {
-            let mut k: Vec<String> = self.channels.iter().map(|c| c.key.clone()).collect();
-            k.dedup();
-            k
-        };
+        // Each channel once, in the order they first came (one per guardrail shares a key).
+        let mut keys: Vec<String> = Vec::new();
+        for c in &self.channels {
+            if !keys.contains(&c.key) {
+                keys.push(c.key.clone());
+            }
+        }
         for key in keys {
             // Through the guardrails in order: what one releases, the next takes.
             let mut text = String::new();
