@@ -586,3 +586,35 @@ async fn checks_in_flight_are_bounded() {
     assert!(second.body.contains("in flight"), "{}", second.body);
     assert_eq!(first.await.unwrap().status, 400);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_check_never_holds_a_request_past_its_deadline() {
+    let mock = MockServer::start(MockConfig::default()).await.unwrap();
+    let addr = checker("hang").await;
+    // The checker may take 5 s; the route's whole request has 400 ms.
+    let text = format!(
+        "[server]\nlisten = \"127.0.0.1:0\"\naccess_log = \"off\"\n\
+         [[upstream]]\nname = \"mock\"\nbase_url = \"{}/v1\"\nprotocol = \"h2c\"\n{}\n\
+         [[route]]\nmodels = [\"*\"]\nupstream = \"mock\"\ntimeout = \"400ms\"\nguardrails = [\"policy\"]\n",
+        mock.url(),
+        policy(addr, "deny").replace("timeout = \"300ms\"", "timeout = \"5s\"")
+    );
+    let gw = Gateway::start(Config::from_toml(&text, &|_| None).unwrap())
+        .await
+        .unwrap();
+    let started = Instant::now();
+    let a = post(
+        gw.addr(),
+        "/v1/chat/completions",
+        "tokens=2",
+        chat("hello", false),
+    )
+    .await;
+    let took = started.elapsed();
+    assert_eq!(a.status, 400, "{}", a.body);
+    assert!(a.body.contains("could not decide"), "{}", a.body);
+    assert!(
+        took < Duration::from_millis(1500),
+        "answered after {took:?}"
+    );
+}
