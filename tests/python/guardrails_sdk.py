@@ -52,6 +52,18 @@ def test_anthropic_stream_is_redacted_across_events():
     assert final.content[0].text == WANT, final
 
 
+def test_openai_responses_stream_and_its_final_text_are_redacted():
+    stream = oai.responses.create(model="gpt-4o", input="hi", stream=True, extra_headers=MOCK)
+    deltas, final = "", None
+    for ev in stream:
+        if ev.type == "response.output_text.delta":
+            deltas += ev.delta
+        elif ev.type == "response.completed":
+            final = ev.response.output_text
+    assert deltas == WANT, deltas
+    assert final == WANT, final
+
+
 def test_openai_denied_prompt_is_bad_request_content_blocked():
     try:
         oai.chat.completions.create(

@@ -92,7 +92,7 @@ impl StreamGuard {
                 EventKind::Error => out.push(e),
                 EventKind::Preamble | EventKind::Trailer => {
                     self.flush(&mut out)?;
-                    out.push(e);
+                    out.push(self.whole(e)?);
                 }
             }
         }
@@ -167,6 +167,47 @@ impl StreamGuard {
             kind: EventKind::Content,
         });
         Ok(())
+    }
+
+    /// A non-content event that repeats text whole (the Responses API's `…done` and
+    /// `response.completed` events carry the answer's full text): each text checked whole,
+    /// as the deltas were, so it says what they said.
+    fn whole(&self, e: Emitted) -> Result<Emitted, (String, Denied)> {
+        let Some((prefix, mut data)) = split_event(&e.bytes) else {
+            return Ok(e);
+        };
+        let mut found = Vec::new();
+        find_texts(
+            &data,
+            &mut Vec::new(),
+            &mut String::new(),
+            false,
+            &mut found,
+        );
+        let mut changed = false;
+        for (_, path) in found {
+            let Some(Value::String(text)) = get_mut(&mut data, &path) else {
+                continue;
+            };
+            for (name, rules, _) in &self.rules {
+                match rules.apply(text) {
+                    Ok(c) => {
+                        if let std::borrow::Cow::Owned(t) = c.text {
+                            *text = t;
+                            changed = true;
+                        }
+                    }
+                    Err(d) => return Err((name.clone(), d)),
+                }
+            }
+        }
+        if !changed {
+            return Ok(e);
+        }
+        Ok(Emitted {
+            bytes: join_event(&prefix, &data),
+            kind: e.kind,
+        })
     }
 
     /// Releases every channel's held text, in events like the channel's last.
@@ -337,6 +378,35 @@ mod tests {
         assert_eq!(all, "{\"card\": \"[REDACTED:card]\"}");
         assert_eq!(events.last().unwrap().kind, EventKind::Trailer);
         assert_eq!(g.verdicts(), vec![("pii", Verdict::Redact)]);
+    }
+
+    /// A Responses API `…done` event repeats the whole text: it is redacted as the deltas were.
+    #[test]
+    fn a_done_event_with_the_whole_text_is_redacted_too() {
+        let mut g = guard();
+        let mut events = vec![
+            Emitted {
+                bytes: Bytes::from(format!(
+                    "event: response.output_text.delta\ndata: {}\n\n",
+                    serde_json::json!({"type": "response.output_text.delta", "delta": "pay 4111111111111111"})
+                )),
+                kind: EventKind::Content,
+            },
+            Emitted {
+                bytes: Bytes::from(format!(
+                    "event: response.output_text.done\ndata: {}\n\n",
+                    serde_json::json!({"type": "response.output_text.done", "text": "pay 4111111111111111"})
+                )),
+                kind: EventKind::Trailer,
+            },
+        ];
+        g.filter(&mut events).unwrap();
+        let all = events
+            .iter()
+            .map(|e| String::from_utf8(e.bytes.to_vec()).unwrap())
+            .collect::<String>();
+        assert!(!all.contains("4111"), "{all}");
+        assert_eq!(all.matches("[REDACTED:card]").count(), 2, "{all}");
     }
 
     /// Anthropic's `event:` line stays in front of a rewritten event.
