@@ -28,6 +28,7 @@
 
 mod admin;
 mod diagnostics;
+mod guardrail;
 mod interpolate;
 mod limits;
 mod log;
@@ -43,6 +44,8 @@ mod units;
 mod validate;
 
 #[cfg(test)]
+mod guardrail_tests;
+#[cfg(test)]
 mod limits_tests;
 #[cfg(test)]
 mod schema_tests;
@@ -55,6 +58,9 @@ use std::path::PathBuf;
 use std::time::{Duration, SystemTime};
 
 pub use admin::{AdminToken, DEFAULT_ADMIN_LISTEN};
+pub use guardrail::{
+    GuardrailConfig, GuardrailKind, HttpCheck, OnError, RulesCheck, DEFAULT_WINDOW, MAX_WINDOW,
+};
 pub use limits::{
     BudgetLimit, KeyConfig, KeyMode, Limits, ModelLimits, PriceConfig, RateLimit, StateSettings,
     TeamConfig,
@@ -95,6 +101,8 @@ pub struct Config {
     pub ledger: Option<sluice_ledger::LedgerConfig>,
     /// `[[team]]`: limits and budgets shared by a team's keys, in file order; ids unique.
     pub teams: Vec<TeamConfig>,
+    /// `[[guardrail]]`: checks of requests and answers, referenced by name from routes.
+    pub guardrails: Vec<GuardrailConfig>,
 }
 
 /// `[server]`.
@@ -547,6 +555,9 @@ pub struct RouteConfig {
     /// `reasoning_effort` to an Anthropic or Gemini budget, and back). Default
     /// [`sluice_providers::reasoning::BudgetTable::DEFAULT`] (the README's table).
     pub reasoning_budgets: sluice_providers::reasoning::BudgetTable,
+    /// The guardrails the route's requests and answers pass (indexes into
+    /// [`Config::guardrails`], in the order given). Empty: none, and no cost.
+    pub guardrails: Vec<usize>,
 }
 
 // === impl RouteConfig ===

@@ -92,6 +92,9 @@ pub struct KeyConfig {
     pub budget: Option<BudgetLimit>,
     /// Its limits on some models.
     pub model_limits: Vec<ModelLimits>,
+    /// Guardrails the key's requests pass on every route, after the route's own (indexes
+    /// into [`crate::Config::guardrails`]).
+    pub guardrails: Vec<usize>,
 }
 
 /// `[[team]]`: limits and a budget shared by every key whose `team` names it, checked in the
@@ -309,7 +312,12 @@ fn budget_limit(
     }))
 }
 
-pub(super) fn key(path: &str, raw: RawKey, routes: &[String]) -> Result<KeyConfig, ConfigError> {
+pub(super) fn key(
+    path: &str,
+    raw: RawKey,
+    routes: &[String],
+    defined_guardrails: &[crate::GuardrailConfig],
+) -> Result<KeyConfig, ConfigError> {
     let RawKey {
         id,
         hash,
@@ -323,7 +331,9 @@ pub(super) fn key(path: &str, raw: RawKey, routes: &[String]) -> Result<KeyConfi
         concurrency: c,
         budget,
         model_limits,
+        guardrails,
     } = raw;
+    let guardrails = crate::guardrail::references(path, guardrails, defined_guardrails)?;
     if id.is_empty()
         || id.len() > MAX_KEY_ID
         || !id
@@ -404,6 +414,7 @@ pub(super) fn key(path: &str, raw: RawKey, routes: &[String]) -> Result<KeyConfi
         out_models.push(ModelLimits { models, limits });
     }
     Ok(KeyConfig {
+        guardrails,
         id,
         hash,
         owner,

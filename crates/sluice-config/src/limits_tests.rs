@@ -224,7 +224,7 @@ fn a_key_file_error_names_the_file_its_line_and_field() {
         format!(
             "line 2: keys.file: {}: line 8: key[1].color: unknown field; expected one of `id`, \
              `hash`, `owner`, `team`, `revoked`, `routes`, `models`, `requests`, `tokens`, \
-             `concurrency`, `budget`, `model_limits`",
+             `concurrency`, `budget`, `model_limits`, `guardrails`",
             file.display()
         )
     );

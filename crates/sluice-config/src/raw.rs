@@ -58,6 +58,9 @@ pub(super) struct RawConfig {
     /// Teams: limits and a budget shared by the keys that name the team.
     #[serde(default, rename = "team")]
     pub(super) teams: Vec<RawTeam>,
+    /// Guardrails: checks on prompts and answers, defined once and named by routes and keys.
+    #[serde(default, rename = "guardrail")]
+    pub(super) guardrails: Vec<super::guardrail::RawGuardrail>,
 }
 
 /// `[state]`: where limits, budgets and idempotency records live. Without `redis`, in this
@@ -226,6 +229,9 @@ pub(super) struct RawKey {
     pub(super) budget: Option<RawBudgetLimit>,
     /// Limits of this key on some of its models, on top of its own.
     pub(super) model_limits: Option<Vec<RawModelLimits>>,
+    /// Names of `[[guardrail]]` entries this key's requests are checked by, on top of its
+    /// route's.
+    pub(super) guardrails: Option<Vec<String>>,
 }
 
 /// `[[team]]`: limits and a budget the team's keys share.
@@ -781,6 +787,8 @@ pub(super) struct RawRoute {
     /// Thinking tokens per effort level when a request is translated (OpenAI
     /// `reasoning_effort` to an Anthropic or Gemini budget, and back).
     pub(super) reasoning_budgets: Option<RawReasoningBudgets>,
+    /// Names of `[[guardrail]]` entries this route's requests and answers are checked by.
+    pub(super) guardrails: Option<Vec<String>>,
 }
 
 /// `route.cache = { ttl = "1h", shared = false, max_bytes = "1MiB", replay = "instant" }`.

@@ -78,6 +78,7 @@ fn config_json(c: &Config) -> Value {
         mcp,
         ledger,
         teams,
+        guardrails,
     } = c;
     let mut out = json!({
         "server": server_json(server),
@@ -116,6 +117,34 @@ fn config_json(c: &Config) -> Value {
             })
             .collect();
     }
+    // Only when configured: configs without guardrails keep the fingerprints they had.
+    if !guardrails.is_empty() {
+        out["guardrail"] = guardrails.iter().map(guardrail_json).collect();
+        for (r, v) in routes
+            .iter()
+            .zip(out["route"].as_array_mut().into_iter().flatten())
+        {
+            if !r.guardrails.is_empty() {
+                v["guardrails"] = r
+                    .guardrails
+                    .iter()
+                    .map(|&i| Value::from(guardrails[i].name.clone()))
+                    .collect();
+            }
+        }
+        for (k, v) in keys
+            .iter()
+            .zip(out["key"].as_array_mut().into_iter().flatten())
+        {
+            if !k.guardrails.is_empty() {
+                v["guardrails"] = k
+                    .guardrails
+                    .iter()
+                    .map(|&i| Value::from(guardrails[i].name.clone()))
+                    .collect();
+            }
+        }
+    }
     for (p, v) in prices
         .iter()
         .zip(out["price"].as_array_mut().into_iter().flatten())
@@ -129,6 +158,42 @@ fn config_json(c: &Config) -> Value {
         }
     }
     out
+}
+
+/// A guardrail: its settings, an external checker's header names (their values may be
+/// credentials) and never its rules' text.
+fn guardrail_json(g: &crate::GuardrailConfig) -> Value {
+    let stage = match (g.input, g.output) {
+        (true, true) => "both",
+        (true, false) => "input",
+        _ => "output",
+    };
+    let mut v = json!({ "name": g.name, "stage": stage });
+    match &g.kind {
+        crate::GuardrailKind::Rules(r) => {
+            v["kind"] = "rules".into();
+            v["window"] = r.window.into();
+            v["max_prompt_tokens"] = r.max_prompt_tokens.into();
+            v["models"] = r.models.clone().into();
+        }
+        crate::GuardrailKind::Http(h) => {
+            v["kind"] = "http".into();
+            v["url"] = h.url.to_string().into();
+            v["headers"] = h
+                .headers
+                .iter()
+                .map(|(k, _)| Value::from(format!("{k}: {REDACTED}")))
+                .collect();
+            v["timeout"] = dur(h.timeout).into();
+            v["max_in_flight"] = h.max_in_flight.into();
+            v["on_error"] = match h.on_error {
+                crate::OnError::Allow => "allow",
+                crate::OnError::Deny => "deny",
+            }
+            .into();
+        }
+    }
+    v
 }
 
 /// A price as dollars per million tokens (`2.5`).
@@ -199,6 +264,8 @@ fn key_json(k: &KeyConfig, routes: &[RouteConfig]) -> Value {
         limits,
         budget,
         model_limits,
+        // Shown by `config_json`, which has their names.
+        guardrails: _,
     } = k;
     json!({
         "id": id,
@@ -460,6 +527,8 @@ fn route_json(r: &RouteConfig, ups: &[UpstreamConfig]) -> Value {
         limits,
         cache,
         reasoning_budgets,
+        // Shown by `config_json`, which has their names.
+        guardrails: _,
     } = r;
     json!({
         "name": name,

@@ -30,6 +30,9 @@ pub(crate) struct RequestCtx {
     pub(crate) known: Known,
     /// The request's memory charge (a non-streaming answer read whole is charged to it).
     pub(crate) lease: Arc<BodyLease>,
+    /// The guardrails its answer passes: the route's, then its key's (indexes into the
+    /// config's `guardrails`). Empty (no allocation) on a route and key without any.
+    pub(crate) guardrails: Vec<usize>,
 }
 
 /// What admission read from the body besides routing, so that building a same-family

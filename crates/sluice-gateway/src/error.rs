@@ -194,6 +194,15 @@ pub enum GatewayError {
     /// 403, 429, 409, 422, 400), or the state store failed (503).
     #[error("{0}")]
     Keys(Box<crate::admit::KeyError>),
+    /// Refused by a guardrail (`[[guardrail]]`): before any upstream attempt, or an answer
+    /// that did not pass.
+    #[error("refused by guardrail `{guardrail}`: {reason}")]
+    ContentBlocked {
+        /// The guardrail's name.
+        guardrail: String,
+        /// Why (the rule's label, or the checker's reason).
+        reason: String,
+    },
     /// `x-sluice-cache-ttl` is not a duration.
     #[error(transparent)]
     CacheTtl(#[from] sluice_state::InvalidCacheTtl),
@@ -221,6 +230,7 @@ impl GatewayError {
             E::UpstreamBody { .. } => EndReason::UpstreamReset,
             E::ShuttingDown => EndReason::Shutdown,
             E::Keys(k) => k.end_reason(),
+            E::ContentBlocked { .. } => EndReason::ContentBlocked,
             E::Upstream { .. }
             | E::StreamFailed { .. }
             | E::RetryBudgetExhausted { .. }
@@ -266,7 +276,7 @@ impl GatewayError {
             ClientBodyTimeout { .. } => StatusCode::REQUEST_TIMEOUT,
             OverBudget { .. } => StatusCode::SERVICE_UNAVAILABLE,
             TooManyCancels { .. } | RequestRate { .. } => StatusCode::TOO_MANY_REQUESTS,
-            BadHost(_) | CacheTtl(_) => StatusCode::BAD_REQUEST,
+            BadHost(_) | CacheTtl(_) | ContentBlocked { .. } => StatusCode::BAD_REQUEST,
             MalformedRequest { status, .. } => *status,
             Keys(k) => k.status(),
         }
@@ -311,6 +321,7 @@ impl GatewayError {
             },
             Keys(k) => k.code(),
             CacheTtl(e) => e.metric_label(),
+            ContentBlocked { .. } => "content_blocked",
         }
     }
 

@@ -16,7 +16,8 @@
 //! - `ctx` (the client's request, read once) and `outcome` (the `Finish` guard that settles the
 //!   key's ticket, then the telemetry record, exactly once);
 //! - `probe` (the body's routing fields), [`error`] (the gateway's errors, mapped to status and
-//!   body in one place), [`admit`] (keys, limits, budgets, idempotency);
+//!   body in one place), `guard` (a route's guardrails: input checks, output checks of
+//!   bodies and streams, external checkers), [`admit`] (keys, limits, budgets, idempotency);
 //! - leaves: `headers`, `clock`, `body_budget`, [`workers`], [`mount`] (services on the
 //!   listener beside the model API, such as the MCP gateway).
 //!
@@ -60,6 +61,8 @@ mod outcome;
 mod probe;
 
 pub mod error;
+
+mod guard;
 
 pub mod admit;
 

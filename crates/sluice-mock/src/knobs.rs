@@ -64,6 +64,10 @@ pub struct Behavior {
     pub prefill: PrefillMode,
     /// Reasoning ("thinking") tokens reported in usage on top of the content tokens.
     pub reasoning_tokens: u32,
+    /// The answer's text instead of generated words (ASCII, no comma), sent `token_bytes`
+    /// bytes a token (default 4), so a test can put a given string, split across events, in
+    /// an answer.
+    pub say: Option<String>,
     /// A request header that must be present, else a 400 `missing_<name>` provider error.
     pub require_header: Option<String>,
     /// Line ending of the SSE stream.
@@ -119,6 +123,7 @@ impl Default for Behavior {
             prefill: PrefillMode::Continue,
             reasoning_tokens: 0,
             require_header: None,
+            say: None,
             line_ending: LineEnding::Lf,
             heartbeat: None,
             big_event: None,
@@ -409,6 +414,14 @@ const KNOBS: &[(&str, Set)] = &[
     }),
     ("retry_after_date", |b, a| {
         b.retry_after_date = Some(a.parse("seconds from now")?);
+        Ok(())
+    }),
+    ("say", |b, a| {
+        let v = a.v();
+        if v.is_empty() || !v.is_ascii() || v.len() > 4096 {
+            return Err(a.bad("ASCII text up to 4096 bytes"));
+        }
+        b.say = Some(v.to_string());
         Ok(())
     }),
     ("require_header", |b, a| {

@@ -68,4 +68,7 @@ end_reasons! {
     StateUnavailable => "state_unavailable",
     /// A stream outgrew its key's token limit (`cut_streams`) and was cut.
     TokenCap => "token_cap",
+    /// Refused by a guardrail: a request before any upstream attempt (400), or an answer
+    /// ended mid-stream.
+    ContentBlocked => "content_blocked",
 }

@@ -27,6 +27,12 @@ struct UpstreamLane {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct GuardrailLabels {
+    guardrail: String,
+    verdict: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct Reason {
     reason: &'static str,
 }
@@ -97,6 +103,7 @@ pub struct Telemetry {
     retry_budget_exhausted: Family<UpstreamLabel, Counter>,
     tokens: Family<TokenLabels, Counter>,
     continuations: Family<Reason, Counter>,
+    guardrails: Family<GuardrailLabels, Counter>,
     /// The handles of the families every request touches, found without allocating.
     hot: HotHandles,
     /// What the dashboard reads.
@@ -227,7 +234,14 @@ impl Telemetry {
             "Cut streams continued on a prefill target, by result (ok, failed, unavailable)",
             continuations.clone(),
         );
+        let guardrails = Family::<GuardrailLabels, Counter>::default();
+        registry.register(
+            "guardrail",
+            "Guardrail checks, by guardrail and verdict (allow, flag, redact, modify, error, deny)",
+            guardrails.clone(),
+        );
         Telemetry {
+            guardrails,
             hot: HotHandles::default(),
             live: crate::live::Live::default(),
             access_log: None,
@@ -397,6 +411,16 @@ impl Telemetry {
         );
     }
 
+    /// One guardrail check's verdict.
+    pub fn guardrail(&self, guardrail: &str, verdict: &'static str) {
+        self.guardrails
+            .get_or_create(&GuardrailLabels {
+                guardrail: guardrail.to_string(),
+                verdict,
+            })
+            .inc();
+    }
+
     pub fn continuation(&self, result: &'static str) {
         self.continuations
             .get_or_create(&Reason { reason: result })
@@ -461,7 +485,7 @@ mod tests {
         let labels: std::collections::HashSet<_> =
             EndReason::ALL.iter().map(|r| r.as_str()).collect();
         assert_eq!(labels.len(), EndReason::ALL.len());
-        assert_eq!(EndReason::ALL.len(), EndReason::TokenCap as usize + 1);
+        assert_eq!(EndReason::ALL.len(), EndReason::ContentBlocked as usize + 1);
     }
 
     #[test]

@@ -110,6 +110,9 @@ pub struct RequestRecord {
     pub usage_partial: bool,
     /// The `model` label of the token metrics (see `Policy::usage_label`).
     pub usage_label: String,
+    /// The guardrails' verdicts and times (`no-secrets(redact:0.1ms),...`), when the route
+    /// has any. Boxed: most requests have none.
+    pub guardrails: Option<Box<String>>,
     /// Not written to the access log (health checks: a load balancer's probes would drown
     /// the requests).
     pub quiet: bool,
@@ -145,6 +148,7 @@ impl RequestRecord {
             usage: None,
             usage_partial: false,
             usage_label: String::new(),
+            guardrails: None,
             quiet: false,
             span: None,
             stream: None,
@@ -352,6 +356,9 @@ impl RequestRecord {
         }
         if let Some(s) = spend_micros.filter(|s| *s > 0) {
             l.u64("spend_micros", s);
+        }
+        if let Some(g) = &self.guardrails {
+            l.str("guardrails", g);
         }
         if let Some(e) = &self.error {
             l.message("error", e);

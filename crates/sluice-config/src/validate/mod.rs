@@ -142,8 +142,11 @@ fn validate(raw: RawConfig, ctx: &mut Ctx<'_>) -> Result<Config, ConfigError> {
         mcp,
         ledger,
         teams,
+        guardrails,
     } = raw;
     let server = server_config(server, ctx)?;
+    // Before the routes, which name them.
+    let guardrails = super::guardrail::guardrails(guardrails)?;
     let mut ups: Vec<UpstreamConfig> = Vec::with_capacity(upstreams.len());
     for (i, u) in upstreams.into_iter().enumerate() {
         let path = format!("upstream[{i}]");
@@ -172,7 +175,7 @@ fn validate(raw: RawConfig, ctx: &mut Ctx<'_>) -> Result<Config, ConfigError> {
     for (i, r) in routes.into_iter().enumerate() {
         let path = format!("route[{i}]");
         let named = r.name.is_some();
-        let mut r = route_config(&path, r, &ups, default_mode, ctx)?;
+        let mut r = route_config(&path, r, &ups, default_mode, &guardrails, ctx)?;
         let taken = |name: &str| out_routes.iter().any(|o: &RouteConfig| o.name == name);
         if !named && taken(&r.name) {
             // A default name (the first glob) that another route already has: number it.
@@ -208,7 +211,7 @@ fn validate(raw: RawConfig, ctx: &mut Ctx<'_>) -> Result<Config, ConfigError> {
     };
     for (i, k) in keys.into_iter().enumerate() {
         let path = format!("key[{i}]");
-        let k = limits::key(&path, k, &route_names)?;
+        let k = limits::key(&path, k, &route_names, &guardrails)?;
         add_key(k, &|reason| ConfigError::new(format!("{path}.id"), reason))?;
     }
     if let Some(file) = &key_file {
@@ -223,7 +226,7 @@ fn validate(raw: RawConfig, ctx: &mut Ctx<'_>) -> Result<Config, ConfigError> {
                 let path = format!("key[{i}]");
                 let in_file =
                     |e: ConfigError| ConfigError::new("keys.file", format!("{name}: {e}"));
-                let k = limits::key(&path, k, &route_names).map_err(in_file)?;
+                let k = limits::key(&path, k, &route_names, &guardrails).map_err(in_file)?;
                 add_key(k, &|reason| {
                     in_file(ConfigError::new(format!("{path}.id"), reason))
                 })?;
@@ -305,6 +308,7 @@ fn validate(raw: RawConfig, ctx: &mut Ctx<'_>) -> Result<Config, ConfigError> {
         state,
         mcp,
         teams: out_teams,
+        guardrails,
         ledger: ledger
             .map(|l| {
                 l.validate().map_err(|e| {

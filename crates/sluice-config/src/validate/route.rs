@@ -7,6 +7,7 @@ pub(super) fn route_config(
     raw: RawRoute,
     ups: &[UpstreamConfig],
     default_mode: KeyMode,
+    defined_guardrails: &[crate::GuardrailConfig],
     ctx: &mut Ctx<'_>,
 ) -> Result<RouteConfig, ConfigError> {
     let RawRoute {
@@ -28,7 +29,9 @@ pub(super) fn route_config(
         limits: route_limits,
         cache,
         reasoning_budgets,
+        guardrails,
     } = raw;
+    let guardrails = crate::guardrail::references(path, guardrails, defined_guardrails)?;
     if models.is_empty() || models.iter().any(|m| m.is_empty()) {
         return Err(ConfigError::new(
             format!("{path}.models"),
@@ -102,6 +105,7 @@ pub(super) fn route_config(
         cache: cache
             .map(|c| cache_config(&format!("{path}.cache"), c))
             .transpose()?,
+        guardrails,
         reasoning_budgets: budgets(
             &format!("{path}.reasoning_budgets"),
             reasoning_budgets.unwrap_or_default(),

@@ -348,7 +348,8 @@ fn same_state(a: &crate::config::StateSettings, b: &crate::config::StateSettings
 /// The first setting that differs between `old` and `new` and that only a restart applies, or
 /// `None` when a reload can apply `new`.
 ///
-/// Reloaded: `[[upstream]]`, `[[route]]`, `[[key]]` and `keys.file`, `[[price]]`, and of
+/// Reloaded: `[[upstream]]`, `[[route]]`, `[[key]]` and `keys.file`, `[[price]]`,
+/// `[[guardrail]]`, and of
 /// `[server]`: `heartbeat`, `max_request_body`, `max_response_body`, `max_event_bytes`,
 /// `server_timing` and `admin_token`. Everything else is held by the listeners, the ingress,
 /// the logs, the tracer or the state store, built once at startup.
@@ -362,6 +363,8 @@ pub(crate) fn restart_field(old: &Config, new: &Config) -> Option<&'static str> 
         keys: _,
         teams: _,
         prices: _,
+        // Built into each generation: reloaded.
+        guardrails: _,
         state,
         // Built once at start and mounted by the `sluice` binary: a change needs a restart.
         mcp,

@@ -206,7 +206,9 @@ pub(crate) fn build(
             pricer: keys.pricer(),
         })
     });
+    let guards = Arc::new(crate::guard::Guards::new(&config));
     let generation = Generation {
+        guards,
         config: Arc::new(config),
         info,
         upstreams,

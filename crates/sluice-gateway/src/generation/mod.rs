@@ -113,6 +113,8 @@ pub(crate) struct Generation {
     pub(crate) keys: crate::admit::Keys,
     /// Where requests are booked, when the ledger is on.
     pub(crate) books: Option<Arc<crate::outcome::Books>>,
+    /// The config's guardrails, referenced by index from routes.
+    pub(crate) guards: Arc<crate::guard::Guards>,
 }
 
 impl Generation {

@@ -94,7 +94,9 @@ pub(crate) struct SseRelay {
     /// The current attempt's upstream family (to read its error events).
     upstream_family: Family,
     /// Usage of attempts before a continuation (the current translator reports its own).
-    usage_before: Option<Usage>,
+    /// Boxed: only continued or capped streams have it, and inline it took the relay past
+    /// its 1,024 bytes when the guardrails came.
+    usage_before: Option<Box<Usage>>,
     /// After the commit: the balancer's pick of the target streaming, completed at the end.
     pick: Option<sluice_upstream::Pick>,
     /// After the commit, with `continuation` on: the policy, to continue a cut stream.
@@ -135,6 +137,9 @@ pub(crate) struct SseRelay {
     text_before: u64,
     /// The cap was passed: the events already out go first, then the stream is cut.
     cap_hit: bool,
+    /// On a route with output guardrails: the window checks of the answer's text. `None`
+    /// otherwise, and then it costs nothing.
+    guard: Option<Box<crate::guard::StreamGuard>>,
 }
 
 /// A stream's token cap (a key's `cut_streams` token limit): past `cap` tokens, counted as
@@ -163,6 +168,7 @@ pub(crate) struct RelaySetup {
     pub(crate) on_disconnect: OnClientDisconnect,
     pub(crate) telemetry: Arc<Telemetry>,
     pub(crate) token_cap: Option<TokenCap>,
+    pub(crate) guard: Option<Box<crate::guard::StreamGuard>>,
 }
 
 // === impl SseRelay ===
@@ -184,6 +190,7 @@ impl SseRelay {
             on_disconnect,
             telemetry,
             token_cap,
+            guard,
         } = setup;
         telemetry.stream_started();
         let translator = new_translator(&policy, &attempt, token_cap.is_some());
@@ -224,6 +231,7 @@ impl SseRelay {
             token_cap,
             text_before: 0,
             cap_hit: false,
+            guard,
         };
         if let Some(f) = compressed {
             relay.retry(f);
@@ -323,14 +331,62 @@ impl SseRelay {
         self.take_upstream();
         self.finish_attempts();
         self.record_usage(false);
+        self.record_guard();
         self.log.cache_store_stream();
         self.log.finish(EndReason::Completed);
         Poll::Ready(None)
     }
 
+    /// The output guardrails' verdicts into the metrics and the log line.
+    fn record_guard(&mut self) {
+        let Some(g) = &self.guard else { return };
+        let mut line = String::new();
+        for (name, v) in g.verdicts() {
+            self.telemetry.guardrail(name, v.as_str());
+            if !line.is_empty() {
+                line.push(',');
+            }
+            line.push_str(&format!("{name}({})", v.as_str()));
+        }
+        match self.log.guardrails.as_mut() {
+            Some(l) => {
+                l.push(',');
+                l.push_str(&line);
+            }
+            None => self.log.guardrails = Some(Box::new(line)),
+        }
+    }
+
+    /// An output guardrail refused the answer: the stream ends with an error event in the
+    /// client's API (code `content_blocked`) and the upstream is cancelled (dropped).
+    fn blocked(&mut self, guardrail: &str, d: sluice_guardrails::Denied) -> Polled {
+        self.telemetry.guardrail(guardrail, "deny");
+        let line = format!("{guardrail}(deny)");
+        match self.log.guardrails.as_mut() {
+            Some(l) => {
+                l.push(',');
+                l.push_str(&line);
+            }
+            None => self.log.guardrails = Some(Box::new(line)),
+        }
+        self.guard = None;
+        self.out.clear();
+        let message = format!(
+            "the answer was stopped by guardrail `{guardrail}`: it contains {}",
+            d.label
+        );
+        self.log.error = Some(message.clone());
+        self.fail(
+            EndReason::ContentBlocked,
+            StatusCode::BAD_REQUEST,
+            "content_blocked",
+            &message,
+        )
+    }
+
     /// The usage seen so far into the log (partial: the stream did not end normally).
     fn record_usage(&mut self, partial: bool) {
-        let mut total = self.usage_before;
+        let mut total = self.usage_before.as_deref().copied();
         if let Some(u) = self.translator.usage() {
             total.get_or_insert_with(Usage::default).add(&u);
         }
@@ -342,7 +398,7 @@ impl SseRelay {
 
     /// Tokens used so far, as [`TokenCap`] counts them.
     fn tokens_used(&self, cap: &TokenCap) -> u64 {
-        let mut usage = self.usage_before.unwrap_or_default();
+        let mut usage = self.usage_before.as_deref().copied().unwrap_or_default();
         if let Some(u) = self.translator.usage() {
             usage.add(&u);
         }
@@ -364,11 +420,11 @@ impl SseRelay {
         if self.usage_before.is_none() && self.translator.usage().is_none() {
             // No usage from the upstream yet: settle with the estimate the cut used, so the
             // key is charged for what it got.
-            self.usage_before = Some(Usage {
+            self.usage_before = Some(Box::new(Usage {
                 input: cap.input_estimate,
                 output: self.text_tokens(),
                 ..Usage::default()
-            });
+            }));
         }
         let message = format!(
             "the stream was cut: it passed the {} tokens its key's token limit allowed it \
@@ -502,6 +558,9 @@ impl SseRelay {
 
     /// Before the commit: record the failure and start the next attempt (or give up).
     fn retry(&mut self, failure: AttemptFailure) {
+        if let Some(g) = self.guard.as_mut() {
+            g.reset();
+        }
         self.take_upstream();
         self.decoder = new_decoder(self.decoder.max_event_bytes());
         self.upstream_done = false;
@@ -579,7 +638,7 @@ impl SseRelay {
         let mut u = self.translator.usage().unwrap_or_default();
         u.output = u.output.max((text.len() as u64).div_ceil(4));
         if u != Usage::default() {
-            self.usage_before.get_or_insert_with(Usage::default).add(&u);
+            self.usage_before.get_or_insert_with(Box::default).add(&u);
         }
         // The stalled or cut target's fault counts against it, as when the cut ends the
         // stream (`fail`): a stall as a timeout.
@@ -750,6 +809,13 @@ impl SseRelay {
                 Ok(Item::Event(ev)) => {
                     let mut scratch = std::mem::take(&mut self.scratch);
                     self.translator.event(&ev, &mut scratch);
+                    if let Some(g) = self.guard.as_mut() {
+                        if let Err((name, d)) = g.filter(&mut scratch) {
+                            scratch.clear();
+                            self.scratch = scratch;
+                            return Step::Out(self.blocked(&name, d));
+                        }
+                    }
                     for e in scratch.drain(..) {
                         if let Err(f) = self.accept(e) {
                             // An error event before the first content: what it means
@@ -828,6 +894,13 @@ impl SseRelay {
     fn at_upstream_end(&mut self) -> Step {
         let mut scratch = std::mem::take(&mut self.scratch);
         self.translator.end(&mut scratch);
+        if let Some(g) = self.guard.as_mut() {
+            if let Err((name, d)) = g.finish(&mut scratch) {
+                scratch.clear();
+                self.scratch = scratch;
+                return Step::Out(self.blocked(&name, d));
+            }
+        }
         let mut failure = None;
         for e in scratch.drain(..) {
             if let Err(f) = self.accept(e) {

@@ -28,9 +28,13 @@ use crate::outcome::Finish;
 
 /// What the admit stage decided for a request that may go on.
 pub(crate) enum Admitted {
-    /// Forward it: its policy, ready to run attempts, and on a route with a cache what the
-    /// cache did (`miss` or `bypass`).
-    Run(Box<Policy>, Option<sluice_state::CacheStatus>),
+    /// Forward it: its policy, ready to run attempts, on a route with a cache what the
+    /// cache did (`miss` or `bypass`), and on a route with guardrails their header.
+    Run(
+        Box<Policy>,
+        Option<sluice_state::CacheStatus>,
+        Option<HeaderValue>,
+    ),
     /// Answer it with a stored response (an `Idempotency-Key` replay).
     Replay(Response<GatewayBody>),
     /// Answer it from the response cache.
@@ -52,6 +56,8 @@ pub(crate) struct Run {
     log: Box<Finish>,
     /// On a route with a cache: `miss` or `bypass`, for the answer's `x-sluice-cache`.
     cache: Option<sluice_state::CacheStatus>,
+    /// On a route with guardrails: the input checks' `x-sluice-guardrails`.
+    guardrails: Option<HeaderValue>,
 }
 
 impl Run {
@@ -64,12 +70,27 @@ impl Run {
     pub(crate) fn serve(self) -> impl Future<Output = Response<GatewayBody>> + Send + 'static {
         use futures_util::future::{Either, FutureExt};
         let served = serve(self.state, self.policy, self.log);
-        match self.cache {
-            // A route without a cache: this one branch is all it pays.
-            None => Either::Left(served),
-            Some(status) => Either::Right(served.map(move |mut r| {
-                r.headers_mut()
-                    .insert(sluice_state::CACHE_STATUS_HEADER, status.header_value());
+        match (self.cache, self.guardrails) {
+            // A route without a cache or guardrails: this one branch is all it pays.
+            (None, None) => Either::Left(served),
+            (cache, guardrails) => Either::Right(served.map(move |mut r| {
+                if let Some(status) = cache {
+                    r.headers_mut()
+                        .insert(sluice_state::CACHE_STATUS_HEADER, status.header_value());
+                }
+                if let Some(v) = guardrails {
+                    // The input checks' verdicts first, then the answer's (a whole body's).
+                    let h = r.headers_mut();
+                    let output: Vec<HeaderValue> = h
+                        .get_all(crate::guard::X_SLUICE_GUARDRAILS)
+                        .iter()
+                        .cloned()
+                        .collect();
+                    h.insert(crate::guard::X_SLUICE_GUARDRAILS, v);
+                    for o in output {
+                        h.append(crate::guard::X_SLUICE_GUARDRAILS, o);
+                    }
+                }
                 r
             })),
         }
@@ -169,11 +190,12 @@ where
     };
     let admitted = admit(&state, req, op, request_id.clone(), identity, &mut log).await;
     match admitted {
-        Ok(Admitted::Run(policy, cache)) => Admission::Run(Run {
+        Ok(Admitted::Run(policy, cache, guardrails)) => Admission::Run(Run {
             state,
             policy,
             log,
             cache,
+            guardrails,
         }),
         Ok(Admitted::Cached(hit)) => {
             // A hit counted against the key's limits like any request: it says so too.
@@ -443,6 +465,45 @@ where
         // Held by a ticket of its own: released or completed as any other.
         log.set_ticket(keys.bare_ticket(route_idx, g));
     }
+    // After the limits, before any upstream attempt (and the cache): the route's input
+    // guardrails. A route without any pays this emptiness check.
+    let mut guarded: Option<Bytes> = None;
+    let mut guard_header = None;
+    let guardrails = match key.as_deref() {
+        Some(k) if !k.config.guardrails.is_empty() => {
+            let mut all = route.guardrails.clone();
+            all.extend(
+                k.config
+                    .guardrails
+                    .iter()
+                    .filter(|i| !route.guardrails.contains(i)),
+            );
+            all
+        }
+        _ => route.guardrails.clone(),
+    };
+    if !guardrails.is_empty() {
+        // Boxed: a wait (an external checker) that routes without guardrails never make.
+        let checked = Box::pin(crate::guard::check_input(
+            &state.guards,
+            &guardrails,
+            &bytes,
+            model,
+            deadline,
+            &state.telemetry,
+        ))
+        .await;
+        checked.verdicts.record(log);
+        guard_header = checked.verdicts.header();
+        if let Some(b) = checked.blocked {
+            let error = GatewayError::ContentBlocked {
+                guardrail: b.guardrail,
+                reason: b.reason,
+            };
+            return Err(Failure::new(error, EndReason::ContentBlocked).with_header(guard_header));
+        }
+        guarded = checked.body;
+    }
     let include_usage = probe.stream_options.as_ref().and_then(|o| o.include_usage);
     // After the limits: a hit counts as a request (and gives its token reservation back).
     let cache = match &route.cache {
@@ -490,7 +551,8 @@ where
     drop(probe);
     let ctx = RequestCtx {
         parts,
-        body: bytes,
+        // The guardrails' rewrite (redacted or modified texts) is what goes upstream.
+        body: guarded.unwrap_or(bytes),
         request_id,
         op,
         stream,
@@ -499,10 +561,12 @@ where
         known,
         started: log.started(),
         lease,
+        guardrails,
     };
     Ok(Admitted::Run(
         Box::new(Policy::new(state.clone(), route_idx, ctx, deadline)),
         cache,
+        guard_header,
     ))
 }
 

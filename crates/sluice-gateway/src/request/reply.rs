@@ -32,11 +32,23 @@ pub(crate) fn error_response(
 pub(crate) struct Failure {
     error: GatewayError,
     reason: EndReason,
+    /// `x-sluice-guardrails`, when guardrails refused it.
+    guardrails: Option<HeaderValue>,
 }
 
 impl Failure {
     pub(crate) fn new(error: GatewayError, reason: EndReason) -> Self {
-        Failure { error, reason }
+        Failure {
+            error,
+            reason,
+            guardrails: None,
+        }
+    }
+
+    /// With the guardrails' verdicts as a header.
+    pub(crate) fn with_header(mut self, guardrails: Option<HeaderValue>) -> Self {
+        self.guardrails = guardrails;
+        self
     }
 
     pub(crate) fn bad_request(error: GatewayError) -> Self {
@@ -60,7 +72,11 @@ pub(crate) fn fail(
     // The whole story (addresses, OS errors) goes to the log; the client gets `message()`.
     log.error = Some(f.error.to_string());
     log.finish(f.reason);
-    error_response(family, &f.error, request_id)
+    let mut r = error_response(family, &f.error, request_id);
+    if let Some(v) = f.guardrails {
+        r.headers_mut().append(crate::guard::X_SLUICE_GUARDRAILS, v);
+    }
+    r
 }
 
 /// The client's error response when every attempt failed.

@@ -207,6 +207,12 @@ pub(crate) fn stream_response(
                 cap,
                 input_estimate: crate::admit::input_estimate(policy.ctx.body.len()),
             }),
+        // A route without guardrails: this emptiness check is all it pays.
+        guard: if policy.ctx.guardrails.is_empty() {
+            None
+        } else {
+            crate::guard::stream_guard(&state.guards, &policy.ctx.guardrails)
+        },
     };
     let mut log = log;
     log.status = status.as_u16();

@@ -114,6 +114,40 @@ pub(crate) async fn read_whole(
             return Err(Whole::Final(Failure::new(error, EndReason::UpstreamError)));
         }
     };
+    // The route's output guardrails on the whole answer (a route without any: one check).
+    let mut guard_header = None;
+    let bytes = if policy.ctx.guardrails.is_empty() {
+        bytes
+    } else {
+        let mut verdicts = crate::guard::Verdicts::default();
+        // Boxed: a wait (an external checker) that routes without guardrails never make.
+        let checked = Box::pin(crate::guard::check_output_body(
+            &state.guards,
+            &policy.ctx.guardrails,
+            &bytes,
+            &built.model,
+            policy.deadline,
+            &state.telemetry,
+            &mut verdicts,
+        ))
+        .await;
+        verdicts.record(log);
+        guard_header = verdicts.header();
+        match checked {
+            Ok(Some(b)) => b,
+            Ok(None) => bytes,
+            Err(b) => {
+                policy.succeeded(attempt.target, attempt.started, status_u16(attempt));
+                let error = GatewayError::ContentBlocked {
+                    guardrail: b.guardrail,
+                    reason: b.reason,
+                };
+                return Err(Whole::Final(
+                    Failure::new(error, EndReason::ContentBlocked).with_header(guard_header),
+                ));
+            }
+        }
+    };
     let status = attempt.resp.status();
     let mut out_headers = headers::client_response_headers(
         std::mem::take(attempt.resp.headers_mut()),
@@ -140,10 +174,17 @@ pub(crate) async fn read_whole(
     log.observe_body(&bytes);
     log.status = status.as_u16();
     policy.succeeded(attempt.target, attempt.started, log.status);
+    if let Some(v) = guard_header {
+        out_headers.append(crate::guard::X_SLUICE_GUARDRAILS, v);
+    }
     let mut r = Response::new(GatewayBody::Full(Some(bytes)));
     *r.status_mut() = status;
     *r.headers_mut() = out_headers;
     Ok(r)
+}
+
+fn status_u16(attempt: &Attempt) -> u16 {
+    attempt.resp.status().as_u16()
 }
 
 /// Why a non-streaming body was not read whole.

@@ -231,6 +231,8 @@ pub(crate) struct Completion {
     tool_name: String,
     /// The reasoning the answer starts with, when the request asked to see it.
     pub(crate) thought: Option<thinking::Thought>,
+    /// The `say` knob: the answer's text, cut into tokens of `token_bytes` (default 4).
+    say: Option<String>,
 }
 
 const WORDS: &[&str] = &[
@@ -277,7 +279,13 @@ impl Completion {
                 .tool_name
                 .unwrap_or_else(|| Completion::TOOL_NAME.to_string()),
             thought: None,
+            say: b.say.clone(),
         };
+        if let Some(say) = &c.say {
+            let k = Completion::say_token_bytes(b.token_bytes);
+            c.total = say.len().div_ceil(k) as u32;
+            c.n_tokens = c.total;
+        }
         let continued = ask.prefill.as_deref().map(|p| {
             let at = if c.tools { None } else { c.locate(p) };
             if let Some((first, offset)) = at {
@@ -405,8 +413,23 @@ impl Completion {
         self.big_event.map(|_| self.total / 2)
     }
 
+    /// Bytes a `say` token: `token_bytes`, else 4.
+    fn say_token_bytes(token_bytes: u32) -> usize {
+        if token_bytes == 0 {
+            4
+        } else {
+            token_bytes as usize
+        }
+    }
+
     /// The `u`-th token of the whole answer, before any prefill or cut.
     fn raw_token(&self, u: u32) -> String {
+        if let Some(say) = &self.say {
+            // ASCII (checked by the knob): any byte cut is a character boundary.
+            let k = Completion::say_token_bytes(self.token_bytes);
+            let from = (u as usize * k).min(say.len());
+            return say[from..(from + k).min(say.len())].to_string();
+        }
         let word = WORDS
             [((self.seed >> 7).wrapping_add(u64::from(u) * 7919) % WORDS.len() as u64) as usize];
         let mut t = if u == 0 {

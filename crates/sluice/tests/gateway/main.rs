@@ -17,6 +17,7 @@ mod compression;
 mod edge;
 mod endpoints;
 mod errors;
+mod guardrails;
 mod http1_upstream;
 mod hygiene;
 mod lanes;
