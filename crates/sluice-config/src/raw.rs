@@ -264,6 +264,11 @@ pub(super) struct RawUpstream {
     pub(super) anthropic_version: Option<String>,
     pub(super) prefill: Option<bool>,
     pub(super) health_check: Option<RawHealthCheck>,
+    pub(super) region: Option<String>,
+    pub(super) aws_profile: Option<String>,
+    pub(super) project: Option<String>,
+    pub(super) location: Option<String>,
+    pub(super) credentials_file: Option<PathBuf>,
 }
 
 /// `upstream[].provider`, as spelled in the file.
@@ -274,6 +279,8 @@ pub(super) enum ProviderName {
     Azure,
     Anthropic,
     Gemini,
+    Bedrock,
+    Vertex,
 }
 
 /// `upstream[].retry_budget`.
@@ -327,6 +334,9 @@ pub(super) enum RawAuth {
     ApiKey {
         env: String,
     },
+    /// Entra ID client credentials from `AZURE_TENANT_ID`, `AZURE_CLIENT_ID`,
+    /// `AZURE_CLIENT_SECRET` (and `AZURE_AUTHORITY_HOST`).
+    Entra {},
 }
 
 #[derive(Deserialize)]

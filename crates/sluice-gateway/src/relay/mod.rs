@@ -10,7 +10,11 @@
 //!   the upstream body (resetting the HTTP/2 stream or discarding the HTTP/1.1 connection) and
 //!   any attempt or backoff in progress;
 //! - events pass through a [`StreamTranslator`]: the upstream's exact bytes when the client
-//!   speaks the upstream's format, translated events otherwise.
+//!   speaks the upstream's format, translated events otherwise;
+//! - a Bedrock stream (AWS event-stream framing, not SSE) is first translated into the
+//!   client's SSE events by a [`BedrockStream`] as its bytes arrive, and those events then take
+//!   the same way as an upstream's of the client's own family (decoder, passthrough, hold and
+//!   commit). Only Bedrock routes pay for that step.
 //!
 //! Commit at first content (DESIGN invariant 9): until the first content event, the relay
 //! holds the preamble (bounded in events and bytes) and sends only heartbeats; a failure
@@ -31,6 +35,7 @@ use std::time::Duration;
 use bytes::Bytes;
 use http::StatusCode;
 use http_body::{Body, Frame};
+use sluice_providers::bedrock::{BedrockStream, BedrockStreamOptions};
 use sluice_providers::stream::{Emitted, EventKind, SpliceState, StreamOptions, StreamTranslator};
 use sluice_providers::{Family, Usage};
 use sluice_sse::{DecodeError, Decoder, Item};
@@ -88,6 +93,9 @@ pub(crate) struct SseRelay {
     upstream: Option<ResponseBody>,
     /// The upstream's events; its limit (`max_event_bytes`) is also the next attempt's.
     decoder: Decoder,
+    /// A Bedrock attempt's event stream, translated into the client's SSE events before the
+    /// decoder (`None` for every other upstream).
+    bedrock: Option<Box<BedrockStream>>,
     translator: Box<dyn StreamTranslator>,
     /// The client's family (its error events).
     family: Family,
@@ -187,12 +195,14 @@ impl SseRelay {
         } = setup;
         telemetry.stream_started();
         let translator = new_translator(&policy, &attempt, token_cap.is_some());
+        let bedrock = bedrock_stream(&policy, &attempt);
         let upstream_family = attempt.built.provider.family();
         let compressed = compressed_stream(attempt.resp.headers());
         let (_, body) = attempt.resp.into_parts();
         let mut relay = SseRelay {
             upstream: Some(body),
             decoder: new_decoder(max_event_bytes),
+            bedrock,
             translator,
             family,
             upstream_family,
@@ -524,8 +534,10 @@ impl SseRelay {
 
     /// A new attempt answered: relay its stream instead.
     fn install(&mut self, policy: Box<Policy>, attempt: Attempt) {
-        let is_sse = crate::headers::is_event_stream(attempt.resp.headers());
+        let is_sse =
+            crate::headers::is_event_stream(attempt.resp.headers()) || attempt.built.bedrock;
         self.translator = new_translator(&policy, &attempt, self.token_cap.is_some());
+        self.bedrock = bedrock_stream(&policy, &attempt);
         self.upstream_family = attempt.built.provider.family();
         let compressed = compressed_stream(attempt.resp.headers());
         let (_, body) = attempt.resp.into_parts();
@@ -597,7 +609,9 @@ impl SseRelay {
 
     /// The continuation answered: relay its stream, spliced after what the client has.
     fn install_continuation(&mut self, policy: Box<Policy>, attempt: Attempt) {
-        let is_sse = crate::headers::is_event_stream(attempt.resp.headers());
+        let is_sse =
+            crate::headers::is_event_stream(attempt.resp.headers()) || attempt.built.bedrock;
+        self.bedrock = bedrock_stream(&policy, &attempt);
         if let Some(cut) = &self.pending_cut {
             let built = &attempt.built;
             let mut opts = StreamOptions::new(policy.ctx.op, &built.provider, &built.model);
@@ -649,6 +663,20 @@ impl SseRelay {
 
 /// The translator for an attempt's stream: a passthrough when the client speaks the
 /// upstream's format, a translating one otherwise.
+/// A Bedrock attempt's stream translator into the client's SSE events. It always writes the
+/// usage chunk: the passthrough after it reads the usage there and removes the chunk unless
+/// the client asked for it.
+fn bedrock_stream(policy: &Policy, attempt: &Attempt) -> Option<Box<BedrockStream>> {
+    let built = &attempt.built;
+    if !built.bedrock {
+        return None;
+    }
+    let mut opts = BedrockStreamOptions::new(policy.ctx.op, &built.model);
+    opts.client_wants_usage = true;
+    opts.created = crate::clock::now_unix();
+    Some(Box::new(BedrockStream::new(&opts)))
+}
+
 fn new_translator(policy: &Policy, attempt: &Attempt, capped: bool) -> Box<dyn StreamTranslator> {
     let built = &attempt.built;
     let mut opts = StreamOptions::new(policy.ctx.op, &built.provider, &built.model);
@@ -848,7 +876,7 @@ impl SseRelay {
         match Pin::new(upstream).poll_frame(cx) {
             Poll::Ready(Some(Ok(frame))) => {
                 if let Ok(data) = frame.into_data() {
-                    self.decoder.feed(data);
+                    self.feed_decoder(data, false);
                     self.peak_buffered = self.peak_buffered.max(self.decoder.buffered_bytes());
                 }
                 Step::Again
@@ -870,12 +898,34 @@ impl SseRelay {
                 Step::Out(self.fail_reason(EndReason::UpstreamReset, &msg))
             }
             Poll::Ready(None) => {
+                self.feed_decoder(Bytes::new(), true);
                 self.decoder.finish();
                 self.upstream_done = true;
                 Step::Again
             }
             Poll::Pending => Step::Wait,
         }
+    }
+
+    /// Upstream bytes into the SSE decoder: as they came, or, from Bedrock, as the client's
+    /// events they translate into (`end`: the body ended, close the translation).
+    fn feed_decoder(&mut self, data: Bytes, end: bool) {
+        let Some(b) = self.bedrock.as_mut() else {
+            if !end {
+                self.decoder.feed(data);
+            }
+            return;
+        };
+        let mut events = std::mem::take(&mut self.scratch);
+        if end {
+            b.end(&mut events);
+        } else {
+            b.feed(&data, &mut events);
+        }
+        for e in events.drain(..) {
+            self.decoder.feed(e.bytes);
+        }
+        self.scratch = events;
     }
 
     /// Nothing to read: the total deadline, the idle (or first-token) deadline and the
