@@ -41,6 +41,8 @@ mod units;
 mod validate;
 
 #[cfg(test)]
+mod cloud_tests;
+#[cfg(test)]
 mod limits_tests;
 #[cfg(test)]
 mod tests;

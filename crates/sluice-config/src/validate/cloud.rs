@@ -103,7 +103,7 @@ pub(super) fn cloud_auth(
                     ))
                 }
                 EnvMode::Skip => {
-                    ctx.warn(&at("auth"), format!("not checked (--skip-env): {e}"));
+                    ctx.warn(at("auth"), format!("not checked (--skip-env): {e}"));
                     None
                 }
             },
@@ -145,7 +145,7 @@ fn bedrock_auth(
             }
             EnvMode::Skip => {
                 ctx.warn(
-                    &format!("{path}.provider"),
+                    format!("{path}.provider"),
                     format!("AWS credentials not checked (--skip-env): {e}"),
                 );
                 (None, "unresolved".to_string(), None)
@@ -156,7 +156,7 @@ fn bedrock_auth(
         Some(r) => r,
         None if ctx.mode == EnvMode::Skip => {
             ctx.warn(
-                &format!("{path}.region"),
+                format!("{path}.region"),
                 "not set and not found in the environment; not checked (--skip-env)",
             );
             "us-east-1".to_string()

@@ -199,12 +199,6 @@ impl TokenSource {
         }
     }
 
-    /// Token requests sent so far.
-    #[cfg_attr(not(test), allow(dead_code))]
-    pub(crate) fn fetches(&self) -> u64 {
-        self.inner.fetches.load(Ordering::Relaxed)
-    }
-
     fn error(&self, detail: String) -> GatewayError {
         GatewayError::UpstreamCredentials {
             upstream: self.inner.upstream.clone(),
@@ -306,7 +300,12 @@ async fn refresh_loop(inner: Arc<Inner>, minter: Minter, endpoint: Option<Endpoi
                 let now = inner.now();
                 match result {
                     Ok((header, lifetime)) => {
-                        tracing::debug!(upstream = %inner.upstream, ?lifetime, "access token refreshed");
+                        tracing::debug!(
+                            upstream = %inner.upstream,
+                            ?lifetime,
+                            fetches = inner.fetches.load(Ordering::Relaxed),
+                            "access token refreshed"
+                        );
                         cache.refresh_succeeded(now, header, lifetime);
                     }
                     Err(e) => {
