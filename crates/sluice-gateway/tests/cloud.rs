@@ -298,3 +298,153 @@ async fn short_tokens_are_refreshed_off_the_request_path() {
     );
     let _ = std::fs::remove_file(key);
 }
+
+/// A client of the gateway: our own upstream client, pointed at it.
+async fn post(gw: &Gateway, path: &str, body: &str) -> (u16, String) {
+    use http_body_util::BodyExt;
+    let client = sluice_upstream::Upstream::new(sluice_upstream::UpstreamConfig {
+        name: "client".into(),
+        base_url: format!("http://{}", gw.addr()).parse().unwrap(),
+        protocol: sluice_upstream::Protocol::Http1,
+        ..sluice_upstream::UpstreamConfig::default()
+    })
+    .unwrap();
+    let mut req = http::Request::new(bytes::Bytes::from(body.to_string()));
+    *req.method_mut() = http::Method::POST;
+    *req.uri_mut() = path.parse().unwrap();
+    req.headers_mut().insert(
+        http::header::CONTENT_TYPE,
+        http::HeaderValue::from_static("application/json"),
+    );
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
+    let resp = client.send(req, deadline).await.unwrap();
+    let status = resp.status().as_u16();
+    let body = resp.into_body().collect().await.unwrap().to_bytes();
+    (status, String::from_utf8_lossy(&body).into_owned())
+}
+
+/// A token endpoint that refuses the credential: the client gets a 503 in its own API's
+/// format at once (not after a timeout), naming the upstream and the OAuth error, never the
+/// secret.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_refused_credential_is_a_503_in_the_clients_format() {
+    let mock = MockServer::start(MockConfig::default()).await.unwrap();
+    let key = key_file(&mock, "refused");
+    let url = mock.url();
+    let env = move |k: &str| match k {
+        "AZURE_CLIENT_SECRET" => Some("not-the-secret-0123".to_string()),
+        other => cloud_env(&url)(other),
+    };
+    let text = config(&mock, &key, "{ attempts = 1 }");
+    let gw = Gateway::start(Config::from_toml(&text, &env).unwrap())
+        .await
+        .unwrap();
+    let started = tokio::time::Instant::now();
+    let (status, body) = post(
+        &gw,
+        "/v1/chat/completions",
+        r#"{"model":"azure-gpt","messages":[{"role":"user","content":"hi"}]}"#,
+    )
+    .await;
+    assert_eq!(status, 503, "{body}");
+    let v: serde_json::Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(
+        v["error"]["code"], "upstream_credentials_unavailable",
+        "{v}"
+    );
+    let msg = v["error"]["message"].as_str().unwrap();
+    assert!(
+        msg.contains("`azure`") && msg.contains("invalid_client"),
+        "{msg}"
+    );
+    assert!(!body.contains("not-the-secret"), "{body}");
+    assert!(started.elapsed() < Duration::from_secs(5));
+    // The Anthropic client gets Anthropic's error shape.
+    let (status, body) = post(
+        &gw,
+        "/v1/messages",
+        r#"{"model":"azure-gpt","max_tokens":8,"messages":[{"role":"user","content":"hi"}]}"#,
+    )
+    .await;
+    assert_eq!(status, 503, "{body}");
+    let v: serde_json::Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(v["type"], "error", "{v}");
+    assert!(mock.stats().totals().auth.token_requests_refused >= 1);
+    // Nothing reached the Azure path without a token.
+    assert_eq!(mock.stats().totals().auth.bearer_accepted, 0);
+    let _ = std::fs::remove_file(key);
+}
+
+/// A ConverseStream exception before the first content (ThrottlingException) is retried
+/// like any rate limit; a Bedrock 400 (ValidationException about the input's length) is a
+/// context-length error in the client's format, not retried.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bedrock_errors_are_classified_for_the_policy() {
+    let throttled = MockConfig {
+        defaults: sluice_mock::Behavior::default()
+            .with_spec("stream_error_after=0:rate_limit")
+            .unwrap(),
+        ..MockConfig::default()
+    };
+    let mock = MockServer::start(throttled).await.unwrap();
+    let key = key_file(&mock, "stream-errors");
+    let gw = gateway(
+        &config(&mock, &key, "{ attempts = 3, backoff = \"1ms\" }"),
+        &mock.url(),
+    )
+    .await;
+    let (status, body) = post(
+        &gw,
+        "/v1/chat/completions",
+        r#"{"model":"bedrock-claude","stream":true,"messages":[{"role":"user","content":"hi"}]}"#,
+    )
+    .await;
+    assert_eq!(status, 200, "{body}");
+    // Three attempts, then the last one's error as the stream's error event.
+    let streams = mock
+        .stats()
+        .snapshot()
+        .requests
+        .iter()
+        .filter(|r| r.path.ends_with("/converse-stream"))
+        .count();
+    assert_eq!(streams, 3, "{body}");
+    let lower = body.to_lowercase();
+    assert!(
+        lower.contains("\"error\"") && (lower.contains("throttl") || lower.contains("rate_limit")),
+        "{body}"
+    );
+
+    let invalid = MockConfig {
+        defaults: sluice_mock::Behavior::default()
+            .with_spec("error=context_length")
+            .unwrap(),
+        ..MockConfig::default()
+    };
+    let mock2 = MockServer::start(invalid).await.unwrap();
+    let key2 = key_file(&mock2, "context");
+    let gw2 = gateway(
+        &config(&mock2, &key2, "{ attempts = 3, backoff = \"1ms\" }"),
+        &mock2.url(),
+    )
+    .await;
+    let (status, body) = post(
+        &gw2,
+        "/v1/messages",
+        r#"{"model":"bedrock-claude","max_tokens":8,"messages":[{"role":"user","content":"hi"}]}"#,
+    )
+    .await;
+    assert_eq!(status, 400, "{body}");
+    let v: serde_json::Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(v["error"]["type"], "invalid_request_error", "{v}");
+    let converse = mock2
+        .stats()
+        .snapshot()
+        .requests
+        .iter()
+        .filter(|r| r.path.starts_with("/model/"))
+        .count();
+    assert_eq!(converse, 1, "not retried");
+    let _ = std::fs::remove_file(key);
+    let _ = std::fs::remove_file(key2);
+}
