@@ -117,8 +117,9 @@ pub(crate) struct SseRelay {
     uncommitted: Option<Uncommitted>,
     /// The next attempt being made (backoff, connect, response headers).
     next: Option<NextAttempt>,
-    /// Bytes of the preamble held in `out` until the commit.
-    held_bytes: usize,
+    /// Bytes of the preamble held in `out` until the commit (bounded by `MAX_HELD_BYTES` and
+    /// one event: a `u32`, so the relay keeps to its allocation size).
+    held_bytes: u32,
     /// Events for the client, oldest first: before the commit, the preamble held (none of it
     /// is ready until then); after, events ready to send.
     out: Outbox,
@@ -137,7 +138,7 @@ pub(crate) struct SseRelay {
     on_disconnect: OnClientDisconnect,
     /// Most upstream bytes held at once (decoder input not yet forwarded), for the metric
     /// that proves the per-stream bound.
-    peak_buffered: usize,
+    peak_buffered: u32,
     token_cap: Option<TokenCap>,
     /// Text bytes of attempts before a continuation (the current translator tracks its own).
     text_before: u64,
@@ -462,16 +463,16 @@ impl SseRelay {
         }
         match e.kind {
             EventKind::Preamble => {
-                self.held_bytes += e.bytes.len();
+                self.hold(e.bytes.len());
                 self.out.push(e.bytes);
-                if self.out.len() > MAX_HELD_EVENTS || self.held_bytes > MAX_HELD_BYTES {
+                if self.out.len() > MAX_HELD_EVENTS || self.held_bytes as usize > MAX_HELD_BYTES {
                     // Too much preamble to hold: commit with what we have.
                     self.commit();
                 }
                 Ok(())
             }
             EventKind::Content | EventKind::Trailer => {
-                self.held_bytes += e.bytes.len();
+                self.hold(e.bytes.len());
                 self.out.push(e.bytes);
                 self.commit();
                 Ok(())
@@ -482,6 +483,12 @@ impl SseRelay {
                     .to_string(),
             )),
         }
+    }
+
+    /// Counts `n` more bytes of held preamble.
+    fn hold(&mut self, n: usize) {
+        let n = u32::try_from(n).unwrap_or(u32::MAX);
+        self.held_bytes = self.held_bytes.saturating_add(n);
     }
 
     /// The first content is here: release the preamble, and from now on never retry.
@@ -641,7 +648,7 @@ impl SseRelay {
             return None;
         }
         if self.uncommitted.is_some() && !self.out.is_empty() {
-            self.held_bytes += raw.len();
+            self.hold(raw.len());
             self.out.push(raw);
             return None;
         }
@@ -877,7 +884,8 @@ impl SseRelay {
             Poll::Ready(Some(Ok(frame))) => {
                 if let Ok(data) = frame.into_data() {
                     self.feed_decoder(data, false);
-                    self.peak_buffered = self.peak_buffered.max(self.decoder.buffered_bytes());
+                    let buffered = u32::try_from(self.decoder.buffered_bytes()).unwrap_or(u32::MAX);
+                    self.peak_buffered = self.peak_buffered.max(buffered);
                 }
                 Step::Again
             }
@@ -1026,7 +1034,8 @@ impl Body for SseRelay {
 impl Drop for SseRelay {
     fn drop(&mut self) {
         self.telemetry.stream_ended();
-        self.telemetry.relay_buffer_peak(self.peak_buffered);
+        self.telemetry
+            .relay_buffer_peak(self.peak_buffered as usize);
         // A client that stopped taking data and then left never polled again: its last
         // pause ends here.
         if self
