@@ -30,7 +30,10 @@ fn no_env(k: &str) -> Option<String> {
     (k == "HOME").then(|| "/nonexistent".to_string())
 }
 
-fn err_with(text: &str, env: &dyn Fn(&str) -> Option<String>) -> String {
+/// A variable lookup, as `Config::from_toml` takes it.
+type Env<'a> = &'a dyn Fn(&str) -> Option<String>;
+
+fn err_with(text: &str, env: Env<'_>) -> String {
     Config::from_toml(text, env).unwrap_err().to_string()
 }
 
@@ -103,7 +106,7 @@ fn bedrock_reads_a_profile_of_the_shared_credentials_file() {
 #[test]
 fn cloud_mistakes_get_the_field_and_the_fix() {
     let key = fixture_key().display().to_string();
-    let cases: Vec<(String, &dyn Fn(&str) -> Option<String>, &str)> = vec![
+    let cases: Vec<(String, Env<'_>, &str)> = vec![
         (
             upstream("provider = \"bedrock\"\nregion = \"us-east-1\""),
             &no_env,
@@ -150,6 +153,11 @@ fn cloud_mistakes_get_the_field_and_the_fix() {
             ),
             &no_env,
             "upstream[0].credentials_file: cannot read /nonexistent/key.json",
+        ),
+        (
+            upstream("provider = \"bedrock\"\nregion = \"us-east-1\"\nhealth_check = {}"),
+            &aws_env,
+            "upstream[0].health_check: active health checks are sent without a signature",
         ),
         (
             upstream("provider = \"openai\"\nauth = { type = \"entra\" }"),
@@ -205,13 +213,13 @@ fn vertex_takes_the_project_from_the_key_file() {
 #[test]
 fn entra_reads_the_azure_variables_and_skip_env_only_warns() {
     let env = |k: &str| {
-        Some(match k {
+        let v = match k {
             "AZURE_TENANT_ID" => "contoso.onmicrosoft.com",
             "AZURE_CLIENT_ID" => "00000000-0000-0000-0000-000000000001",
             "AZURE_CLIENT_SECRET" => "s3cr3t~value",
             _ => return None,
-        })
-        .map(str::to_string)
+        };
+        Some(v.to_string())
     };
     let text =
         upstream("provider = \"azure\"\napi_version = \"2024-10-21\"\nauth = { type = \"entra\" }");

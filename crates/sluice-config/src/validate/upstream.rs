@@ -65,6 +65,12 @@ pub(super) fn upstream_config(
         },
         ctx,
     )?;
+    if cloud.is_some() && health_check.is_some() {
+        return Err(ConfigError::new(
+            format!("{path}.health_check"),
+            "active health checks are sent without a signature or token, so a cloud upstream              would refuse them: remove it (passive outlier ejection still applies)",
+        ));
+    }
     let auth = match auth {
         None | Some(RawAuth::Passthrough {}) | Some(RawAuth::Entra {}) => UpstreamAuth::Passthrough,
         Some(RawAuth::Bearer { env }) => UpstreamAuth::Bearer {

@@ -186,6 +186,9 @@ pub(crate) fn stream_response(
     }
     if attempt.built.translated {
         out_headers.remove(header::CONTENT_ENCODING);
+        // The events are ours: their length is not the upstream body's (an AWS event stream
+        // may come with one).
+        out_headers.remove(header::CONTENT_LENGTH);
     }
     let status = attempt.resp.status();
     let ucfg = &state.config.upstream(attempt.upstream);
