@@ -448,3 +448,35 @@ async fn bedrock_errors_are_classified_for_the_policy() {
     let _ = std::fs::remove_file(key);
     let _ = std::fs::remove_file(key2);
 }
+
+/// A Bedrock stream for an OpenAI client that did not ask for usage has no usage chunk (the
+/// gateway reads Bedrock's `metadata` for its own books and removes the chunk), one that asked
+/// gets it; an Anthropic client gets its usage in `message_delta` as always.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bedrock_stream_usage_is_the_clients_choice() {
+    let mock = MockServer::start(MockConfig::default()).await.unwrap();
+    let key = key_file(&mock, "usage");
+    let gw = gateway(&config(&mock, &key, "{ attempts = 1 }"), &mock.url()).await;
+    let ask = |usage: bool| {
+        format!(
+            r#"{{"model":"bedrock-claude","stream":true,"stream_options":{{"include_usage":{usage}}},"messages":[{{"role":"user","content":"hi"}}]}}"#
+        )
+    };
+    let (status, without) = post(&gw, "/v1/chat/completions", &ask(false)).await;
+    assert_eq!(status, 200, "{without}");
+    assert!(without.ends_with("data: [DONE]\n\n"), "{without}");
+    assert!(!without.contains("\"prompt_tokens\""), "{without}");
+    let (_, with) = post(&gw, "/v1/chat/completions", &ask(true)).await;
+    assert!(with.contains("\"prompt_tokens\""), "{with}");
+    assert!(with.ends_with("data: [DONE]\n\n"), "{with}");
+    let (_, anthropic) = post(
+        &gw,
+        "/v1/messages",
+        r#"{"model":"bedrock-claude","stream":true,"max_tokens":32,"messages":[{"role":"user","content":"hi"}]}"#,
+    )
+    .await;
+    assert!(anthropic.contains("event: message_delta"), "{anthropic}");
+    assert!(anthropic.contains("\"output_tokens\""), "{anthropic}");
+    assert!(anthropic.contains("event: message_stop"), "{anthropic}");
+    let _ = std::fs::remove_file(key);
+}
