@@ -5,10 +5,12 @@ use sluice_sse::{Decoder, Item};
 use sluice_upstream::ResponseBody;
 use tokio::time::Instant;
 
-/// Reads `upstream` to its end (bounded by `deadline`) and logs what it reported.
+/// Reads `upstream` to its end (bounded by `deadline`) and logs what it reported. A Bedrock
+/// stream's frames go through its translator (`bedrock`) into the decoder first.
 pub(super) async fn drain(
     upstream: ResponseBody,
     mut decoder: Decoder,
+    mut bedrock: Option<Box<sluice_providers::bedrock::BedrockStream>>,
     deadline: Instant,
     request_id: String,
 ) {
@@ -21,12 +23,24 @@ pub(super) async fn drain(
             let end = match body.frame().await {
                 Some(Ok(f)) => {
                     if let Ok(d) = f.into_data() {
-                        decoder.feed(d);
+                        match bedrock.as_mut() {
+                            Some(b) => {
+                                let mut events = Vec::new();
+                                b.feed(&d, &mut events);
+                                events.into_iter().for_each(|e| decoder.feed(e.bytes));
+                            }
+                            None => decoder.feed(d),
+                        }
                     }
                     false
                 }
                 Some(Err(e)) => return Err(e.to_string()),
                 None => {
+                    if let Some(b) = bedrock.as_mut() {
+                        let mut events = Vec::new();
+                        b.end(&mut events);
+                        events.into_iter().for_each(|e| decoder.feed(e.bytes));
+                    }
                     decoder.finish();
                     true
                 }

@@ -1055,10 +1055,13 @@ impl Drop for SseRelay {
         if self.on_disconnect == OnClientDisconnect::Drain {
             if let Some(upstream) = upstream {
                 let decoder = std::mem::take(&mut self.decoder);
+                let bedrock = self.bedrock.take();
                 let deadline = self.clock.total_by();
                 let request_id = self.log.request_id.clone();
                 // Bounded by the total deadline; owns nothing but the upstream body.
-                tokio::spawn(drain::drain(upstream, decoder, deadline, request_id));
+                tokio::spawn(drain::drain(
+                    upstream, decoder, bedrock, deadline, request_id,
+                ));
             }
         }
     }
