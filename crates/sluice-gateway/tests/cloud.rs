@@ -480,3 +480,53 @@ async fn bedrock_stream_usage_is_the_clients_choice() {
     assert!(anthropic.contains("event: message_stop"), "{anthropic}");
     let _ = std::fs::remove_file(key);
 }
+
+/// A reload that leaves a Vertex upstream's credentials as they were keeps its token (and
+/// refresh task): no new token, no wait; one that changes them starts anew.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_reload_keeps_the_token_while_the_credentials_are_unchanged() {
+    let mock = MockServer::start(MockConfig::default()).await.unwrap();
+    let key = key_file(&mock, "reload");
+    let text = |location: &str| {
+        format!(
+            "[server]\nlisten = \"127.0.0.1:0\"\naccess_log = \"off\"\n\
+             [[upstream]]\nname = \"vertex\"\nbase_url = \"{}\"\nprovider = \"vertex\"\n\
+             location = \"{location}\"\ncredentials_file = \"{}\"\n\
+             [[route]]\nmodels = [\"*\"]\ntargets = [{{ upstream = \"vertex\", model = \"gemini-2.5-flash\" }}]\n",
+            mock.url(),
+            key.display()
+        )
+    };
+    let path = key.with_extension("toml");
+    std::fs::write(&path, text("us-east5")).unwrap();
+    let source = sluice_gateway::ConfigSource {
+        path: path.clone(),
+        overrides: Default::default(),
+        text: None,
+    };
+    let gw = Gateway::start_with_source(Config::load(&path).unwrap(), source)
+        .await
+        .unwrap();
+    let chat = r#"{"model":"g","messages":[{"role":"user","content":"hi"}]}"#;
+    let tokens = || mock.stats().totals().auth.google_tokens_issued;
+    assert_eq!(post(&gw, "/v1/chat/completions", chat).await.0, 200);
+    assert_eq!(tokens(), 1);
+    gw.reload().await.unwrap();
+    assert_eq!(post(&gw, "/v1/chat/completions", chat).await.0, 200);
+    assert_eq!(tokens(), 1, "the same credentials keep their token");
+    std::fs::write(&path, text("europe-west4")).unwrap();
+    gw.reload().await.unwrap();
+    assert_eq!(post(&gw, "/v1/chat/completions", chat).await.0, 200);
+    assert_eq!(tokens(), 2, "changed settings get a token of their own");
+    let last = mock
+        .stats()
+        .snapshot()
+        .requests
+        .last()
+        .unwrap()
+        .path
+        .clone();
+    assert!(last.contains("/locations/europe-west4/"), "{last}");
+    let _ = std::fs::remove_file(key);
+    let _ = std::fs::remove_file(path);
+}
