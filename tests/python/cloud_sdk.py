@@ -129,25 +129,26 @@ def test_bedrock_path_and_signature():
     assert "x-amz-date" in headers, headers
 
 
-def test_bedrock_throttling_is_a_rate_limit_error():
+def test_throttling_is_a_rate_limit_error():
     if not ERRORS:
         return
-    try:
-        oa(ERRORS).chat.completions.create(
-            model="bedrock-claude", max_tokens=8, messages=[{"role": "user", "content": "x"}])
-    except openai.RateLimitError as e:
-        assert e.status_code == 429, e
-        assert e.response.headers.get("x-sluice-attempts") == "2", e.response.headers
-    else:
-        raise AssertionError("no RateLimitError")
-    try:
-        an(ERRORS).messages.create(
-            model="bedrock-claude", max_tokens=8, messages=[{"role": "user", "content": "x"}])
-    except anthropic.RateLimitError as e:
-        assert e.status_code == 429, e
-        assert e.body["type"] == "error", e.body
-    else:
-        raise AssertionError("no anthropic RateLimitError")
+    for model in ("bedrock-claude", "vertex-gemini", "vertex-claude"):
+        try:
+            oa(ERRORS).chat.completions.create(
+                model=model, max_tokens=8, messages=[{"role": "user", "content": "x"}])
+        except openai.RateLimitError as e:
+            assert e.status_code == 429, (model, e)
+            assert e.response.headers.get("x-sluice-attempts") == "2", (model, e.response.headers)
+        else:
+            raise AssertionError(f"no RateLimitError from {model}")
+        try:
+            an(ERRORS).messages.create(
+                model=model, max_tokens=8, messages=[{"role": "user", "content": "x"}])
+        except anthropic.RateLimitError as e:
+            assert e.status_code == 429, (model, e)
+            assert e.body["type"] == "error", (model, e.body)
+        else:
+            raise AssertionError(f"no anthropic RateLimitError from {model}")
 
 
 def main():

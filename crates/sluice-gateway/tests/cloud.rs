@@ -117,8 +117,8 @@ async fn gateway(text: &str, mock_url: &str) -> Gateway {
     Gateway::start(config).await.unwrap()
 }
 
-/// Both SDKs, streamed and not, to each cloud; a Bedrock throttle is a retried 429 in each
-/// SDK's own error type.
+/// Both SDKs, streamed and not, to each cloud; a Bedrock ThrottlingException and Vertex AI's
+/// 429 are retried, then a 429 in each SDK's own error type.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[cfg_attr(
     no_python,
@@ -135,7 +135,12 @@ async fn official_sdks_reach_bedrock_vertex_and_azure_entra() {
             .unwrap(),
         ..MockConfig::default()
     };
-    let errors = MockServer::start(throttling).await.unwrap();
+    // The token endpoints answer as usual: only the model calls are throttled.
+    let tokens_ok = CloudConfig {
+        token_behavior: Some(sluice_mock::Behavior::default()),
+        ..CloudConfig::default()
+    };
+    let errors = MockServer::start_with(throttling, tokens_ok).await.unwrap();
     let errors_key = key_file(&errors, "errors");
     let errors_gw = gateway(
         &config(&errors, &errors_key, "{ attempts = 2, backoff = \"1ms\" }"),
