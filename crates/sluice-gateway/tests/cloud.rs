@@ -66,11 +66,13 @@ fn config(mock: &MockServer, key: &std::path::Path, retry: &str) -> String {
 listen = "127.0.0.1:0"
 access_log = "off"
 
+# HTTP/2 here (the signed `host` is the `:authority`), HTTP/1.1 for the others.
 [[upstream]]
 name = "bedrock"
 base_url = "{url}"
 provider = "bedrock"
 region = "us-east-1"
+protocol = "h2c"
 
 [[upstream]]
 name = "vertex"
