@@ -26,6 +26,8 @@ ERRORS = sys.argv[3].rstrip("/") if len(sys.argv) > 3 else None
 # Which mock auth event each route's requests must show.
 ROUTES = {
     "bedrock-claude": "sigv4_accepted",
+    # Anthropic clients' own bodies to InvokeModel; OpenAI clients still to Converse.
+    "bedrock-invoke": "sigv4_accepted",
     "vertex-gemini": "bearer_accepted",
     "vertex-claude": "bearer_accepted",
     "azure-gpt": "bearer_accepted",
@@ -118,6 +120,18 @@ def test_vertex_claude_body():
     assert rec["path"].endswith(":rawPredict"), rec["path"]
     assert "/publishers/anthropic/models/" in rec["path"], rec["path"]
     assert "model" not in body and body["anthropic_version"] == "vertex-2023-10-16", body
+
+
+def test_bedrock_invoke_model_takes_the_anthropic_body():
+    anthropic_whole("bedrock-invoke")
+    rec = last_request()
+    assert rec["path"].endswith("/invoke"), rec["path"]
+    body = json.loads(rec["body"])
+    assert body["anthropic_version"] == "bedrock-2023-05-31" and "model" not in body, body
+    anthropic_stream("bedrock-invoke")
+    assert last_request()["path"].endswith("/invoke-with-response-stream")
+    openai_whole("bedrock-invoke")
+    assert last_request()["path"].endswith("/converse")
 
 
 def test_bedrock_path_and_signature():

@@ -51,6 +51,9 @@ pub struct BedrockAuth {
     /// Where they came from, for logs and the redacted view (`environment`, or the file and
     /// profile).
     pub source: String,
+    /// Anthropic Messages clients go to InvokeModel with their own body (every Anthropic field
+    /// kept) instead of Converse. Default false.
+    pub invoke_model: bool,
 }
 
 /// Vertex AI's project and location, and the service account whose tokens it takes.

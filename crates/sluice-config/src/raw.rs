@@ -269,6 +269,7 @@ pub(super) struct RawUpstream {
     pub(super) project: Option<String>,
     pub(super) location: Option<String>,
     pub(super) credentials_file: Option<PathBuf>,
+    pub(super) invoke_model: Option<bool>,
 }
 
 /// `upstream[].provider`, as spelled in the file.

@@ -343,6 +343,7 @@ fn cloud_json(c: &crate::CloudAuth) -> Value {
             "region": b.region,
             "access_key_id": b.credentials.as_ref().map(|c| c.access_key_id()),
             "credentials": b.source,
+            "invoke_model": b.invoke_model,
         }),
         CloudAuth::Vertex(v) => json!({
             "type": "vertex",

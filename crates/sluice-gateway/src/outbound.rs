@@ -56,6 +56,9 @@ pub(crate) struct Built {
     /// Sent to Bedrock (Converse): the answer is Converse JSON or an AWS event stream, and
     /// `provider` is the client's own family (what the answer is translated into).
     pub(crate) bedrock: bool,
+    /// Sent to Bedrock's InvokeModel with the Anthropic client's own body: the answer is
+    /// Anthropic's, a stream Anthropic events wrapped in AWS event-stream chunks.
+    pub(crate) invoke: bool,
 }
 
 /// What an upstream without `provider` speaks: whatever the client speaks.
@@ -181,6 +184,7 @@ pub(crate) fn upstream_request(
         client_wants_usage: up.client_wants_usage,
         dropped: up.dropped,
         bedrock: false,
+        invoke: false,
     };
     Ok((req, built))
 }

@@ -75,6 +75,13 @@ region = "us-east-1"
 protocol = "h2c"
 
 [[upstream]]
+name = "bedrock-invoke"
+base_url = "{url}"
+provider = "bedrock"
+region = "us-east-1"
+invoke_model = true
+
+[[upstream]]
 name = "vertex"
 base_url = "{url}"
 provider = "vertex"
@@ -92,6 +99,11 @@ auth = {{ type = "entra" }}
 [[route]]
 models = ["bedrock-claude"]
 targets = [{{ upstream = "bedrock", model = "{BEDROCK_MODEL}" }}]
+retry = {retry}
+
+[[route]]
+models = ["bedrock-invoke"]
+targets = [{{ upstream = "bedrock-invoke", model = "{BEDROCK_MODEL}" }}]
 retry = {retry}
 
 [[route]]
@@ -421,6 +433,26 @@ async fn bedrock_errors_are_classified_for_the_policy() {
         lower.contains("\"error\"") && (lower.contains("throttl") || lower.contains("rate_limit")),
         "{body}"
     );
+
+    // The same through InvokeModel's stream, for an Anthropic client: its error event.
+    let (status, body) = post(
+        &gw,
+        "/v1/messages",
+        r#"{"model":"bedrock-invoke","stream":true,"max_tokens":8,"messages":[{"role":"user","content":"hi"}]}"#,
+    )
+    .await;
+    assert_eq!(status, 200, "{body}");
+    let invokes = mock
+        .stats()
+        .snapshot()
+        .requests
+        .iter()
+        .filter(|r| r.path.ends_with("/invoke-with-response-stream"))
+        .count();
+    assert_eq!(invokes, 3, "{body}");
+    // The mock throttles InvokeModel streams as Anthropic does, inside a chunk.
+    assert!(body.contains("event: error"), "{body}");
+    assert!(body.contains("rate_limit_error"), "{body}");
 
     let invalid = MockConfig {
         defaults: sluice_mock::Behavior::default()

@@ -23,6 +23,7 @@ pub(super) struct RawCloud {
     pub(super) project: Option<String>,
     pub(super) location: Option<String>,
     pub(super) credentials_file: Option<PathBuf>,
+    pub(super) invoke_model: Option<bool>,
 }
 
 pub(super) fn cloud_auth(
@@ -39,6 +40,7 @@ pub(super) fn cloud_auth(
         project,
         location,
         credentials_file,
+        invoke_model,
     } = raw;
     let at = |field: &str| format!("{path}.{field}");
     let stray = |field: &str, for_: &str| {
@@ -55,6 +57,9 @@ pub(super) fn cloud_auth(
         }
         if aws_profile.is_some() {
             return Err(stray("aws_profile", "bedrock"));
+        }
+        if invoke_model.is_some() {
+            return Err(stray("invoke_model", "bedrock"));
         }
     }
     if !vertex {
@@ -87,7 +92,12 @@ pub(super) fn cloud_auth(
         ));
     }
     if bedrock {
-        return bedrock_auth(path, region, aws_profile, ctx).map(Some);
+        return bedrock_auth(path, region, aws_profile, ctx).map(|mut c| {
+            if let CloudAuth::Bedrock(b) = &mut c {
+                b.invoke_model = invoke_model.unwrap_or(false);
+            }
+            Some(c)
+        });
     }
     if vertex {
         return vertex_auth(path, project, location, credentials_file, ctx).map(Some);
@@ -182,6 +192,7 @@ fn bedrock_auth(
         region,
         credentials,
         source,
+        invoke_model: false,
     }))
 }
 

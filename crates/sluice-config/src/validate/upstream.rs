@@ -27,6 +27,7 @@ pub(super) fn upstream_config(
         project,
         location,
         credentials_file,
+        invoke_model,
     } = raw;
     if name.is_empty()
         || !name
@@ -62,6 +63,7 @@ pub(super) fn upstream_config(
             project,
             location,
             credentials_file,
+            invoke_model,
         },
         ctx,
     )?;

@@ -19,7 +19,8 @@ use crate::error::GatewayError;
 use crate::headers;
 
 /// The request for a Bedrock upstream: the client's body as Converse (ConverseStream for a
-/// stream), signed for the upstream's host and region.
+/// stream), or an Anthropic client's own body for InvokeModel with `invoke_model`, signed
+/// for the upstream's host and region.
 ///
 /// # Errors
 /// [`GatewayError::Translate`] for what Converse cannot take; [`GatewayError::UpstreamCredentials`]
@@ -31,15 +32,20 @@ pub(super) fn bedrock_request(
     ctx: &RequestCtx,
     opts: BuildOptions<'_>,
 ) -> Result<(Request<Bytes>, Built), GatewayError> {
-    let up = bedrock::translate_request(
-        &ctx.body,
-        &BedrockRequestOptions {
-            op: ctx.op,
-            model: opts.model,
-            drop_unsupported: opts.drop_unsupported,
-            prefill: opts.prefill,
-        },
-    )
+    let ropts = BedrockRequestOptions {
+        op: ctx.op,
+        model: opts.model,
+        drop_unsupported: opts.drop_unsupported,
+        prefill: opts.prefill,
+    };
+    // Anthropic clients' own bodies to InvokeModel when asked (every Anthropic field kept);
+    // everything else is translated to Converse.
+    let invoke = auth.invoke_model && ctx.op == Operation::Messages;
+    let up = if invoke {
+        bedrock::invoke_request(&ctx.body, &ropts)
+    } else {
+        bedrock::translate_request(&ctx.body, &ropts)
+    }
     .map_err(GatewayError::Translate)?;
     let credentials_error = |detail: String| GatewayError::UpstreamCredentials {
         upstream: ucfg.name.clone(),
@@ -108,10 +114,11 @@ pub(super) fn bedrock_request(
     let built = Built {
         provider: super::passthrough(ctx.op.family()).clone(),
         model,
-        translated: true,
+        translated: !invoke,
         client_wants_usage,
         dropped,
-        bedrock: true,
+        bedrock: !invoke,
+        invoke,
     };
     Ok((req, built))
 }

@@ -10,7 +10,7 @@ use tokio::time::Instant;
 pub(super) async fn drain(
     upstream: ResponseBody,
     mut decoder: Decoder,
-    mut bedrock: Option<Box<sluice_providers::bedrock::BedrockStream>>,
+    mut bedrock: Option<Box<super::aws::AwsFeed>>,
     deadline: Instant,
     request_id: String,
 ) {
@@ -24,11 +24,7 @@ pub(super) async fn drain(
                 Some(Ok(f)) => {
                     if let Ok(d) = f.into_data() {
                         match bedrock.as_mut() {
-                            Some(b) => {
-                                let mut events = Vec::new();
-                                b.feed(&d, &mut events);
-                                events.into_iter().for_each(|e| decoder.feed(e.bytes));
-                            }
+                            Some(b) => b.feed(&d, false, &mut |e| decoder.feed(e)),
                             None => decoder.feed(d),
                         }
                     }
@@ -37,9 +33,7 @@ pub(super) async fn drain(
                 Some(Err(e)) => return Err(e.to_string()),
                 None => {
                     if let Some(b) = bedrock.as_mut() {
-                        let mut events = Vec::new();
-                        b.end(&mut events);
-                        events.into_iter().for_each(|e| decoder.feed(e.bytes));
+                        b.feed(&[], true, &mut |e| decoder.feed(e));
                     }
                     decoder.finish();
                     true

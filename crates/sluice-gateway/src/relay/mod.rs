@@ -22,6 +22,7 @@
 //! next attempt inside the same `poll_frame`. After the commit it forwards as before and a
 //! failure ends the stream with an error event in the client's format.
 
+mod aws;
 mod clock;
 mod drain;
 mod outbox;
@@ -93,9 +94,9 @@ pub(crate) struct SseRelay {
     upstream: Option<ResponseBody>,
     /// The upstream's events; its limit (`max_event_bytes`) is also the next attempt's.
     decoder: Decoder,
-    /// A Bedrock attempt's event stream, translated into the client's SSE events before the
-    /// decoder (`None` for every other upstream).
-    bedrock: Option<Box<BedrockStream>>,
+    /// A Bedrock attempt's event stream, made the client's SSE events before the decoder
+    /// (`None` for every other upstream).
+    bedrock: Option<Box<aws::AwsFeed>>,
     translator: Box<dyn StreamTranslator>,
     /// The client's family (its error events).
     family: Family,
@@ -541,8 +542,9 @@ impl SseRelay {
 
     /// A new attempt answered: relay its stream instead.
     fn install(&mut self, policy: Box<Policy>, attempt: Attempt) {
-        let is_sse =
-            crate::headers::is_event_stream(attempt.resp.headers()) || attempt.built.bedrock;
+        let is_sse = crate::headers::is_event_stream(attempt.resp.headers())
+            || attempt.built.bedrock
+            || attempt.built.invoke;
         self.translator = new_translator(&policy, &attempt, self.token_cap.is_some());
         self.bedrock = bedrock_stream(&policy, &attempt);
         self.upstream_family = attempt.built.provider.family();
@@ -616,8 +618,9 @@ impl SseRelay {
 
     /// The continuation answered: relay its stream, spliced after what the client has.
     fn install_continuation(&mut self, policy: Box<Policy>, attempt: Attempt) {
-        let is_sse =
-            crate::headers::is_event_stream(attempt.resp.headers()) || attempt.built.bedrock;
+        let is_sse = crate::headers::is_event_stream(attempt.resp.headers())
+            || attempt.built.bedrock
+            || attempt.built.invoke;
         self.bedrock = bedrock_stream(&policy, &attempt);
         if let Some(cut) = &self.pending_cut {
             let built = &attempt.built;
@@ -673,15 +676,19 @@ impl SseRelay {
 /// A Bedrock attempt's stream translator into the client's SSE events. It always writes the
 /// usage chunk: the passthrough after it reads the usage there and removes the chunk unless
 /// the client asked for it.
-fn bedrock_stream(policy: &Policy, attempt: &Attempt) -> Option<Box<BedrockStream>> {
+fn bedrock_stream(policy: &Policy, attempt: &Attempt) -> Option<Box<aws::AwsFeed>> {
     let built = &attempt.built;
+    if built.invoke {
+        let decoder = sluice_providers::eventstream::Decoder::new();
+        return Some(Box::new(aws::AwsFeed::Invoke(decoder, false)));
+    }
     if !built.bedrock {
         return None;
     }
     let mut opts = BedrockStreamOptions::new(policy.ctx.op, &built.model);
     opts.client_wants_usage = true;
     opts.created = crate::clock::now_unix();
-    Some(Box::new(BedrockStream::new(&opts)))
+    Some(Box::new(aws::AwsFeed::Converse(BedrockStream::new(&opts))))
 }
 
 fn new_translator(policy: &Policy, attempt: &Attempt, capped: bool) -> Box<dyn StreamTranslator> {
@@ -924,16 +931,8 @@ impl SseRelay {
             }
             return;
         };
-        let mut events = std::mem::take(&mut self.scratch);
-        if end {
-            b.end(&mut events);
-        } else {
-            b.feed(&data, &mut events);
-        }
-        for e in events.drain(..) {
-            self.decoder.feed(e.bytes);
-        }
-        self.scratch = events;
+        let decoder = &mut self.decoder;
+        b.feed(&data, end, &mut |event| decoder.feed(event));
     }
 
     /// Nothing to read: the total deadline, the idle (or first-token) deadline and the

@@ -96,7 +96,9 @@ pub(crate) async fn serve_attempts(
         log.upstream = state.config.upstream(upstream).name.clone();
         log.provider = state.upstream(upstream).price_list;
         log.timings = attempt.resp.extensions().get::<PhaseTimings>().copied();
-        if is_event_stream(attempt.resp.headers()) || (attempt.built.bedrock && policy.ctx.stream) {
+        if is_event_stream(attempt.resp.headers())
+            || ((attempt.built.bedrock || attempt.built.invoke) && policy.ctx.stream)
+        {
             return stream_response(&state, policy, attempt, log);
         }
         match read_whole(&state, &mut policy, &mut attempt, &mut log).await {
