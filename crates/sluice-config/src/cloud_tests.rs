@@ -244,3 +244,22 @@ fn entra_reads_the_azure_variables_and_skip_env_only_warns() {
         checked.warnings
     );
 }
+
+#[test]
+fn skip_env_checks_cloud_upstreams_without_their_credentials() {
+    let bedrock = upstream("provider = \"bedrock\"");
+    let checked = Config::check_toml(&bedrock, &no_env, EnvMode::Skip).unwrap();
+    let mut paths: Vec<&str> = checked.warnings.iter().map(|w| w.path.as_str()).collect();
+    paths.sort();
+    assert_eq!(paths, ["upstream[0].provider", "upstream[0].region"]);
+    let Some(CloudAuth::Bedrock(b)) = &checked.config.upstreams[0].cloud else {
+        panic!()
+    };
+    assert!(b.credentials.is_none());
+    let vertex = upstream("provider = \"vertex\"\nlocation = \"us-central1\"");
+    let checked = Config::check_toml(&vertex, &no_env, EnvMode::Skip).unwrap();
+    assert_eq!(checked.warnings[0].path, "upstream[0].credentials_file");
+    // What is wrong in the file itself is still an error.
+    let no_location = upstream("provider = \"vertex\"");
+    assert!(Config::check_toml(&no_location, &no_env, EnvMode::Skip).is_err());
+}
