@@ -11,10 +11,11 @@
 //!   any attempt or backoff in progress;
 //! - events pass through a [`StreamTranslator`]: the upstream's exact bytes when the client
 //!   speaks the upstream's format, translated events otherwise;
-//! - a Bedrock stream (AWS event-stream framing, not SSE) is first translated into the
-//!   client's SSE events by a [`BedrockStream`] as its bytes arrive, and those events then take
-//!   the same way as an upstream's of the client's own family (decoder, passthrough, hold and
-//!   commit). Only Bedrock routes pay for that step.
+//! - a Bedrock stream (AWS event-stream framing, not SSE) is first made the client's SSE
+//!   events as its bytes arrive (`aws`: ConverseStream by a [`BedrockStream`], InvokeModel's
+//!   chunks unwrapped into their Anthropic events), and those events then take the same way as
+//!   an upstream's of the client's own family (decoder, passthrough, hold and commit). Only
+//!   Bedrock routes pay for that step.
 //!
 //! Commit at first content (DESIGN invariant 9): until the first content event, the relay
 //! holds the preamble (bounded in events and bytes) and sends only heartbeats; a failure
