@@ -134,6 +134,16 @@ def test_bedrock_invoke_model_takes_the_anthropic_body():
     assert last_request()["path"].endswith("/converse")
 
 
+def test_vertex_count_tokens():
+    for model, method in (("vertex-claude", "count-tokens:rawPredict"),
+                          ("vertex-gemini", ":countTokens")):
+        r = an().messages.count_tokens(
+            model=model, messages=[{"role": "user", "content": "hello there"}])
+        assert r.input_tokens > 0, (model, r)
+        rec = check_upstream_auth(model)
+        assert rec["path"].endswith(method), (model, rec["path"])
+
+
 def test_bedrock_path_and_signature():
     openai_whole("bedrock-claude")
     rec = last_request()
