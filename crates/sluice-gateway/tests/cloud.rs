@@ -569,3 +569,47 @@ async fn a_reload_keeps_the_token_while_the_credentials_are_unchanged() {
     let _ = std::fs::remove_file(key);
     let _ = std::fs::remove_file(path);
 }
+
+/// Tokens the upstream stops accepting (the mock forgets them, as after a revocation): the
+/// 401 drops the token, a new one is fetched, and the request is tried again with it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_refused_token_is_replaced_and_the_request_retried() {
+    let mock = MockServer::start(MockConfig::default()).await.unwrap();
+    let key = key_file(&mock, "revoked");
+    let gw = gateway(
+        &config(&mock, &key, "{ attempts = 2, backoff = \"1ms\" }"),
+        &mock.url(),
+    )
+    .await;
+    let chat = r#"{"model":"vertex-gemini","messages":[{"role":"user","content":"hi"}]}"#;
+    assert_eq!(post(&gw, "/v1/chat/completions", chat).await.0, 200);
+    let before = mock.stats().totals().auth;
+    assert_eq!(before.google_tokens_issued, 1);
+    let (status, _) = post(&gw, "/__mock/revoke_tokens", "").await;
+    assert_eq!(
+        status, 404,
+        "the gateway does not serve the mock's control paths"
+    );
+    // Revoke at the mock itself.
+    let revoke = sluice_upstream::Upstream::new(sluice_upstream::UpstreamConfig {
+        name: "mock-control".into(),
+        base_url: mock.url().parse().unwrap(),
+        protocol: sluice_upstream::Protocol::Http1,
+        ..sluice_upstream::UpstreamConfig::default()
+    })
+    .unwrap();
+    let mut req = http::Request::new(bytes::Bytes::new());
+    *req.method_mut() = http::Method::POST;
+    *req.uri_mut() = "/__mock/revoke_tokens".parse().unwrap();
+    let resp = revoke
+        .send(req, tokio::time::Instant::now() + Duration::from_secs(5))
+        .await
+        .unwrap();
+    assert!(resp.status().is_success());
+    let (status, body) = post(&gw, "/v1/chat/completions", chat).await;
+    assert_eq!(status, 200, "{body}");
+    let after = mock.stats().totals().auth;
+    assert_eq!(after.google_tokens_issued, 2, "{after:?}");
+    assert_eq!(after.bearer_rejected + after.bearer_expired, 1, "{after:?}");
+    let _ = std::fs::remove_file(key);
+}

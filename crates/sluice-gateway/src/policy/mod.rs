@@ -597,11 +597,16 @@ impl Policy {
         let body = timeout_at(self.deadline, read_capped(body, MAX_ERROR_BODY))
             .await
             .unwrap_or_default();
-        if parts.status == http::StatusCode::UNAUTHORIZED {
-            if let (Some(t), Some(sent)) = (tokens, bearer.as_ref()) {
-                t.refused(sent);
-            }
-        }
+        // A refused access token (revoked, or the clocks disagree) is dropped and refreshed:
+        // then the request may be tried again with the new one, like a transient failure.
+        let token_refused = parts.status == http::StatusCode::UNAUTHORIZED
+            && match (tokens, bearer.as_ref()) {
+                (Some(t), Some(sent)) => {
+                    t.refused(sent);
+                    true
+                }
+                _ => false,
+            };
         let now = crate::clock::now_unix();
         let answer = match &ucfg.cloud {
             Some(crate::config::CloudAuth::Bedrock(_)) => {
@@ -634,7 +639,11 @@ impl Policy {
             }
         };
         let retry_after = answer.error.retry_after;
-        Err(AttemptFailure::answered(answer, retry_after))
+        let mut failure = AttemptFailure::answered(answer, retry_after);
+        if token_refused {
+            failure.class = FailureClass::Retryable;
+        }
+        Err(failure)
     }
 
     /// Gives up: the last failure (if any attempt was made) is what the client gets.
