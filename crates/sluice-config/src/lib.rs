@@ -17,6 +17,7 @@
 //! - this module: the validated types ([`Config`], [`ServerConfig`], [`UpstreamConfig`],
 //!   [`RouteConfig`], ...), route selection by model ([`Config::route_index`]) and the glob
 //!   matcher; `retry` and `log` hold the retry and access-log settings the gateway's stages run;
+//! - `cloud`: Bedrock, Vertex AI and Entra ID settings, credentials resolved at load;
 //! - `mcp`: the `[mcp]` section (raw, validated and redacted), for `sluice-mcp`;
 //! - `redacted`: the config as it may be shown, and its fingerprint.
 //! - `schema`: the JSON Schema of the file, generated from `raw` (its doc comments are the
@@ -27,6 +28,7 @@
 #![forbid(unsafe_code)]
 
 mod admin;
+mod cloud;
 mod diagnostics;
 mod guardrail;
 mod interpolate;
@@ -46,6 +48,8 @@ mod validate;
 #[cfg(test)]
 mod guardrail_tests;
 #[cfg(test)]
+mod cloud_tests;
+#[cfg(test)]
 mod limits_tests;
 #[cfg(test)]
 mod schema_tests;
@@ -61,6 +65,7 @@ pub use admin::{AdminToken, DEFAULT_ADMIN_LISTEN};
 pub use guardrail::{
     GuardrailConfig, GuardrailKind, HttpCheck, OnError, RulesCheck, DEFAULT_WINDOW, MAX_WINDOW,
 };
+pub use cloud::{BedrockAuth, CloudAuth, EntraAuth, VertexAuth};
 pub use limits::{
     BudgetLimit, KeyConfig, KeyMode, Limits, ModelLimits, PriceConfig, RateLimit, StateSettings,
     TeamConfig,
@@ -424,6 +429,11 @@ pub struct UpstreamConfig {
     /// The wire format the upstream speaks. `None`: whatever API the client calls (requests
     /// and responses pass through untranslated). Default `None`.
     pub provider: Option<sluice_providers::ProviderKind>,
+    /// A cloud's addressing and credentials: Bedrock (`provider = "bedrock"`: SigV4), Vertex AI
+    /// (`provider = "vertex"`: service-account tokens), Azure with `auth = { type = "entra" }`.
+    /// Bedrock and Vertex upstreams have no `provider` kind: the gateway picks the wire format
+    /// per request (Converse; Gemini or Anthropic by the model's publisher).
+    pub cloud: Option<CloudAuth>,
     /// The upstream continues a trailing assistant message (assistant prefill), so a cut
     /// stream may be continued there. Default: true for `anthropic`, false otherwise.
     pub prefill: bool,

@@ -562,6 +562,24 @@ pub(super) struct RawUpstream {
     /// Active health check (opt-in): a cheap request every interval; an unhealthy upstream
     /// gets no traffic while another target of its route is usable.
     pub(super) health_check: Option<RawHealthCheck>,
+    /// Bedrock: the AWS region requests are signed for. Default: `AWS_REGION`, then
+    /// `AWS_DEFAULT_REGION`, then the profile's `region`.
+    pub(super) region: Option<String>,
+    /// Bedrock: the profile of the shared credentials and config files holding the keys when
+    /// `AWS_ACCESS_KEY_ID` is not set. Default: `AWS_PROFILE`, then `default`. Role assumption,
+    /// SSO and `credential_process` are not supported yet.
+    pub(super) aws_profile: Option<String>,
+    /// Vertex AI: the Google Cloud project models are called in. Default: the key file's
+    /// `project_id`.
+    pub(super) project: Option<String>,
+    /// Vertex AI: the region models are called in (`us-east5`, `europe-west1`, `global`, ...).
+    pub(super) location: Option<String>,
+    /// Vertex AI: the service-account key file (JSON) whose signed JWT is exchanged for access
+    /// tokens. Default: `GOOGLE_APPLICATION_CREDENTIALS`.
+    pub(super) credentials_file: Option<PathBuf>,
+    /// Bedrock: Anthropic clients' bodies go to InvokeModel as they are (OpenAI clients still go
+    /// to Converse). Default: false.
+    pub(super) invoke_model: Option<bool>,
 }
 
 /// `upstream.provider`: the API the upstream speaks.
@@ -577,6 +595,8 @@ pub(super) enum ProviderName {
     Anthropic,
     /// Google Gemini's API.
     Gemini,
+    Bedrock,
+    Vertex,
 }
 
 /// `upstream.retry_budget`: retries allowed as a ratio of recent requests, plus a floor.
@@ -693,6 +713,9 @@ pub(super) enum RawAuth {
         /// The environment variable holding the key (its name, not the key).
         env: String,
     },
+    /// Entra ID client credentials from `AZURE_TENANT_ID`, `AZURE_CLIENT_ID`,
+    /// `AZURE_CLIENT_SECRET` (and `AZURE_AUTHORITY_HOST`).
+    Entra {},
 }
 
 /// `upstream.session_header_to_body`: copy a request header into the JSON body.

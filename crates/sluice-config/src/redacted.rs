@@ -400,6 +400,34 @@ fn server_json(s: &ServerConfig) -> Value {
     })
 }
 
+/// A cloud's settings without its secrets (the AWS access key id and the service account
+/// identify, they do not authenticate).
+fn cloud_json(c: &crate::CloudAuth) -> Value {
+    use crate::CloudAuth;
+    match c {
+        CloudAuth::Bedrock(b) => json!({
+            "type": "bedrock",
+            "region": b.region,
+            "access_key_id": b.credentials.as_ref().map(|c| c.access_key_id()),
+            "credentials": b.source,
+            "invoke_model": b.invoke_model,
+        }),
+        CloudAuth::Vertex(v) => json!({
+            "type": "vertex",
+            "project": v.project,
+            "location": v.location,
+            "credentials_file": v.key_file.display().to_string(),
+            "client_email": v.key.as_ref().map(|k| k.client_email()),
+        }),
+        CloudAuth::Entra(e) => json!({
+            "type": "entra",
+            "tenant_id": e.credentials.as_ref().map(|c| c.tenant_id()),
+            "client_id": e.credentials.as_ref().map(|c| c.client_id()),
+            "client_secret": REDACTED,
+        }),
+    }
+}
+
 fn upstream_json(u: &UpstreamConfig) -> Value {
     let UpstreamConfig {
         name,
@@ -413,6 +441,7 @@ fn upstream_json(u: &UpstreamConfig) -> Value {
         long_max_tokens,
         retry_budget,
         provider,
+        cloud,
         prefill,
         health_check,
     } = u;
@@ -480,6 +509,7 @@ fn upstream_json(u: &UpstreamConfig) -> Value {
             "min_per_second": retry_budget.min_per_second,
         },
         "provider": provider.as_ref().map(|p| p.as_str()),
+        "cloud": cloud.as_ref().map(cloud_json),
         "prefill": prefill,
         "health_check": health_check.as_ref().map(|h| json!({
             "path": h.path,

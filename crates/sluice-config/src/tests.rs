@@ -87,7 +87,8 @@ fn broken_configs_get_the_field_the_line_and_the_fix() {
         (
             with_upstream_line("colour = \"blue\""),
             "line 4: upstream[0].colour: unknown field; expected one of `name`, `base_url`, \
-             `protocol`, `auth`, `ca_file`, `session_header_to_body`, `timeouts`, `pool`, `retry_budget`, `provider`, `api_version`, `anthropic_version`, `prefill`, `health_check`",
+             `protocol`, `auth`, `ca_file`, `session_header_to_body`, `timeouts`, `pool`, `retry_budget`, `provider`, `api_version`, `anthropic_version`, `prefill`, `health_check`, `region`, \
+             `aws_profile`, `project`, `location`, `credentials_file`, `invoke_model`",
         ),
         (
             format!("{MIN}\n[sever]\nlisten = \"x\"\n"),
@@ -116,7 +117,8 @@ fn broken_configs_get_the_field_the_line_and_the_fix() {
         ),
         (
             with_upstream_line("auth = { type = \"bearr\", env = \"LOCAL_KEY\" }"),
-            "line 4: upstream[0].auth.type: `bearr` is not one of `passthrough`, `bearer`, `header`, `api_key`; \
+            "line 4: upstream[0].auth.type: `bearr` is not one of `passthrough`, `bearer`, `header`, `api_key`, \
+             `entra`; \
              did you mean `bearer`?",
         ),
         (

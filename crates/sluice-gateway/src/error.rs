@@ -138,6 +138,16 @@ pub enum GatewayError {
         /// What was wrong.
         source: sluice_providers::response::ResponseError,
     },
+    /// The gateway has no credential to send to a cloud upstream: its access token could not
+    /// be obtained (the token endpoint refused the service account or client, or cannot be
+    /// reached), or a request could not be signed. The detail names no secret.
+    #[error("upstream `{upstream}`: no usable credentials: {detail}")]
+    UpstreamCredentials {
+        /// Upstream name.
+        upstream: String,
+        /// What went wrong (the token endpoint's error and description, or the signer's).
+        detail: String,
+    },
     /// The gateway is shutting down.
     #[error("the gateway is shutting down")]
     ShuttingDown,
@@ -234,6 +244,7 @@ impl GatewayError {
             E::Upstream { .. }
             | E::StreamFailed { .. }
             | E::RetryBudgetExhausted { .. }
+            | E::UpstreamCredentials { .. }
             | E::ResponseMalformed { .. } => EndReason::UpstreamError,
             E::ClientBodyTimeout { .. } => EndReason::ClientTimeout,
             E::OverBudget { .. } => EndReason::OverBudget,
@@ -271,7 +282,9 @@ impl GatewayError {
             ResponseTooLarge { .. } | UpstreamBody { .. } | StreamFailed { .. } => {
                 StatusCode::BAD_GATEWAY
             }
-            RetryBudgetExhausted { .. } => StatusCode::SERVICE_UNAVAILABLE,
+            RetryBudgetExhausted { .. } | UpstreamCredentials { .. } => {
+                StatusCode::SERVICE_UNAVAILABLE
+            }
             ShuttingDown => StatusCode::SERVICE_UNAVAILABLE,
             ClientBodyTimeout { .. } => StatusCode::REQUEST_TIMEOUT,
             OverBudget { .. } => StatusCode::SERVICE_UNAVAILABLE,
@@ -308,6 +321,7 @@ impl GatewayError {
             FirstTokenTimeout { .. } => "first_token_timeout",
             IdleTimeout { .. } => "idle_timeout",
             RetryBudgetExhausted { .. } => "retry_budget_exhausted",
+            UpstreamCredentials { .. } => "upstream_credentials_unavailable",
             ShuttingDown => "shutting_down",
             ClientBodyTimeout { .. } => "request_body_timeout",
             OverBudget { .. } => "memory_budget_exceeded",

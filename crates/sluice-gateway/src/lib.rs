@@ -10,8 +10,10 @@
 //!   then the attempts and the answer; every error response is built in `request::reply`;
 //! - `relay`: a stream's response (hold the preamble, commit at first content, forward);
 //! - `policy`: the attempt loop (classify, retry, back off, fall back);
-//! - `outbound`: one attempt's request (translation, headers, auth);
-//! - `generation`: one config's worth of state (upstreams by `UpstreamId`, balancers, keys);
+//! - `outbound`: one attempt's request (translation, headers, auth; Bedrock's SigV4 signature,
+//!   Vertex AI's paths);
+//! - `generation`: one config's worth of state (upstreams by `UpstreamId`, balancers, keys, the
+//!   cloud upstreams' access tokens and their refresh tasks);
 //! - [`route`]: endpoints, a route's targets, the fuzzed request head;
 //! - `ctx` (the client's request, read once) and `outcome` (the `Finish` guard that settles the
 //!   key's ticket, then the telemetry record, exactly once);

@@ -1,7 +1,10 @@
 //! The request as one target's upstream gets it: translated by `sluice-providers` into the
 //! upstream's wire format (the client's own bytes when nothing changes), under its base URL,
 //! with its credentials and required headers, and the session header copied into
-//! the body if configured.
+//! the body if configured. Cloud upstreams (`cloud`): Bedrock's Converse requests signed
+//! with SigV4, Vertex AI's paths and body, and the bearer token of Vertex and Entra ID.
+
+mod cloud;
 
 use std::borrow::Cow;
 use std::cell::RefCell;
@@ -32,6 +35,8 @@ pub(crate) struct BuildOptions<'a> {
     pub(crate) auth: Option<&'a crate::config::UpstreamAuth>,
     /// The route's effort levels as thinking budgets (read only when translating).
     pub(crate) reasoning_budgets: &'a sluice_providers::reasoning::BudgetTable,
+    /// The upstream's access token (`Authorization: Bearer`), for Vertex AI and Entra ID.
+    pub(crate) bearer: Option<&'a HeaderValue>,
 }
 
 /// What was sent, for reading the answer.
@@ -48,6 +53,12 @@ pub(crate) struct Built {
     pub(crate) client_wants_usage: bool,
     /// Parameters dropped under `drop_unsupported_params`.
     pub(crate) dropped: Vec<String>,
+    /// Sent to Bedrock (Converse): the answer is Converse JSON or an AWS event stream, and
+    /// `provider` is the client's own family (what the answer is translated into).
+    pub(crate) bedrock: bool,
+    /// Sent to Bedrock's InvokeModel with the Anthropic client's own body: the answer is
+    /// Anthropic's, a stream Anthropic events wrapped in AWS event-stream chunks.
+    pub(crate) invoke: bool,
 }
 
 /// What an upstream without `provider` speaks: whatever the client speaks.
@@ -82,7 +93,17 @@ pub(crate) fn upstream_request(
     opts: BuildOptions<'_>,
 ) -> Result<(Request<Bytes>, Built), GatewayError> {
     let ucfg = &state.config.upstream(upstream);
-    let provider = provider_of(state, upstream, ctx.op);
+    let vertex = match &ucfg.cloud {
+        Some(crate::config::CloudAuth::Bedrock(b)) => {
+            return cloud::bedrock_request(ucfg, b, ctx, opts)
+        }
+        Some(crate::config::CloudAuth::Vertex(v)) => Some(v),
+        _ => None,
+    };
+    let provider = match vertex {
+        Some(_) => cloud::vertex_provider(opts.model.unwrap_or(&ctx.known.model)),
+        None => provider_of(state, upstream, ctx.op),
+    };
     let known = KnownFields {
         model: Some(&ctx.known.model),
         stream: Some(ctx.stream),
@@ -103,6 +124,10 @@ pub(crate) fn upstream_request(
         &known,
     )
     .map_err(GatewayError::Translate)?;
+    let up = match vertex {
+        Some(v) => cloud::vertex_request(up, ctx.op, provider, v)?,
+        None => up,
+    };
     let parts = &ctx.parts;
     let mut body = up.body;
     if let Some(rule) = ucfg
@@ -120,8 +145,9 @@ pub(crate) fn upstream_request(
     let mut req = Request::new(body);
     *req.method_mut() = parts.method.clone();
     let path: Cow<'_, str> = match parts.uri.query() {
-        // The client's own query goes along only when nothing was translated.
-        Some(q) if !up.translated => {
+        // The client's own query goes along only when nothing was translated (and never to
+        // a cloud's own paths).
+        Some(q) if !up.translated && ucfg.cloud.is_none() => {
             let sep = if up.path.contains('?') { '&' } else { '?' };
             Cow::Owned(format!("{}{sep}{q}", up.path))
         }
@@ -139,6 +165,9 @@ pub(crate) fn upstream_request(
         },
         &ctx.request_id,
     );
+    if let Some(token) = opts.bearer {
+        cloud::bearer_headers(req.headers_mut(), token, vertex.is_some());
+    }
     if up.stream || up.translated {
         // The relay parses a stream, and a translated body is read: either must arrive as
         // sent, not compressed.
@@ -154,6 +183,8 @@ pub(crate) fn upstream_request(
         translated: up.translated,
         client_wants_usage: up.client_wants_usage,
         dropped: up.dropped,
+        bedrock: false,
+        invoke: false,
     };
     Ok((req, built))
 }

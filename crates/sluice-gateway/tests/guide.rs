@@ -57,6 +57,21 @@ fn every_guide_config_example_loads() {
             // would. Variables that have a default in the example are left unset, so the
             // default applies (`${SLUICE_ON_FAILURE:-fail_open}` must name a valid value).
             let env = |name: &str| {
+                // The standard variables whose value is a file or a URL, not a secret: a
+                // service-account key file (Vertex AI's examples rely on it); no sovereign
+                // Entra authority.
+                match name {
+                    "GOOGLE_APPLICATION_CREDENTIALS" => {
+                        return Some(
+                            root()
+                                .join("crates/sluice-providers/tests/fixtures/google/service_account.json")
+                                .display()
+                                .to_string(),
+                        )
+                    }
+                    "AZURE_AUTHORITY_HOST" => return None,
+                    _ => {}
+                }
                 let defaulted = block.contains(&format!("${{{name}:-"));
                 // Long enough for a secret with a minimum length (`mcp.session_secret`: 32 bytes).
                 (!defaulted).then(|| "sk-readme-example-0123456789abcdef-0123456789".to_string())

@@ -2,7 +2,10 @@
 //! second (goal: at least 1,000,000), for each client family. `messages/*` feeds event-stream
 //! messages decoded up front (the translator alone, as `benches/stream.rs` measures the SSE
 //! pairs); `bytes/*` feeds the framed body in 16 KiB chunks, so the event-stream decoder (CRC
-//! checks included) is in the figure too.
+//! checks included) is in the figure too; `gateway/*` is what the gateway's relay does with a
+//! Bedrock stream: the framed body through the translator, then the client's SSE events it
+//! wrote through the SSE decoder and the client family's passthrough (commit and usage
+//! classification), as for any upstream of the client's own format.
 //!
 //! Run: `cargo bench -p sluice-providers --bench bedrock -- --warm-up-time 1 --measurement-time 2`
 
@@ -135,6 +138,54 @@ fn bench_bytes(c: &mut Criterion, name: &str, op: Operation, body: &Bytes) {
     group.finish();
 }
 
+/// The gateway's whole per-event work on a Bedrock stream (see the module docs).
+fn bench_gateway(c: &mut Criterion, name: &str, op: Operation, body: &Bytes) {
+    use sluice_providers::stream::{translator, StreamOptions};
+    use sluice_sse::Item;
+    let events = decode(body).len();
+    let provider = match op.family() {
+        sluice_providers::Family::Anthropic => sluice_providers::ProviderKind::anthropic(),
+        _ => sluice_providers::ProviderKind::OpenAi,
+    };
+    let mut group = c.benchmark_group("bedrock/gateway");
+    group.throughput(Throughput::Elements(events as u64));
+    let mut out = Vec::with_capacity(events * 2);
+    let mut client = Vec::with_capacity(4);
+    group.bench_function(name, |b| {
+        b.iter(|| {
+            let mut t = BedrockStream::new(&options(op));
+            let mut pass = translator(&StreamOptions::new(op, &provider, "m"));
+            let mut sse = sluice_sse::Decoder::default();
+            let mut n = 0usize;
+            let mut drain = |sse: &mut sluice_sse::Decoder, client: &mut Vec<_>| {
+                while let Some(Ok(item)) = sse.next_item() {
+                    if let Item::Event(ev) = item {
+                        client.clear();
+                        pass.event(&ev, client);
+                        n += client.len();
+                    }
+                }
+            };
+            for chunk in body.chunks(16 * 1024) {
+                out.clear();
+                t.feed(chunk, &mut out);
+                for e in out.drain(..) {
+                    sse.feed(e.bytes);
+                }
+                drain(&mut sse, &mut client);
+            }
+            t.end(&mut out);
+            for e in out.drain(..) {
+                sse.feed(e.bytes);
+            }
+            sse.finish();
+            drain(&mut sse, &mut client);
+            black_box(n)
+        })
+    });
+    group.finish();
+}
+
 /// The event-stream decoder alone, for the split between framing and translation.
 fn bench_decode(c: &mut Criterion, body: &Bytes) {
     let events = decode(body).len();
@@ -166,6 +217,8 @@ fn translated(c: &mut Criterion) {
     bench_bytes(c, "text_to_openai", Operation::ChatCompletions, &text);
     bench_bytes(c, "text_to_anthropic", Operation::Messages, &text);
     bench_decode(c, &text);
+    bench_gateway(c, "text_to_openai", Operation::ChatCompletions, &text);
+    bench_gateway(c, "text_to_anthropic", Operation::Messages, &text);
 }
 
 criterion_group!(benches, translated);

@@ -6,7 +6,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use anyhow::Context as _;
-use sluice_mock::{Behavior, MockConfig, MockServer};
+use sluice_mock::{Behavior, CloudConfig, MockConfig, MockServer};
 
 /// Options of `sluice mock`.
 #[derive(Debug, clap::Args)]
@@ -55,6 +55,14 @@ pub struct MockArgs {
     /// Close those stale connections with TCP RST instead of FIN.
     #[arg(long, requires = "h1_stale_close_ms")]
     h1_stale_close_rst: bool,
+    /// How long the Vertex AI and Entra ID access tokens it issues live, in milliseconds
+    /// (rounded up to whole seconds; default one hour): a gateway's token refresh is seen in
+    /// seconds with e.g. 2000.
+    #[arg(long, value_name = "MS")]
+    token_ttl_ms: Option<u64>,
+    /// The only region Bedrock signatures may be scoped to (default: any).
+    #[arg(long, value_name = "REGION")]
+    aws_region: Option<String>,
 }
 
 impl MockArgs {
@@ -70,6 +78,17 @@ impl MockArgs {
             h1_stale_close: self.h1_stale_close_ms.map(Duration::from_millis),
             h1_stale_close_rst: self.h1_stale_close_rst,
         })
+    }
+
+    /// The cloud side: the built-in test credentials, with the token lifetime and region
+    /// asked for.
+    fn cloud(&self) -> CloudConfig {
+        let mut cloud = CloudConfig::default();
+        if let Some(ms) = self.token_ttl_ms {
+            cloud.token_ttl = Duration::from_millis(ms.max(1));
+        }
+        cloud.aws_region = self.aws_region.clone();
+        cloud
     }
 
     fn behavior(&self) -> anyhow::Result<Behavior> {
@@ -94,7 +113,7 @@ pub fn run(args: MockArgs) -> anyhow::Result<()> {
     let cfg = args.config()?;
     let rt = tokio::runtime::Runtime::new().context("cannot start the tokio runtime")?;
     rt.block_on(async {
-        let server = MockServer::start(cfg).await?;
+        let server = MockServer::start_with(cfg, args.cloud()).await?;
         if let (Some(path), Some(pem)) = (&args.tls_cert_out, server.cert_pem()) {
             std::fs::write(path, pem)
                 .with_context(|| format!("cannot write the certificate to {}", path.display()))?;
@@ -147,6 +166,24 @@ mod tests {
         let d = config(&[]);
         assert_eq!((d.h1_idle_timeout, d.h1_stale_close), (None, None));
         assert!(Cli::try_parse_from(["mock", "--h1-stale-close-rst"]).is_err());
+    }
+
+    #[test]
+    fn cloud_flags_reach_the_cloud_config() {
+        let cli = Cli::try_parse_from([
+            "mock",
+            "--token-ttl-ms",
+            "2000",
+            "--aws-region",
+            "eu-west-3",
+        ])
+        .unwrap();
+        let c = cli.mock.cloud();
+        assert_eq!(c.token_ttl, Duration::from_secs(2));
+        assert_eq!(c.aws_region.as_deref(), Some("eu-west-3"));
+        let d = Cli::try_parse_from(["mock"]).unwrap().mock.cloud();
+        assert_eq!(d.token_ttl, sluice_mock::DEFAULT_TOKEN_TTL);
+        assert_eq!(d.aws_region, None);
     }
 
     #[test]

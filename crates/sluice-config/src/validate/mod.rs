@@ -4,6 +4,7 @@
 //! Every raw struct is taken apart by exhaustive destructuring, so adding a field to the file
 //! format without validating it is a compile error, not a silently ignored setting.
 
+mod cloud;
 mod route;
 mod server;
 mod upstream;

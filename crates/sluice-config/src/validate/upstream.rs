@@ -22,6 +22,12 @@ pub(super) fn upstream_config(
         anthropic_version,
         prefill,
         health_check,
+        region,
+        aws_profile,
+        project,
+        location,
+        credentials_file,
+        invoke_model,
     } = raw;
     if name.is_empty()
         || !name
@@ -41,8 +47,34 @@ pub(super) fn upstream_config(
             format!("`{base_url}` is not a URL ({e}); write e.g. \"http://127.0.0.1:9090/v1\""),
         )
     })?;
+    let entra = matches!(auth, Some(RawAuth::Entra {}));
+    let other_auth = !matches!(
+        auth,
+        None | Some(RawAuth::Passthrough {}) | Some(RawAuth::Entra {})
+    );
+    let cloud = super::cloud::cloud_auth(
+        path,
+        super::cloud::RawCloud {
+            provider,
+            entra,
+            other_auth,
+            region,
+            aws_profile,
+            project,
+            location,
+            credentials_file,
+            invoke_model,
+        },
+        ctx,
+    )?;
+    if cloud.is_some() && health_check.is_some() {
+        return Err(ConfigError::new(
+            format!("{path}.health_check"),
+            "active health checks are sent without a signature or token, so a cloud upstream              would refuse them: remove it (passive outlier ejection still applies)",
+        ));
+    }
     let auth = match auth {
-        None | Some(RawAuth::Passthrough {}) => UpstreamAuth::Passthrough,
+        None | Some(RawAuth::Passthrough {}) | Some(RawAuth::Entra {}) => UpstreamAuth::Passthrough,
         Some(RawAuth::Bearer { env }) => UpstreamAuth::Bearer {
             secret: secret(&format!("{path}.auth.env"), &env, ctx)?,
         },
@@ -105,6 +137,7 @@ pub(super) fn upstream_config(
             Some(sluice_providers::ProviderKind::Anthropic { .. })
         )),
         provider,
+        cloud,
         health_check: health_check
             .map(|h| health_check_config(&format!("{path}.health_check"), h))
             .transpose()?,
@@ -184,7 +217,8 @@ fn provider_kind(
         return Err(stray("anthropic_version", "anthropic"));
     }
     Ok(match provider {
-        None => None,
+        // Not a wire format of their own: see `UpstreamConfig::cloud`.
+        None | Some(ProviderName::Bedrock | ProviderName::Vertex) => None,
         Some(ProviderName::Openai) => Some(K::OpenAi),
         Some(ProviderName::Gemini) => Some(K::Gemini),
         Some(ProviderName::Azure) => {

@@ -24,6 +24,13 @@ pub(crate) fn shipped_catalog() -> Arc<Catalog> {
 /// OpenAI-compatible host the catalog knows, that host's.
 pub(crate) fn price_list(u: &crate::config::UpstreamConfig) -> &'static str {
     use sluice_providers::ProviderKind;
+    // The clouds' own lists (the shipped catalog has none yet: their requests are priced by
+    // the config's `[[price]]` entries, and booked under the cloud's name).
+    match &u.cloud {
+        Some(crate::config::CloudAuth::Bedrock(_)) => return "bedrock",
+        Some(crate::config::CloudAuth::Vertex(_)) => return "vertex",
+        _ => {}
+    }
     let host = u.base_url.host().unwrap_or_default();
     match &u.provider {
         Some(ProviderKind::Anthropic { .. }) => "anthropic",

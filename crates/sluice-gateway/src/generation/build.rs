@@ -130,7 +130,19 @@ pub(crate) fn build(
             Some(b) => b.clone(),
             None => Arc::new(RetryBudget::new(u.retry_budget)),
         };
+        let tokens = u.cloud.as_ref().filter(|c| c.uses_tokens()).and_then(|c| {
+            // Kept across a reload while the credentials (and the trust roots their endpoint
+            // is reached with) are the same: no new token, no wait.
+            let kept = old
+                .filter(|(p, i)| {
+                    let o = p.upstream_config(*i);
+                    o.cloud.as_ref() == Some(c) && o.ca_file == u.ca_file
+                })
+                .and_then(|(p, i)| p.upstream(i).tokens.clone());
+            kept.or_else(|| super::TokenSource::start(&u.name, c, u.ca_file.clone()).map(Arc::new))
+        });
         upstreams.push(UpstreamRt {
+            tokens,
             handle,
             budget,
             header: HeaderValue::from_str(&u.name).ok(),

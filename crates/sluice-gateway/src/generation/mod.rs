@@ -8,6 +8,7 @@
 
 mod budget;
 mod build;
+mod tokens;
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -28,6 +29,7 @@ use crate::route::targets::RouteTargets;
 pub(crate) use budget::RetryBudget;
 pub(crate) use build::{build, Parts};
 pub use build::{BuildError, Changes};
+pub(crate) use tokens::TokenSource;
 
 /// The cell new requests load their generation from: one atomic load per request, no lock.
 pub(crate) type GenerationCell = arc_swap::ArcSwap<Generation>;
@@ -93,6 +95,9 @@ pub(crate) struct UpstreamRt {
     pub(crate) header: Option<HeaderValue>,
     /// The price list its models are priced by (`crate::admit::price_list`).
     pub(crate) price_list: &'static str,
+    /// Its access token and refresh task (Vertex AI, Entra ID), shared with the generations
+    /// before and after while its credentials are unchanged.
+    pub(crate) tokens: Option<Arc<TokenSource>>,
 }
 
 /// Everything requests share: one config's worth.

@@ -217,6 +217,17 @@ impl AttemptFailure {
         }
     }
 
+    /// No credential for the target (its access token could not be had, the request could
+    /// not be signed): another target may have one, this one will not for a while.
+    pub(crate) fn credentials(e: GatewayError) -> Self {
+        AttemptFailure {
+            class: FailureClass::Retryable,
+            cause: Cause::Invalid(e),
+            retry_after: None,
+            avoid_target: true,
+        }
+    }
+
     /// The preamble came, then silence for `idle`: as silent as no first token.
     pub(crate) fn idle_before_content(t: Duration) -> Self {
         AttemptFailure {

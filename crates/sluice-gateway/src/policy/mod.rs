@@ -553,16 +553,30 @@ impl Policy {
             },
         );
         let route = self.route();
+        let first_by = (started + ucfg.timeouts.first_byte).min(self.deadline);
+        // A cloud upstream's access token: the live one, or the first one, waited for.
+        let tokens = state.upstream(tc.upstream).tokens.as_deref();
+        let bearer = match tokens {
+            Some(t) => Some(
+                t.bearer(first_by)
+                    .await
+                    .map_err(AttemptFailure::credentials)?,
+            ),
+            None => None,
+        };
         let opts = crate::outbound::BuildOptions {
             model: tc.model.as_deref(),
             drop_unsupported: route.drop_unsupported_params,
             prefill: self.prefill.as_deref(),
             auth: tc.auth.as_ref(),
             reasoning_budgets: &route.reasoning_budgets,
+            bearer: bearer.as_ref(),
         };
         let (req, built) = crate::outbound::upstream_request(state, &self.ctx, tc.upstream, opts)
-            .map_err(AttemptFailure::invalid)?;
-        let first_by = (started + ucfg.timeouts.first_byte).min(self.deadline);
+            .map_err(|e| match e {
+            e @ GatewayError::UpstreamCredentials { .. } => AttemptFailure::credentials(e),
+            e => AttemptFailure::invalid(e),
+        })?;
         // In a block: once borrowed, a local keeps its room in this future to its scope's
         // end, and the response must not keep it through the error body's read.
         let (parts, body) = {
@@ -598,26 +612,53 @@ impl Policy {
         let body = timeout_at(self.deadline, read_capped(body, MAX_ERROR_BODY))
             .await
             .unwrap_or_default();
-        let family = built.provider.family();
-        let error = sluice_providers::error::classify(
-            family,
-            parts.status,
-            &parts.headers,
-            &body,
-            crate::clock::now_unix(),
-        );
-        let retry_after = error.retry_after;
-        Err(AttemptFailure::answered(
-            Answer {
-                status: parts.status,
-                headers: parts.headers,
-                body,
-                family,
-                provider: built.provider,
-                error,
-            },
-            retry_after,
-        ))
+        // A refused access token (revoked, or the clocks disagree) is dropped and refreshed:
+        // then the request may be tried again with the new one, like a transient failure.
+        let token_refused = parts.status == http::StatusCode::UNAUTHORIZED
+            && match (tokens, bearer.as_ref()) {
+                (Some(t), Some(sent)) => {
+                    t.refused(sent);
+                    true
+                }
+                _ => false,
+            };
+        let now = crate::clock::now_unix();
+        let answer = match &ucfg.cloud {
+            Some(crate::config::CloudAuth::Bedrock(_)) => {
+                let error =
+                    sluice_providers::bedrock::classify(parts.status, &parts.headers, &body, now);
+                cloud_answer(self.ctx.op.family(), parts.headers, built, error)
+            }
+            Some(crate::config::CloudAuth::Vertex(_)) => {
+                let error =
+                    sluice_providers::vertex::classify(parts.status, &parts.headers, &body, now);
+                cloud_answer(self.ctx.op.family(), parts.headers, built, error)
+            }
+            _ => {
+                let family = built.provider.family();
+                let error = sluice_providers::error::classify(
+                    family,
+                    parts.status,
+                    &parts.headers,
+                    &body,
+                    now,
+                );
+                Answer {
+                    status: parts.status,
+                    headers: parts.headers,
+                    body,
+                    family,
+                    provider: built.provider,
+                    error,
+                }
+            }
+        };
+        let retry_after = answer.error.retry_after;
+        let mut failure = AttemptFailure::answered(answer, retry_after);
+        if token_refused {
+            failure.class = FailureClass::Retryable;
+        }
+        Err(failure)
     }
 
     /// Gives up: the last failure (if any attempt was made) is what the client gets.
@@ -645,6 +686,26 @@ impl Policy {
                 .into_gateway_error(self.upstream_name(upstream), g.reason)
                 .map_err(|a| (upstream, a)),
         }
+    }
+}
+
+/// A cloud's error answer (Bedrock's `{"message"}` with `x-amzn-ErrorType`, Vertex's Google
+/// shape in front of Anthropic's), classified and already written in the client's format: the
+/// client never reads the cloud's own shape.
+fn cloud_answer(
+    client: sluice_providers::Family,
+    headers: http::HeaderMap,
+    built: crate::outbound::Built,
+    error: sluice_providers::ProviderError,
+) -> Answer {
+    let (status, body) = sluice_providers::error::client_error(client, &error);
+    Answer {
+        status,
+        headers,
+        body,
+        family: client,
+        provider: built.provider,
+        error,
     }
 }
 

@@ -5,10 +5,12 @@ use sluice_sse::{Decoder, Item};
 use sluice_upstream::ResponseBody;
 use tokio::time::Instant;
 
-/// Reads `upstream` to its end (bounded by `deadline`) and logs what it reported.
+/// Reads `upstream` to its end (bounded by `deadline`) and logs what it reported. A Bedrock
+/// stream's frames go through its translator (`bedrock`) into the decoder first.
 pub(super) async fn drain(
     upstream: ResponseBody,
     mut decoder: Decoder,
+    mut bedrock: Option<Box<super::aws::AwsFeed>>,
     deadline: Instant,
     request_id: String,
 ) {
@@ -21,12 +23,18 @@ pub(super) async fn drain(
             let end = match body.frame().await {
                 Some(Ok(f)) => {
                     if let Ok(d) = f.into_data() {
-                        decoder.feed(d);
+                        match bedrock.as_mut() {
+                            Some(b) => b.feed(&d, false, &mut |e| decoder.feed(e)),
+                            None => decoder.feed(d),
+                        }
                     }
                     false
                 }
                 Some(Err(e)) => return Err(e.to_string()),
                 None => {
+                    if let Some(b) = bedrock.as_mut() {
+                        b.feed(&[], true, &mut |e| decoder.feed(e));
+                    }
                     decoder.finish();
                     true
                 }

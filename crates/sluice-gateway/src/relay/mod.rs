@@ -10,7 +10,12 @@
 //!   the upstream body (resetting the HTTP/2 stream or discarding the HTTP/1.1 connection) and
 //!   any attempt or backoff in progress;
 //! - events pass through a [`StreamTranslator`]: the upstream's exact bytes when the client
-//!   speaks the upstream's format, translated events otherwise.
+//!   speaks the upstream's format, translated events otherwise;
+//! - a Bedrock stream (AWS event-stream framing, not SSE) is first made the client's SSE
+//!   events as its bytes arrive (`aws`: ConverseStream by a [`BedrockStream`], InvokeModel's
+//!   chunks unwrapped into their Anthropic events), and those events then take the same way as
+//!   an upstream's of the client's own family (decoder, passthrough, hold and commit). Only
+//!   Bedrock routes pay for that step.
 //!
 //! Commit at first content (DESIGN invariant 9): until the first content event, the relay
 //! holds the preamble (bounded in events and bytes) and sends only heartbeats; a failure
@@ -18,6 +23,7 @@
 //! next attempt inside the same `poll_frame`. After the commit it forwards as before and a
 //! failure ends the stream with an error event in the client's format.
 
+mod aws;
 mod clock;
 mod drain;
 mod outbox;
@@ -31,6 +37,7 @@ use std::time::Duration;
 use bytes::Bytes;
 use http::StatusCode;
 use http_body::{Body, Frame};
+use sluice_providers::bedrock::{BedrockStream, BedrockStreamOptions};
 use sluice_providers::stream::{Emitted, EventKind, SpliceState, StreamOptions, StreamTranslator};
 use sluice_providers::{Family, Usage};
 use sluice_sse::{DecodeError, Decoder, Item};
@@ -88,6 +95,9 @@ pub(crate) struct SseRelay {
     upstream: Option<ResponseBody>,
     /// The upstream's events; its limit (`max_event_bytes`) is also the next attempt's.
     decoder: Decoder,
+    /// A Bedrock attempt's event stream, made the client's SSE events before the decoder
+    /// (`None` for every other upstream).
+    bedrock: Option<Box<aws::AwsFeed>>,
     translator: Box<dyn StreamTranslator>,
     /// The client's family (its error events).
     family: Family,
@@ -111,8 +121,9 @@ pub(crate) struct SseRelay {
     uncommitted: Option<Uncommitted>,
     /// The next attempt being made (backoff, connect, response headers).
     next: Option<NextAttempt>,
-    /// Bytes of the preamble held in `out` until the commit.
-    held_bytes: usize,
+    /// Bytes of the preamble held in `out` until the commit (bounded by `MAX_HELD_BYTES` and
+    /// one event: a `u32`, so the relay keeps to its allocation size).
+    held_bytes: u32,
     /// Events for the client, oldest first: before the commit, the preamble held (none of it
     /// is ready until then); after, events ready to send.
     out: Outbox,
@@ -131,7 +142,7 @@ pub(crate) struct SseRelay {
     on_disconnect: OnClientDisconnect,
     /// Most upstream bytes held at once (decoder input not yet forwarded), for the metric
     /// that proves the per-stream bound.
-    peak_buffered: usize,
+    peak_buffered: u32,
     token_cap: Option<TokenCap>,
     /// Text bytes of attempts before a continuation (the current translator tracks its own).
     text_before: u64,
@@ -194,12 +205,14 @@ impl SseRelay {
         } = setup;
         telemetry.stream_started();
         let translator = new_translator(&policy, &attempt, token_cap.is_some());
+        let bedrock = bedrock_stream(&policy, &attempt);
         let upstream_family = attempt.built.provider.family();
         let compressed = compressed_stream(attempt.resp.headers());
         let (_, body) = attempt.resp.into_parts();
         let mut relay = SseRelay {
             upstream: Some(body),
             decoder: new_decoder(max_event_bytes),
+            bedrock,
             translator,
             family,
             upstream_family,
@@ -508,16 +521,16 @@ impl SseRelay {
         }
         match e.kind {
             EventKind::Preamble => {
-                self.held_bytes += e.bytes.len();
+                self.hold(e.bytes.len());
                 self.out.push(e.bytes);
-                if self.out.len() > MAX_HELD_EVENTS || self.held_bytes > MAX_HELD_BYTES {
+                if self.out.len() > MAX_HELD_EVENTS || self.held_bytes as usize > MAX_HELD_BYTES {
                     // Too much preamble to hold: commit with what we have.
                     self.commit();
                 }
                 Ok(())
             }
             EventKind::Content | EventKind::Trailer => {
-                self.held_bytes += e.bytes.len();
+                self.hold(e.bytes.len());
                 self.out.push(e.bytes);
                 self.commit();
                 Ok(())
@@ -528,6 +541,12 @@ impl SseRelay {
                     .to_string(),
             )),
         }
+    }
+
+    /// Counts `n` more bytes of held preamble.
+    fn hold(&mut self, n: usize) {
+        let n = u32::try_from(n).unwrap_or(u32::MAX);
+        self.held_bytes = self.held_bytes.saturating_add(n);
     }
 
     /// The first content is here: release the preamble, and from now on never retry.
@@ -583,8 +602,11 @@ impl SseRelay {
 
     /// A new attempt answered: relay its stream instead.
     fn install(&mut self, policy: Box<Policy>, attempt: Attempt) {
-        let is_sse = crate::headers::is_event_stream(attempt.resp.headers());
+        let is_sse = crate::headers::is_event_stream(attempt.resp.headers())
+            || attempt.built.bedrock
+            || attempt.built.invoke;
         self.translator = new_translator(&policy, &attempt, self.token_cap.is_some());
+        self.bedrock = bedrock_stream(&policy, &attempt);
         self.upstream_family = attempt.built.provider.family();
         let compressed = compressed_stream(attempt.resp.headers());
         let (_, body) = attempt.resp.into_parts();
@@ -671,7 +693,10 @@ impl SseRelay {
 
     /// The continuation answered: relay its stream, spliced after what the client has.
     fn install_continuation(&mut self, policy: Box<Policy>, attempt: Attempt) {
-        let is_sse = crate::headers::is_event_stream(attempt.resp.headers());
+        let is_sse = crate::headers::is_event_stream(attempt.resp.headers())
+            || attempt.built.bedrock
+            || attempt.built.invoke;
+        self.bedrock = bedrock_stream(&policy, &attempt);
         if let Some(cut) = &self.pending_cut {
             let built = &attempt.built;
             let mut opts = StreamOptions::new(policy.ctx.op, &built.provider, &built.model);
@@ -703,7 +728,7 @@ impl SseRelay {
             return None;
         }
         if self.uncommitted.is_some() && !self.out.is_empty() {
-            self.held_bytes += raw.len();
+            self.hold(raw.len());
             self.out.push(raw);
             return None;
         }
@@ -725,6 +750,24 @@ impl SseRelay {
 
 /// The translator for an attempt's stream: a passthrough when the client speaks the
 /// upstream's format, a translating one otherwise.
+/// A Bedrock attempt's stream translator into the client's SSE events. It always writes the
+/// usage chunk: the passthrough after it reads the usage there and removes the chunk unless
+/// the client asked for it.
+fn bedrock_stream(policy: &Policy, attempt: &Attempt) -> Option<Box<aws::AwsFeed>> {
+    let built = &attempt.built;
+    if built.invoke {
+        let decoder = sluice_providers::eventstream::Decoder::new();
+        return Some(Box::new(aws::AwsFeed::Invoke(decoder, false)));
+    }
+    if !built.bedrock {
+        return None;
+    }
+    let mut opts = BedrockStreamOptions::new(policy.ctx.op, &built.model);
+    opts.client_wants_usage = true;
+    opts.created = crate::clock::now_unix();
+    Some(Box::new(aws::AwsFeed::Converse(BedrockStream::new(&opts))))
+}
+
 fn new_translator(policy: &Policy, attempt: &Attempt, capped: bool) -> Box<dyn StreamTranslator> {
     let built = &attempt.built;
     let mut opts = StreamOptions::new(policy.ctx.op, &built.provider, &built.model);
@@ -938,8 +981,9 @@ impl SseRelay {
         match Pin::new(upstream).poll_frame(cx) {
             Poll::Ready(Some(Ok(frame))) => {
                 if let Ok(data) = frame.into_data() {
-                    self.decoder.feed(data);
-                    self.peak_buffered = self.peak_buffered.max(self.decoder.buffered_bytes());
+                    self.feed_decoder(data, false);
+                    let buffered = u32::try_from(self.decoder.buffered_bytes()).unwrap_or(u32::MAX);
+                    self.peak_buffered = self.peak_buffered.max(buffered);
                 }
                 Step::Again
             }
@@ -960,12 +1004,26 @@ impl SseRelay {
                 Step::Out(self.fail_reason(EndReason::UpstreamReset, &msg))
             }
             Poll::Ready(None) => {
+                self.feed_decoder(Bytes::new(), true);
                 self.decoder.finish();
                 self.upstream_done = true;
                 Step::Again
             }
             Poll::Pending => Step::Wait,
         }
+    }
+
+    /// Upstream bytes into the SSE decoder: as they came, or, from Bedrock, as the client's
+    /// events they translate into (`end`: the body ended, close the translation).
+    fn feed_decoder(&mut self, data: Bytes, end: bool) {
+        let Some(b) = self.bedrock.as_mut() else {
+            if !end {
+                self.decoder.feed(data);
+            }
+            return;
+        };
+        let decoder = &mut self.decoder;
+        b.feed(&data, end, &mut |event| decoder.feed(event));
     }
 
     /// Nothing to read: the total deadline, the idle (or first-token) deadline and the
@@ -1066,7 +1124,8 @@ impl Body for SseRelay {
 impl Drop for SseRelay {
     fn drop(&mut self) {
         self.telemetry.stream_ended();
-        self.telemetry.relay_buffer_peak(self.peak_buffered);
+        self.telemetry
+            .relay_buffer_peak(self.peak_buffered as usize);
         // A client that stopped taking data and then left never polled again: its last
         // pause ends here.
         if self
@@ -1086,10 +1145,13 @@ impl Drop for SseRelay {
         if self.on_disconnect == OnClientDisconnect::Drain {
             if let Some(upstream) = upstream {
                 let decoder = std::mem::take(&mut self.decoder);
+                let bedrock = self.bedrock.take();
                 let deadline = self.clock.total_by();
                 let request_id = self.log.request_id.clone();
                 // Bounded by the total deadline; owns nothing but the upstream body.
-                tokio::spawn(drain::drain(upstream, decoder, deadline, request_id));
+                tokio::spawn(drain::drain(
+                    upstream, decoder, bedrock, deadline, request_id,
+                ));
             }
         }
     }

@@ -66,6 +66,11 @@ async fn upstream_models(state: &Generation, upstream: UpstreamId) -> Vec<String
 
 async fn fetch(state: &Generation, upstream: UpstreamId) -> Option<Vec<String>> {
     let ucfg = &state.config.upstream(upstream);
+    if ucfg.cloud.is_some() {
+        // A cloud lists its models elsewhere (Bedrock's control plane, Vertex's Model
+        // Garden), signed: the routes' own names are what the gateway lists for them.
+        return None;
+    }
     let family = ucfg
         .provider
         .as_ref()

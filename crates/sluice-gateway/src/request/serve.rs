@@ -96,7 +96,9 @@ pub(crate) async fn serve_attempts(
         log.upstream = state.config.upstream(upstream).name.clone();
         log.provider = state.upstream(upstream).price_list;
         log.timings = attempt.resp.extensions().get::<PhaseTimings>().copied();
-        if is_event_stream(attempt.resp.headers()) {
+        if is_event_stream(attempt.resp.headers())
+            || ((attempt.built.bedrock || attempt.built.invoke) && policy.ctx.stream)
+        {
             return stream_response(&state, policy, attempt, log);
         }
         match read_whole(&state, &mut policy, &mut attempt, &mut log).await {
@@ -186,6 +188,9 @@ pub(crate) fn stream_response(
     }
     if attempt.built.translated {
         out_headers.remove(header::CONTENT_ENCODING);
+        // The events are ours: their length is not the upstream body's (an AWS event stream
+        // may come with one).
+        out_headers.remove(header::CONTENT_LENGTH);
     }
     let status = attempt.resp.status();
     let ucfg = &state.config.upstream(attempt.upstream);

@@ -88,26 +88,31 @@ pub(crate) async fn read_whole(
     log.timings = Some(timings);
     let built = &attempt.built;
     let op = policy.ctx.op;
-    let translated = sluice_providers::response::translate_response(
-        bytes,
-        &sluice_providers::response::ResponseOptions {
-            op,
-            provider: &built.provider,
-            model: &built.model,
-            // A body passed through has its own `created`: no clock read for it.
-            now_unix: if sluice_providers::response::passes_through(op, &built.provider) {
-                0
-            } else {
-                now_unix()
+    let translated = if built.bedrock {
+        bedrock_response(&bytes, op, &built.model)
+    } else {
+        sluice_providers::response::translate_response(
+            bytes,
+            &sluice_providers::response::ResponseOptions {
+                op,
+                provider: &built.provider,
+                model: &built.model,
+                // A body passed through has its own `created`: no clock read for it.
+                now_unix: if sluice_providers::response::passes_through(op, &built.provider) {
+                    0
+                } else {
+                    now_unix()
+                },
             },
-        },
-    );
+        )
+        .map(|c| (c.body, c.usage))
+    };
     let bytes = match translated {
-        Ok(c) => {
-            log.usage = c.usage;
+        Ok((body, usage)) => {
+            log.usage = usage;
             log.usage_label = policy.usage_label(attempt.target);
             log.renamed = policy.renames(attempt.target);
-            c.body
+            body
         }
         Err(source) => {
             let error = GatewayError::ResponseMalformed { upstream, source };
@@ -185,6 +190,24 @@ pub(crate) async fn read_whole(
 
 fn status_u16(attempt: &Attempt) -> u16 {
     attempt.resp.status().as_u16()
+}
+
+/// A Converse response for the client, and its usage.
+fn bedrock_response(
+    body: &[u8],
+    op: sluice_providers::Operation,
+    model: &str,
+) -> Result<(Bytes, Option<sluice_providers::Usage>), sluice_providers::response::ResponseError> {
+    sluice_providers::bedrock::translate_response(
+        body,
+        &sluice_providers::bedrock::BedrockResponseOptions {
+            op,
+            model,
+            id: None,
+            now_unix: now_unix(),
+        },
+    )
+    .map(|r| (r.body, r.usage))
 }
 
 /// Why a non-streaming body was not read whole.

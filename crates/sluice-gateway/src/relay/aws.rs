@@ -1,0 +1,156 @@
+//! A Bedrock stream (AWS event-stream framing, not SSE) as the client's SSE events, before the
+//! relay's SSE decoder: ConverseStream translated for the client's family, or
+//! InvokeModelWithResponseStream's chunks unwrapped into the Anthropic events they carry.
+
+use bytes::Bytes;
+use http::StatusCode;
+use sluice_providers::bedrock::{self, BedrockStream};
+use sluice_providers::eventstream::Decoder;
+use sluice_providers::Family;
+
+/// What turns one Bedrock attempt's body into SSE.
+pub(super) enum AwsFeed {
+    /// ConverseStream, translated for the client.
+    Converse(BedrockStream),
+    /// InvokeModelWithResponseStream (Anthropic clients): the event-stream decoder; `true`
+    /// once the stream ended in an error event (later bytes are ignored).
+    Invoke(Decoder, bool),
+}
+
+impl AwsFeed {
+    /// Body bytes in (`end`: the body ended), SSE event bytes out through `sse`.
+    pub(super) fn feed(&mut self, data: &[u8], end: bool, sse: &mut dyn FnMut(Bytes)) {
+        match self {
+            AwsFeed::Converse(b) => {
+                let mut events = Vec::new();
+                if end {
+                    b.end(&mut events);
+                } else {
+                    b.feed(data, &mut events);
+                }
+                events.into_iter().for_each(|e| sse(e.bytes));
+            }
+            AwsFeed::Invoke(_, true) => {}
+            AwsFeed::Invoke(d, failed) => {
+                let fail = |status: StatusCode, code: &str, message: &str| {
+                    sluice_providers::error::sse_error_event(
+                        Family::Anthropic,
+                        status,
+                        code,
+                        message,
+                    )
+                };
+                if end {
+                    if let Err(e) = d.finish() {
+                        *failed = true;
+                        let msg = format!("the Bedrock stream ended inside a message: {e}");
+                        sse(fail(
+                            StatusCode::BAD_GATEWAY,
+                            "upstream_stream_truncated",
+                            &msg,
+                        ));
+                    }
+                    return;
+                }
+                d.push(data);
+                loop {
+                    match d.next_message() {
+                        Ok(Some(m)) => {
+                            if m.header_str(":message-type") == Some("exception") {
+                                let kind = m.header_str(":exception-type").unwrap_or("exception");
+                                let e = bedrock::classify_stream_exception(kind, &m.payload);
+                                let code = e.code.as_deref().unwrap_or(kind);
+                                *failed = true;
+                                sse(fail(e.status, code, &e.message));
+                                return;
+                            }
+                            match bedrock::invoke_stream_event(&m) {
+                                Ok(Some(event)) => sse(event),
+                                Ok(None) => {}
+                                Err(e) => {
+                                    *failed = true;
+                                    let msg = e.to_string();
+                                    sse(fail(
+                                        StatusCode::BAD_GATEWAY,
+                                        "upstream_malformed_event",
+                                        &msg,
+                                    ));
+                                    return;
+                                }
+                            }
+                        }
+                        Ok(None) => return,
+                        Err(e) => {
+                            *failed = true;
+                            let msg = format!("the Bedrock stream's framing is broken: {e}");
+                            sse(fail(
+                                StatusCode::BAD_GATEWAY,
+                                "upstream_malformed_event",
+                                &msg,
+                            ));
+                            return;
+                        }
+                    }
+                }
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use sluice_providers::eventstream::Message;
+
+    fn invoke() -> AwsFeed {
+        AwsFeed::Invoke(Decoder::new(), false)
+    }
+
+    fn run(feed: &mut AwsFeed, bytes: &[u8]) -> Vec<String> {
+        let mut out = Vec::new();
+        // Byte by byte: the decoder holds partial frames.
+        for b in bytes {
+            feed.feed(std::slice::from_ref(b), false, &mut |e| out.push(e));
+        }
+        feed.feed(&[], true, &mut |e| out.push(e));
+        out.iter()
+            .map(|b| String::from_utf8_lossy(b).into_owned())
+            .collect()
+    }
+
+    #[test]
+    fn invoke_chunks_become_anthropic_events_and_exceptions_error_events() {
+        // `{"type":"ping"}` in standard base64.
+        let chunk = Message::new(r#"{"bytes":"eyJ0eXBlIjoicGluZyJ9"}"#)
+            .with_str(":message-type", "event")
+            .with_str(":event-type", "chunk");
+        let exception = Message::new(r#"{"message":"Too many requests"}"#)
+            .with_str(":message-type", "exception")
+            .with_str(":exception-type", "throttlingException");
+        let mut bytes = chunk.to_bytes().unwrap().to_vec();
+        bytes.extend_from_slice(&exception.to_bytes().unwrap());
+        bytes.extend_from_slice(&chunk.to_bytes().unwrap());
+        let out = run(&mut invoke(), &bytes);
+        assert_eq!(out.len(), 2, "{out:?}");
+        assert_eq!(out[0], "event: ping\ndata: {\"type\":\"ping\"}\n\n");
+        assert!(out[1].starts_with("event: error\n"), "{}", out[1]);
+        assert!(out[1].contains("rate_limit_error"), "{}", out[1]);
+        assert!(out[1].contains("Too many requests"), "{}", out[1]);
+    }
+
+    #[test]
+    fn broken_framing_and_a_cut_frame_are_error_events() {
+        let chunk =
+            Message::new(r#"{"bytes":"eyJ0eXBlIjoicGluZyJ9"}"#).with_str(":event-type", "chunk");
+        let mut bad = chunk.to_bytes().unwrap().to_vec();
+        let last = bad.len() - 1;
+        bad[last] ^= 1; // the message CRC
+        let out = run(&mut invoke(), &bad);
+        assert_eq!(out.len(), 1, "{out:?}");
+        assert!(out[0].contains("framing is broken"), "{}", out[0]);
+        let whole = chunk.to_bytes().unwrap();
+        let out = run(&mut invoke(), &whole[..whole.len() - 3]);
+        assert_eq!(out.len(), 1, "{out:?}");
+        assert!(out[0].contains("ended inside a message"), "{}", out[0]);
+    }
+}
