@@ -46,9 +46,9 @@ mod units;
 mod validate;
 
 #[cfg(test)]
-mod guardrail_tests;
-#[cfg(test)]
 mod cloud_tests;
+#[cfg(test)]
+mod guardrail_tests;
 #[cfg(test)]
 mod limits_tests;
 #[cfg(test)]
@@ -62,10 +62,10 @@ use std::path::PathBuf;
 use std::time::{Duration, SystemTime};
 
 pub use admin::{AdminToken, DEFAULT_ADMIN_LISTEN};
+pub use cloud::{BedrockAuth, CloudAuth, EntraAuth, VertexAuth};
 pub use guardrail::{
     GuardrailConfig, GuardrailKind, HttpCheck, OnError, RulesCheck, DEFAULT_WINDOW, MAX_WINDOW,
 };
-pub use cloud::{BedrockAuth, CloudAuth, EntraAuth, VertexAuth};
 pub use limits::{
     BudgetLimit, KeyConfig, KeyMode, Limits, ModelLimits, PriceConfig, RateLimit, StateSettings,
     TeamConfig,
