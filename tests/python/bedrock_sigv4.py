@@ -12,12 +12,12 @@ non-zero on a failure.
 
 import json
 import sys
-import traceback
 import urllib.request
 
 import boto3
 from botocore.config import Config
 from botocore.exceptions import ClientError, EventStreamError
+import checks
 
 MOCK = sys.argv[1].rstrip("/")
 # The mock's built-in test key pair (sluice_mock::TEST_AWS_ACCESS_KEY_ID / _SECRET_ACCESS_KEY).
@@ -147,17 +147,7 @@ def test_throttling_is_typed():
 
 def main():
     tests = [(n, f) for n, f in sorted(globals().items()) if n.startswith("test_")]
-    failed = 0
-    for name, f in tests:
-        try:
-            f()
-            print("ok   ", name)
-        except Exception:  # noqa: BLE001 - report every failure, then exit non-zero
-            failed += 1
-            print("FAIL ", name)
-            traceback.print_exc()
-    print(f"{len(tests) - failed} passed, {failed} failed")
-    sys.exit(1 if failed else 0)
+    checks.run(tests)
 
 
 if __name__ == "__main__":

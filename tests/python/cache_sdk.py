@@ -10,12 +10,12 @@ Run by crates/sluice-gateway/tests/sdk.rs. Prints 'N passed, M failed'.
 
 import json
 import sys
-import traceback
 import urllib.request
 import uuid
 
 import anthropic
 import openai
+import checks
 
 BASE = sys.argv[1].rstrip("/")
 MOCK = sys.argv[2].rstrip("/")
@@ -157,16 +157,5 @@ def test_no_cache_asks_upstream_again():
 
 
 if __name__ == "__main__":
-    passed = failed = 0
-    for name, fn in list(globals().items()):
-        if name.startswith("test_") and callable(fn):
-            try:
-                fn()
-                passed += 1
-                print("ok  ", name)
-            except Exception:
-                failed += 1
-                print("FAIL", name)
-                traceback.print_exc(file=sys.stdout)
-    print(f"{passed} passed, {failed} failed")
-    sys.exit(1 if failed else 0)
+    checks.run([(n, f) for n, f in list(globals().items())
+                if n.startswith("test_") and callable(f)])

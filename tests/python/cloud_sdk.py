@@ -13,11 +13,11 @@ on a failure.
 
 import json
 import sys
-import traceback
 import urllib.request
 
 import anthropic
 import openai
+import checks
 
 GATEWAY = sys.argv[1].rstrip("/")
 MOCK = sys.argv[2].rstrip("/")
@@ -178,17 +178,7 @@ def test_throttling_is_a_rate_limit_error():
 def main():
     tests = make_tests() + [
         (n, f) for n, f in sorted(globals().items()) if n.startswith("test_")]
-    failed = 0
-    for name, f in tests:
-        try:
-            f()
-            print("ok   ", name)
-        except Exception:  # noqa: BLE001 - report every failure, then exit non-zero
-            failed += 1
-            print("FAIL ", name)
-            traceback.print_exc()
-    print(f"{len(tests) - failed} passed, {failed} failed")
-    sys.exit(1 if failed else 0)
+    checks.run(tests)
 
 
 if __name__ == "__main__":

@@ -10,11 +10,11 @@ non-zero on a failure.
 
 import json
 import sys
-import traceback
 import urllib.request
 
 from google import genai
 from google.genai import errors, types
+import checks
 
 BASE = sys.argv[1].rstrip("/")
 MOCK = (sys.argv[2] if len(sys.argv) > 2 else BASE).rstrip("/")
@@ -164,17 +164,7 @@ def test_count_tokens_and_models():
 
 def main():
     tests = [(n, f) for n, f in sorted(globals().items()) if n.startswith("test_")]
-    failed = 0
-    for name, f in tests:
-        try:
-            f()
-            print("ok   ", name)
-        except Exception:  # noqa: BLE001 - report every failure, then exit non-zero
-            failed += 1
-            print("FAIL ", name)
-            traceback.print_exc()
-    print(f"{len(tests) - failed} passed, {failed} failed")
-    sys.exit(1 if failed else 0)
+    checks.run(tests)
 
 
 if __name__ == "__main__":

@@ -16,12 +16,12 @@ Prints 'N passed, M failed' and exits non-zero on a failure.
 
 import json
 import sys
-import traceback
 import urllib.error
 import urllib.request
 
 from google import genai
 from google.genai import errors, types
+import checks
 
 BASE = sys.argv[1].rstrip("/")
 KEY = "sk-gemini-client"
@@ -159,18 +159,7 @@ def test_the_key_as_a_query_parameter():
 
 def main():
     tests = [(n, f) for n, f in sorted(globals().items()) if n.startswith("test_")]
-    passed = failed = 0
-    for name, fn in tests:
-        try:
-            fn()
-            passed += 1
-            print("ok  ", name)
-        except Exception:
-            failed += 1
-            print("FAIL", name)
-            traceback.print_exc(file=sys.stdout)
-    print(f"{passed} passed, {failed} failed")
-    sys.exit(1 if failed else 0)
+    checks.run(tests)
 
 
 if __name__ == "__main__":

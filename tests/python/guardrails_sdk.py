@@ -11,10 +11,10 @@ mid-stream is the SDK's APIError. Run by crates/sluice-gateway/tests/guardrails.
 """
 
 import sys
-import traceback
 
 import anthropic
 import openai
+import checks
 
 BASE = sys.argv[1].rstrip("/")
 oai = openai.OpenAI(base_url=BASE + "/v1", api_key="sk-mock", max_retries=0)
@@ -94,16 +94,5 @@ def test_openai_deny_mid_stream_is_an_api_error():
 
 
 if __name__ == "__main__":
-    passed = failed = 0
-    for name, fn in list(globals().items()):
-        if name.startswith("test_") and callable(fn):
-            try:
-                fn()
-                passed += 1
-                print("ok  ", name)
-            except Exception:
-                failed += 1
-                print("FAIL", name)
-                traceback.print_exc(file=sys.stdout)
-    print(f"{passed} passed, {failed} failed")
-    sys.exit(1 if failed else 0)
+    checks.run([(n, f) for n, f in list(globals().items())
+                if n.startswith("test_") and callable(f)])

@@ -14,10 +14,10 @@ Prints 'N passed, M failed' and exits non-zero on a failure.
 """
 
 import sys
-import traceback
 
 import anthropic
 import openai
+import checks
 
 BASE = sys.argv[1].rstrip("/")
 oai = openai.OpenAI(base_url=BASE + "/v1", api_key="sk-client", max_retries=0)
@@ -223,18 +223,7 @@ def test_anthropic_sdk_without_thinking_gets_none():
 
 def main():
     tests = [(n, f) for n, f in sorted(globals().items()) if n.startswith("test_")]
-    passed = failed = 0
-    for name, fn in tests:
-        try:
-            fn()
-            passed += 1
-            print("ok  ", name)
-        except Exception:
-            failed += 1
-            print("FAIL", name)
-            traceback.print_exc(file=sys.stdout)
-    print(f"{passed} passed, {failed} failed")
-    sys.exit(1 if failed else 0)
+    checks.run(tests)
 
 
 if __name__ == "__main__":

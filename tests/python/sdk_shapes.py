@@ -11,11 +11,11 @@ defaults to BASE_URL. Prints 'N passed, M failed' and exits non-zero on a failur
 import json
 import sys
 import time
-import traceback
 import urllib.request
 
 import anthropic
 import openai
+import checks
 
 BASE = sys.argv[1].rstrip("/")
 MOCK = (sys.argv[2] if len(sys.argv) > 2 else BASE).rstrip("/")
@@ -213,17 +213,7 @@ def test_closing_a_stream_early_is_recorded_as_cancel():
 
 def main():
     tests = [(n, f) for n, f in sorted(globals().items()) if n.startswith("test_")]
-    failed = 0
-    for name, f in tests:
-        try:
-            f()
-            print("ok   ", name)
-        except Exception:  # noqa: BLE001 - report every failure, then exit non-zero
-            failed += 1
-            print("FAIL ", name)
-            traceback.print_exc()
-    print(f"{len(tests) - failed} passed, {failed} failed")
-    sys.exit(1 if failed else 0)
+    checks.run(tests)
 
 
 if __name__ == "__main__":

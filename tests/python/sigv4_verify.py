@@ -8,11 +8,11 @@ Run by crates/sluice-gateway/tests/cloud.rs. Prints 'N passed, M failed'.
 
 import json
 import sys
-import traceback
 import urllib.request
 
 import anthropic
 import openai
+import checks
 
 GATEWAY = sys.argv[1].rstrip("/")
 UPSTREAM = sys.argv[2].rstrip("/")
@@ -80,17 +80,7 @@ def test_anthropic_whole_and_stream():
 
 def main():
     tests = [(n, f) for n, f in sorted(globals().items()) if n.startswith("test_")]
-    failed = 0
-    for name, f in tests:
-        try:
-            f()
-            print("ok   ", name)
-        except Exception:  # noqa: BLE001 - report every failure, then exit non-zero
-            failed += 1
-            print("FAIL ", name)
-            traceback.print_exc()
-    print(f"{len(tests) - failed} passed, {failed} failed")
-    sys.exit(1 if failed else 0)
+    checks.run(tests)
 
 
 if __name__ == "__main__":

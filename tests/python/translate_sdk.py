@@ -12,10 +12,10 @@ Prints 'N passed, M failed' and exits non-zero on a failure.
 
 import json
 import sys
-import traceback
 
 import anthropic
 import openai
+import checks
 
 BASE = sys.argv[1].rstrip("/")
 oai = openai.OpenAI(base_url=BASE + "/v1", api_key="sk-client", max_retries=0)
@@ -221,17 +221,7 @@ def test_errors_have_the_right_sdk_class():
 
 def main():
     tests = [(n, f) for n, f in sorted(globals().items()) if n.startswith("test_")]
-    failed = 0
-    for name, f in tests:
-        try:
-            f()
-            print(f"ok   {name}")
-        except Exception:
-            failed += 1
-            print(f"FAIL {name}")
-            traceback.print_exc()
-    print(f"{len(tests) - failed} passed, {failed} failed")
-    sys.exit(1 if failed else 0)
+    checks.run(tests)
 
 
 if __name__ == "__main__":
