@@ -302,7 +302,10 @@ fn serde_attributes_come_out_in_the_schema() {
         .iter()
         .map(|v| v["properties"]["type"]["const"].as_str().unwrap())
         .collect();
-    assert_eq!(auth, ["passthrough", "bearer", "header", "api_key", "entra"]);
+    assert_eq!(
+        auth,
+        ["passthrough", "bearer", "header", "api_key", "entra"]
+    );
     // No null alternative: TOML has none.
     assert!(!serde_json::to_string(&schema).unwrap().contains("\"null\""));
 }

@@ -134,11 +134,13 @@ impl Operation {
 /// Both `/v1/chat/completions` and `/chat/completions` are recognised: several SDKs and tools
 /// send the latter when their base URL already ends in `/v1`.
 pub fn operation_for_path(path: &str) -> Option<Operation> {
-    if let Some((op, _)) = gemini_operation_for_path(path) {
-        return Some(op);
-    }
+    // The fixed paths first: they are nearly every request, and Gemini's pattern never
+    // matches one of them.
     let below = path.strip_prefix("/v1").unwrap_or(path);
-    Operation::ALL.into_iter().find(|op| op.path() == below)
+    Operation::ALL
+        .into_iter()
+        .find(|op| op.path() == below)
+        .or_else(|| gemini_operation_for_path(path).map(|(op, _)| op))
 }
 
 /// A Gemini-native call and its model: `/v1beta/models/{model}:generateContent` or

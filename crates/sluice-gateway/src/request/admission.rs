@@ -410,9 +410,15 @@ where
     } = req;
     let bytes = read_request_body(&parts, body, state.config.server.max_request_body).await?;
     let probe = crate::probe::routing_fields(&bytes).map_err(Failure::bad_request)?;
-    // Gemini's model is in the path (`/v1beta/models/{model}:generateContent`).
-    let path_model = sluice_providers::api::gemini_operation_for_path(parts.uri.path())
-        .map(|(_, m)| m.to_string());
+    // Gemini's model is in the path (`/v1beta/models/{model}:generateContent`); other
+    // operations never look.
+    let path_model = matches!(
+        op,
+        Operation::GenerateContent | Operation::StreamGenerateContent
+    )
+    .then(|| sluice_providers::api::gemini_operation_for_path(parts.uri.path()))
+    .flatten()
+    .map(|(_, m)| m.to_string());
     let model = path_model
         .as_deref()
         .or(probe.model.as_deref())

@@ -9,6 +9,7 @@ use http::Method;
 use crate::config::Config;
 use crate::error::GatewayError;
 use crate::route::{self, Endpoint};
+use sluice_providers::Operation;
 
 /// Where a request goes.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -45,7 +46,13 @@ pub fn route_request(
     }
     let probe = crate::probe::routing_fields(body)?;
     // Gemini's model is in the path, as admission reads it.
-    let model = sluice_providers::api::gemini_operation_for_path(path)
+    let gemini = matches!(
+        endpoint,
+        Endpoint::Model(Operation::GenerateContent | Operation::StreamGenerateContent)
+    );
+    let model = gemini
+        .then(|| sluice_providers::api::gemini_operation_for_path(path))
+        .flatten()
         .map(|(_, m)| m)
         .or(probe.model.as_deref())
         .ok_or(GatewayError::MissingModel)?;
