@@ -147,6 +147,11 @@ pub fn operation_for_path(path: &str) -> Option<Operation> {
 /// `:streamGenerateContent` (also below `/v1`, and without the version, as base URLs
 /// differ), the model without its `models/` prefix.
 pub fn gemini_operation_for_path(path: &str) -> Option<(Operation, &str)> {
+    // Every Gemini call has `:method`; no other API's path has a colon. The error path and
+    // the router ask this of every request, so the common answer is one byte scan.
+    if !path.as_bytes().contains(&b':') {
+        return None;
+    }
     let below = path
         .strip_prefix("/v1beta")
         .or_else(|| path.strip_prefix("/v1"))
