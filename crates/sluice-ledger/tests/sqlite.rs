@@ -501,3 +501,83 @@ PRAGMA user_version = 1;";
         .unwrap();
     assert!(seq > rows[2].0 && seq >= ts, "{seq} {ts}");
 }
+
+/// Every field of a record lands in its own column of the view: the JSON row is written in
+/// the order the view reads it, so a value in the wrong place would show here.
+#[tokio::test]
+async fn every_field_reads_back_from_its_column() {
+    use rusqlite::types::Value;
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("l.db");
+    let sink = SqliteSink::open(&path, 30, 1 << 30).await.unwrap();
+    let catalog = Catalog::shipped();
+    let mut r = record(&catalog, 1, base() + 7);
+    r.attempts = 3;
+    r.attempt_classes = vec!["connect", "status_503"];
+    r.status = 201;
+    r.tokens.cache_write_1h = 17;
+    r.tokens.reasoning = 19;
+    r.idempotent_replay = true;
+    r.capture = Some(Box::new(Capture::new("the prompt", "the answer", 4096)));
+    let t = r.tokens;
+    let text = |s: &str| Value::Text(s.to_string());
+    let int = |n: i64| Value::Integer(n);
+    let opt = |s: Option<&str>| s.map_or(Value::Null, text);
+    let expected: Vec<(&str, Value)> = vec![
+        ("ts_us", int(r.ts_us)),
+        ("request_id", text(&r.request_id)),
+        ("key_id", opt(r.key_id.as_deref())),
+        ("team", opt(r.team.as_deref())),
+        ("owner", opt(r.owner.as_deref())),
+        ("route", text(&r.route)),
+        ("client_api", text(r.client_api)),
+        ("requested_model", opt(r.requested_model.as_deref())),
+        ("served_model", opt(r.served_model.as_deref())),
+        ("upstream", opt(r.upstream.as_deref())),
+        ("provider", opt(r.provider.as_deref())),
+        ("attempts", int(3)),
+        ("attempt_classes", text("connect,status_503")),
+        ("status", int(201)),
+        ("end_reason", text(r.end_reason)),
+        ("stream", int(i64::from(r.stream))),
+        ("input_tokens", int(t.input as i64)),
+        ("output_tokens", int(t.output as i64)),
+        ("cache_read_tokens", int(t.cache_read as i64)),
+        ("cache_write_tokens", int(t.cache_write as i64)),
+        ("cache_write_1h_tokens", int(17)),
+        ("reasoning_tokens", int(19)),
+        ("pricing", int(i64::from(r.pricing.code()))),
+        ("price_entry", opt(r.pricing.entry())),
+        (
+            "cost_micros",
+            r.pricing.cost_micros().map_or(Value::Null, int),
+        ),
+        (
+            "first_byte_us",
+            int(r.latency.first_byte_us.unwrap() as i64),
+        ),
+        (
+            "first_token_us",
+            int(r.latency.first_token_us.unwrap() as i64),
+        ),
+        ("total_us", int(r.latency.total_us as i64)),
+        ("cache_hit", int(i64::from(r.cache_hit))),
+        ("idempotent_replay", int(1)),
+        ("prompt", text("the prompt")),
+        ("response", text("the answer")),
+        ("capture_truncated", int(0)),
+    ];
+    sink.write(vec![r]).await.unwrap();
+    let conn = Connection::open(&path).unwrap();
+    let columns: Vec<&str> = expected.iter().map(|(c, _)| *c).collect();
+    let row: Vec<Value> = conn
+        .query_row(
+            &format!("SELECT {} FROM sluice_requests", columns.join(", ")),
+            [],
+            |x| (0..columns.len()).map(|i| x.get(i)).collect(),
+        )
+        .unwrap();
+    for ((column, want), got) in expected.iter().zip(&row) {
+        assert_eq!(got, want, "{column}");
+    }
+}
