@@ -502,3 +502,45 @@ fn every_split_point_gives_the_same_events() {
         }
     }
 }
+
+/// The Responses stream repeats its text in the `.done` events and `response.completed`, so
+/// the writer holds the answer; past 8 MiB it ends the stream with an error instead of growing.
+#[test]
+fn an_answer_held_past_its_bound_ends_the_responses_stream_with_an_error() {
+    let big = "x".repeat(64 << 10);
+    let mut sse = String::from(
+        "event: message_start\ndata: {\"type\":\"message_start\",\"message\":{\"id\":\"msg_big\",\"model\":\"claude\",\"usage\":{\"input_tokens\":1,\"output_tokens\":1}}}\n\n\
+         event: content_block_start\ndata: {\"type\":\"content_block_start\",\"index\":0,\"content_block\":{\"type\":\"text\",\"text\":\"\"}}\n\n",
+    );
+    for _ in 0..160 {
+        sse.push_str(&format!(
+            "event: content_block_delta\ndata: {{\"type\":\"content_block_delta\",\"index\":0,\"delta\":{{\"type\":\"text_delta\",\"text\":\"{big}\"}}}}\n\n"
+        ));
+    }
+    let provider = ProviderKind::anthropic();
+    let so =
+        sluice_providers::stream::StreamOptions::new(Operation::Responses, &provider, "claude");
+    let mut t = sluice_providers::stream::translator(&so);
+    let r = run_with(t.as_mut(), &Bytes::from(sse), &[]);
+    assert!(
+        r.max_translator_held <= 8 << 20,
+        "{}",
+        r.max_translator_held
+    );
+    let last_two: Vec<&Emitted> = r.out.iter().rev().take(2).collect();
+    assert!(
+        last_two.iter().all(|e| e.kind == EventKind::Error),
+        "the stream ends with `error` and `response.failed`"
+    );
+    let error = String::from_utf8_lossy(&last_two[1].bytes);
+    assert!(error.contains("the answer ran over 8 MiB"), "{error}");
+    let deltas = r
+        .out
+        .iter()
+        .filter(|e| String::from_utf8_lossy(&e.bytes).contains("response.output_text.delta"))
+        .count();
+    assert_eq!(
+        deltas, 128,
+        "every delta that fit was sent, none after the bound"
+    );
+}

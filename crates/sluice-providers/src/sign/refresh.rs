@@ -145,6 +145,8 @@ pub struct TokenCache<T, E> {
     retry_at: Option<Duration>,
     last_error: Option<E>,
     refreshes: u64,
+    /// Tokens refused in a row, each while still young (see [`invalidate`](Self::invalidate)).
+    refused: u32,
 }
 
 impl<T, E> TokenCache<T, E> {
@@ -158,6 +160,7 @@ impl<T, E> TokenCache<T, E> {
             retry_at: None,
             last_error: None,
             refreshes: 0,
+            refused: 0,
         }
     }
 
@@ -261,12 +264,26 @@ impl<T, E> TokenCache<T, E> {
         self.last_error.as_ref()
     }
 
-    /// The upstream refused the current token (revoked, or a clock disagreement): drop it,
-    /// and make a refresh due at once unless one is in flight. Requests find no token until
-    /// the refresh succeeds.
-    pub fn invalidate(&mut self) {
+    /// The upstream refused the current token at `now` (revoked, or a clock disagreement):
+    /// drop it; a refresh is due at once unless one is in flight. Requests find no token
+    /// until the refresh succeeds.
+    ///
+    /// A credential whose every token is refused (a wrong scope or audience) would otherwise
+    /// fetch a new token per round trip: a token refused within [`RefreshPolicy::retry_max`]
+    /// of being asked for, after another such refusal, waits the failure backoff first.
+    pub fn invalidate(&mut self, now: Duration) {
+        let young = self
+            .current
+            .as_ref()
+            .is_some_and(|s| now.saturating_sub(s.acquired_at) < self.policy.retry_max);
+        self.refused = if young {
+            self.refused.saturating_add(1)
+        } else {
+            1
+        };
         self.current = None;
-        self.retry_at = None;
+        self.retry_at =
+            (self.refused > 1).then(|| now.saturating_add(self.policy.backoff(self.refused - 1)));
     }
 }
 
@@ -346,11 +363,38 @@ mod tests {
         let mut c: TokenCache<u32, ()> = TokenCache::new(RefreshPolicy::default());
         assert!(c.begin_refresh(s(0)));
         c.refresh_succeeded(s(0), 1, s(3600));
-        c.invalidate();
+        c.invalidate(s(1));
         assert_eq!(c.token(s(1)), None);
         assert_eq!(c.due_at(), Some(Duration::ZERO));
         assert!(c.begin_refresh(s(1)));
-        c.invalidate();
+        c.invalidate(s(1));
         assert!(!c.begin_refresh(s(1)), "still one in flight");
+    }
+
+    #[test]
+    fn tokens_refused_young_again_and_again_back_off() {
+        let policy = RefreshPolicy::default();
+        let mut c: TokenCache<u32, ()> = TokenCache::new(policy);
+        let ms = Duration::from_millis;
+        assert!(c.begin_refresh(ms(0)));
+        c.refresh_succeeded(ms(0), 1, s(3600));
+        // The first refusal refreshes at once (a revoked token).
+        c.invalidate(ms(10));
+        assert_eq!(c.due_at(), Some(Duration::ZERO));
+        assert!(c.begin_refresh(ms(10)));
+        c.refresh_succeeded(ms(10), 2, s(3600));
+        // Its successor refused at once too: the next waits retry_min, then twice that.
+        c.invalidate(ms(20));
+        assert_eq!(c.due_at(), Some(ms(20) + policy.retry_min));
+        assert!(!c.begin_refresh(ms(21)));
+        assert!(c.begin_refresh(ms(20) + policy.retry_min));
+        c.refresh_succeeded(ms(300), 3, s(3600));
+        c.invalidate(ms(310));
+        assert_eq!(c.due_at(), Some(ms(310) + policy.retry_min * 2));
+        // A token that served past retry_max and then was refused: at once again.
+        assert!(c.begin_refresh(ms(310) + policy.retry_min * 2));
+        c.refresh_succeeded(ms(900), 4, s(3600));
+        c.invalidate(ms(900) + policy.retry_max);
+        assert_eq!(c.due_at(), Some(Duration::ZERO));
     }
 }

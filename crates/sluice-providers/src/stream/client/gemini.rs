@@ -221,6 +221,10 @@ impl Writer for GeminiWriter {
         self.tools_seen = true;
         if self.call.as_ref().is_some_and(|c| c.key != key) {
             self.flush_call(out);
+            if self.closed {
+                // The finished call was refused: the stream has ended.
+                return;
+            }
         }
         if self.call.is_none() {
             let n = self.calls;

@@ -35,6 +35,11 @@ use crate::stream::json::{push_escaped, push_u64, EventEncoder, JsonStr, JsonStr
 use crate::stream::{Emitted, EventKind, SpliceState};
 use crate::usage::Usage;
 
+/// Most bytes of text, reasoning and arguments held for the `.done` events and
+/// `response.completed` (the answer's, escaped); past it the stream ends with an error rather
+/// than hold more. The gateway's cap on a whole (non-streamed) answer is 8 MiB by default.
+pub(crate) const MAX_HELD: usize = 8 << 20;
+
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Kind {
     Message,
@@ -75,6 +80,10 @@ pub(crate) struct ResponsesWriter {
     usage: Option<Usage>,
     closed: bool,
     text: String,
+    /// Bytes held in the items' `text` and `sealed` (what [`Writer::held_bytes`] says).
+    held: usize,
+    /// Calls opened so far (their generated ids count them).
+    calls: u32,
 }
 
 impl ResponsesWriter {
@@ -91,7 +100,22 @@ impl ResponsesWriter {
             usage: None,
             closed: false,
             text: String::new(),
+            held: 0,
+            calls: 0,
         }
+    }
+
+    /// Whether `more` bytes may still be held; when not, ends the stream with an error.
+    fn room(&mut self, more: usize, out: &mut Vec<Emitted>) -> bool {
+        if self.held + more <= MAX_HELD {
+            self.held += more;
+            return true;
+        }
+        self.fail(
+            &Fault::malformed("upstream", "the answer ran over 8 MiB before its end"),
+            out,
+        );
+        false
     }
 
     fn ensure_started(&mut self, out: &mut Vec<Emitted>) {
@@ -440,7 +464,7 @@ impl Writer for ResponsesWriter {
 
     fn text(&mut self, text: JsonStr<'_>, out: &mut Vec<Emitted>) {
         self.ensure_started(out);
-        if text.is_empty() {
+        if text.is_empty() || !self.room(text.inner().len(), out) {
             return;
         }
         let index = match self.open {
@@ -478,7 +502,7 @@ impl Writer for ResponsesWriter {
 
     fn reasoning(&mut self, text: JsonStr<'_>, out: &mut Vec<Emitted>) {
         self.ensure_started(out);
-        if text.is_empty() {
+        if text.is_empty() || !self.room(text.inner().len(), out) {
             return;
         }
         let index = self.reasoning_item(out);
@@ -516,8 +540,11 @@ impl Writer for ResponsesWriter {
         self.items[index].text.push_str(text.inner());
     }
 
-    fn reasoning_signature(&mut self, signature: JsonStr<'_>, _out: &mut Vec<Emitted>) {
+    fn reasoning_signature(&mut self, signature: JsonStr<'_>, out: &mut Vec<Emitted>) {
         if let Some(i) = self.open.filter(|&i| self.items[i].kind == Kind::Reasoning) {
+            if !self.room(signature.inner().len(), out) {
+                return;
+            }
             self.items[i]
                 .sealed
                 .get_or_insert_with(String::new)
@@ -536,6 +563,9 @@ impl Writer for ResponsesWriter {
 
     fn redacted_reasoning(&mut self, data: JsonStr<'_>, out: &mut Vec<Emitted>) {
         self.ensure_started(out);
+        if !self.room(REDACTED_PREFIX.len() + data.inner().len(), out) {
+            return;
+        }
         let i = self.open_item(Kind::Reasoning, out);
         let mut sealed = String::with_capacity(REDACTED_PREFIX.len() + data.inner().len());
         sealed.push_str(REDACTED_PREFIX);
@@ -547,15 +577,17 @@ impl Writer for ResponsesWriter {
 
     fn tool(&mut self, key: u32, part: ToolPart<'_>, out: &mut Vec<Emitted>) {
         self.ensure_started(out);
+        // Only the open call takes more: a closed one has had its `.done` events (a fragment
+        // for it after that starts a call of its own, as the other writers do).
         let found = self
-            .items
-            .iter()
-            .rposition(|it| it.kind == Kind::Call && it.key == key);
+            .open
+            .filter(|&i| self.items[i].kind == Kind::Call && self.items[i].key == key);
         let index = match found {
             Some(i) => i,
             None => {
                 let i = self.open_item(Kind::Call, out);
-                let n = self.items.iter().filter(|it| it.kind == Kind::Call).count() - 1;
+                let n = self.calls;
+                self.calls += 1;
                 let item = &mut self.items[i];
                 item.key = key;
                 item.name = part
@@ -576,6 +608,9 @@ impl Writer for ResponsesWriter {
         let Some(args) = part.args.filter(|a| !a.is_empty()) else {
             return;
         };
+        if !self.room(args.inner().len(), out) {
+            return;
+        }
         let doc = begin(
             &mut self.enc,
             &mut self.seq,
@@ -647,10 +682,7 @@ impl Writer for ResponsesWriter {
     }
 
     fn held_bytes(&self) -> usize {
-        self.items
-            .iter()
-            .map(|i| i.text.len() + i.sealed.as_ref().map_or(0, String::len))
-            .sum()
+        self.held
     }
 
     fn splice_state(&self, _own: Option<Usage>) -> Option<SpliceState> {
