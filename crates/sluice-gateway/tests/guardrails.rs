@@ -301,6 +301,10 @@ async fn checker(mode: &'static str) -> SocketAddr {
                         let v: serde_json::Value = serde_json::from_slice(&body).unwrap();
                         let answer = if auth.as_deref() != Some("Bearer test-token") {
                             serde_json::json!({"verdict": "deny", "reason": "no credentials"})
+                        } else if v["guardrail"] != "policy" || v["stage"] != "input" {
+                            // The check names its guardrail and stage (one service, several
+                            // guardrails): a request without them is refused, visibly.
+                            serde_json::json!({"verdict": "deny", "reason": "unnamed check"})
                         } else {
                             match mode {
                                 "allow" => serde_json::json!({"verdict": "allow"}),

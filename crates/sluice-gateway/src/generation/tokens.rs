@@ -47,6 +47,15 @@ enum Minter {
 }
 
 impl Minter {
+    /// Where its tokens come from (no token request is made, nor a JWT signed, to learn it).
+    fn token_url(&self) -> Result<String, String> {
+        match self {
+            Minter::Google(key) => Ok(key.token_uri().to_string()),
+            Minter::Entra(c) => Ok(c.token_url()),
+            Minter::Broken(why) => Err(why.clone()),
+        }
+    }
+
     fn request(&self) -> Result<TokenRequest, TokenError> {
         match self {
             Minter::Google(key) => {
@@ -133,10 +142,9 @@ impl TokenSource {
             wake: Notify::new(),
             fetches: AtomicU64::new(0),
         });
-        let endpoint = match minter.request() {
-            Ok(req) => Endpoint::new(name, &req.url, ca_file),
-            Err(e) => Err(e.to_string()),
-        };
+        let endpoint = minter
+            .token_url()
+            .and_then(|url| Endpoint::new(name, &url, ca_file));
         let (minter, endpoint) = match endpoint {
             Ok(ep) => (minter, Some(ep)),
             Err(why) => (Minter::Broken(why), None),
@@ -156,6 +164,10 @@ impl TokenSource {
     /// Dropping the future only stops the wait.
     pub(crate) async fn bearer(&self, by: Instant) -> Result<HeaderValue, GatewayError> {
         let inner = &*self.inner;
+        // The common case, a live token, takes the cache's lock only.
+        if let Some(t) = inner.cache.lock().token(inner.now()) {
+            return Ok(t.clone());
+        }
         loop {
             let refreshed = inner.refreshed.notified();
             tokio::pin!(refreshed);
@@ -189,7 +201,7 @@ impl TokenSource {
         let mut cache = self.inner.cache.lock();
         let now = self.inner.now();
         if cache.token(now) == Some(sent) {
-            cache.invalidate();
+            cache.invalidate(now);
             drop(cache);
             tracing::warn!(
                 upstream = %self.inner.upstream,

@@ -33,13 +33,16 @@ pub(crate) enum Answer {
 /// A checker's settings and its bound on checks in flight.
 #[derive(Debug)]
 pub(crate) struct Checker {
+    /// The guardrail's name, sent with each check: one policy service may serve several.
+    name: String,
     config: HttpCheck,
     in_flight: Arc<Semaphore>,
 }
 
 impl Checker {
-    pub(crate) fn new(config: HttpCheck) -> Checker {
+    pub(crate) fn new(name: &str, config: HttpCheck) -> Checker {
         Checker {
+            name: name.to_string(),
             in_flight: Arc::new(Semaphore::new(config.max_in_flight)),
             config,
         }
@@ -66,6 +69,7 @@ impl Checker {
         let by = deadline.min(Instant::now() + self.config.timeout);
         let limit = by.saturating_duration_since(Instant::now());
         let body = serde_json::json!({
+            "guardrail": self.name,
             "stage": stage,
             "model": model,
             "texts": texts,

@@ -61,7 +61,9 @@ impl Guards {
                     output: g.output,
                     kind: match &g.kind {
                         GuardrailKind::Rules(r) => Kind::Rules(r.clone()),
-                        GuardrailKind::Http(h) => Kind::Http(checker::Checker::new(h.clone())),
+                        GuardrailKind::Http(h) => {
+                            Kind::Http(checker::Checker::new(&g.name, h.clone()))
+                        }
                     },
                 })
                 .collect(),
@@ -143,11 +145,6 @@ pub(crate) struct InputChecked {
     pub(crate) blocked: Option<Blocked>,
     /// The body to send upstream instead of the client's (texts redacted or modified).
     pub(crate) body: Option<Bytes>,
-}
-
-/// Estimated tokens of a prompt: about four bytes of message text a token.
-fn estimate_tokens(texts_bytes: usize) -> u64 {
-    texts_bytes.div_ceil(4) as u64
 }
 
 /// Runs the route's input guardrails (`list`, in order) on the request body: each sees the
@@ -246,7 +243,8 @@ fn rules_input(
     if let Some(max) = r.max_prompt_tokens {
         let mut bytes = 0;
         json::visit_texts(value, &mut |s| bytes += s.len());
-        let est = estimate_tokens(bytes);
+        // About four bytes a token, as admission estimates a prompt.
+        let est = crate::admit::input_estimate(bytes);
         if est > max {
             return (
                 Verdict::Deny,
