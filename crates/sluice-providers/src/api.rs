@@ -96,6 +96,20 @@ impl Operation {
         }
     }
 
+    /// Whether the operation is a conversation turn, which every provider's chat method can
+    /// answer once translated: chat completions, responses, messages, Gemini's
+    /// `generateContent` and `streamGenerateContent`.
+    pub fn is_conversation(self) -> bool {
+        matches!(
+            self,
+            Operation::ChatCompletions
+                | Operation::Responses
+                | Operation::Messages
+                | Operation::GenerateContent
+                | Operation::StreamGenerateContent
+        )
+    }
+
     /// The method it takes.
     pub fn method(self) -> Method {
         Method::POST

@@ -1,6 +1,6 @@
 //! AWS Bedrock (`provider = "bedrock"`), sans-I/O: the Converse and ConverseStream APIs for
-//! OpenAI chat and Anthropic Messages clients, and InvokeModel for an Anthropic client's
-//! native body.
+//! OpenAI chat, OpenAI Responses, Anthropic Messages and Gemini `generateContent` clients, and
+//! InvokeModel for an Anthropic client's native body.
 //!
 //! In the order a request meets them:
 //! - [`translate_request`]: the client's body as a Converse body, and its path
@@ -93,10 +93,15 @@ pub fn invoke_path(model_id: &str, stream: bool) -> String {
 /// How to build one Bedrock request.
 #[derive(Clone, Copy, Debug)]
 pub struct BedrockRequestOptions<'a> {
-    /// The client's operation: [`Operation::ChatCompletions`] or [`Operation::Messages`].
+    /// The client's operation: [`Operation::ChatCompletions`], [`Operation::Responses`],
+    /// [`Operation::Messages`], [`Operation::GenerateContent`] or
+    /// [`Operation::StreamGenerateContent`].
     pub op: Operation,
     /// The Bedrock model id to call (a route's `model`); `None` keeps the client's.
     pub model: Option<&'a str>,
+    /// A Gemini client's model, which its path names (its body has none); read only for the
+    /// Gemini operations.
+    pub path_model: Option<&'a str>,
     /// Drop parameters Bedrock cannot honour instead of refusing the request.
     pub drop_unsupported: bool,
     /// Continuation: the assistant text the client already has, sent as a final assistant
@@ -110,6 +115,7 @@ impl<'a> BedrockRequestOptions<'a> {
         BedrockRequestOptions {
             op,
             model: None,
+            path_model: None,
             drop_unsupported: false,
             prefill: None,
         }
@@ -123,13 +129,14 @@ fn unsupported_operation(op: Operation) -> RequestError {
     }
 }
 
-/// The client's chat completions or messages body as a Converse (or ConverseStream, when the
-/// client asked for a stream) request. [`UpstreamRequest::stream`] says which; the body is
-/// always translated.
+/// The client's chat completions, responses, messages or `generateContent` body as a Converse
+/// (or ConverseStream, when the client asked for a stream) request. [`UpstreamRequest::stream`]
+/// says which; the body is always translated.
 ///
 /// # Errors
 /// [`RequestError`]: not a JSON object, a field of the wrong shape, a parameter Bedrock cannot
-/// honour (unless dropped), an operation other than chat completions and messages.
+/// honour (unless dropped), an operation without a Converse equivalent (embeddings, legacy
+/// completions, count_tokens).
 pub fn translate_request(
     body: &Bytes,
     opts: &BedrockRequestOptions<'_>,
@@ -138,6 +145,14 @@ pub fn translate_request(
     let mut req = match opts.op {
         Operation::Messages => crate::request::anthropic::read(map)?,
         Operation::ChatCompletions => crate::request::openai::read(map)?,
+        Operation::Responses => crate::request::responses::read(map)?,
+        Operation::GenerateContent | Operation::StreamGenerateContent => {
+            crate::request::gemini::read(
+                map,
+                opts.path_model.unwrap_or_default(),
+                opts.op == Operation::StreamGenerateContent,
+            )?
+        }
         op => return Err(unsupported_operation(op)),
     };
     if let Some(m) = opts.model.filter(|m| !m.is_empty()) {
@@ -275,18 +290,20 @@ pub fn translate_response(
         provider: PROVIDER,
         reason,
     };
-    let anthropic = opts.op.family() == Family::Anthropic;
-    let id = opts.id.unwrap_or(if anthropic {
-        "msg_sluice"
-    } else {
-        "chatcmpl-sluice"
+    let id = opts.id.unwrap_or(match opts.op {
+        Operation::Messages => "msg_sluice",
+        Operation::Responses => "resp_sluice",
+        _ => "chatcmpl-sluice",
     });
     let (answer, token_usage) = response::read(body, id, opts.model).map_err(malformed)?;
     let usage = answer.usage;
-    let body = if anthropic {
-        crate::response::anthropic::write(answer)
-    } else {
-        crate::response::openai::write(answer, opts.now_unix)
+    let body = match opts.op {
+        Operation::Messages => crate::response::anthropic::write(answer),
+        Operation::Responses => crate::response::responses::write(answer, opts.now_unix),
+        Operation::GenerateContent | Operation::StreamGenerateContent => {
+            crate::response::gemini::write(answer)
+        }
+        _ => crate::response::openai::write(answer, opts.now_unix),
     }
     .map_err(malformed)?;
     Ok(BedrockResponse {

@@ -6,7 +6,7 @@
 
 pub(crate) mod anthropic;
 pub(crate) mod field;
-mod gemini;
+pub(crate) mod gemini;
 pub(crate) mod openai;
 pub(crate) mod responses;
 

@@ -85,6 +85,7 @@ pub(crate) mod upstream;
 mod wire;
 
 use bytes::Bytes;
+use http::StatusCode;
 use sluice_sse::Event;
 
 use crate::api::{Family, Operation};
@@ -216,6 +217,25 @@ pub trait StreamTranslator: Send {
     /// [`StreamOptions::track_text`] (a passthrough counts tool calls only then; an OpenAI
     /// chat passthrough without it has none to give).
     fn splice_state(&self) -> Option<SpliceState>;
+
+    /// The gateway ends the client's stream with an error of its own (an idle timeout, the
+    /// upstream cut, a guardrail, a token cap): the events that say so in the client's API,
+    /// going on from the events this translator emitted (a Responses stream's `error` and
+    /// `response.failed`, their `sequence_number`s continuing the stream's). Nothing when
+    /// the client's stream is already closed (its answer ended, or an error did).
+    fn fail(&mut self, status: StatusCode, code: &str, message: &str, out: &mut Vec<Emitted>);
+}
+
+/// The error events of a stream that ends before any of its events reached the client (the
+/// policy gave up before the commit): [`StreamTranslator::fail`]'s events for a stream with
+/// none before them (a Responses client's numbered from 0).
+pub fn gateway_error_events(op: Operation, status: StatusCode, code: &str, message: &str) -> Bytes {
+    let fault = fault::Fault::with(status.as_u16(), code, message);
+    if op == Operation::Responses {
+        client::responses::failure_events(0, None, None, &fault)
+    } else {
+        fault.event(op.family())
+    }
 }
 
 /// The translator for a stream: a passthrough (same family) or a translating one (see the

@@ -131,7 +131,8 @@ fn bare_model(model: &str) -> &str {
 
 /// The path of a Gemini model's method: `:generateContent`, `:streamGenerateContent?alt=sse`
 /// (`stream`), or `:countTokens`. `None` for operations Gemini has no method for
-/// (embeddings, completions, responses).
+/// (embeddings, completions). Every client's conversation (chat completions, messages,
+/// responses, Gemini's own) is a `generateContent` once translated.
 pub fn gemini_path(
     project: &Project<'_>,
     op: Operation,
@@ -140,10 +141,8 @@ pub fn gemini_path(
 ) -> Option<String> {
     let method = match (op, stream) {
         (Operation::CountTokens, _) => ":countTokens",
-        (Operation::ChatCompletions | Operation::Messages, true) => {
-            ":streamGenerateContent?alt=sse"
-        }
-        (Operation::ChatCompletions | Operation::Messages, false) => ":generateContent",
+        (op, true) if op.is_conversation() => ":streamGenerateContent?alt=sse",
+        (op, false) if op.is_conversation() => ":generateContent",
         _ => return None,
     };
     Some(format!(
@@ -154,7 +153,8 @@ pub fn gemini_path(
 }
 
 /// The path of an Anthropic model's method: `:rawPredict`, `:streamRawPredict` (`stream`), or
-/// for count_tokens the `count-tokens` model's `:rawPredict`. `None` for other operations.
+/// for count_tokens the `count-tokens` model's `:rawPredict`. `None` for operations without a
+/// Messages equivalent (embeddings, completions).
 pub fn anthropic_path(
     project: &Project<'_>,
     op: Operation,
@@ -163,12 +163,8 @@ pub fn anthropic_path(
 ) -> Option<String> {
     let (model, method) = match (op, stream) {
         (Operation::CountTokens, _) => ("count-tokens", "rawPredict"),
-        (Operation::ChatCompletions | Operation::Messages, true) => {
-            (bare_model(model), "streamRawPredict")
-        }
-        (Operation::ChatCompletions | Operation::Messages, false) => {
-            (bare_model(model), "rawPredict")
-        }
+        (op, true) if op.is_conversation() => (bare_model(model), "streamRawPredict"),
+        (op, false) if op.is_conversation() => (bare_model(model), "rawPredict"),
         _ => return None,
     };
     Some(format!(

@@ -11,20 +11,20 @@ mod stream_support;
 
 use std::path::PathBuf;
 
-use bytes::{Bytes, BytesMut};
+use bytes::Bytes;
 use serde_json::{json, Value};
 use sluice_providers::bedrock::{
-    self, BedrockRequestOptions, BedrockResponseOptions, BedrockStream, BedrockStreamOptions,
+    self, BedrockRequestOptions, BedrockResponseOptions, BedrockStream,
 };
 use sluice_providers::eventstream::Message;
 use sluice_providers::request::RequestError;
 use sluice_providers::sign::credentials::Credentials;
 use sluice_providers::sign::sigv4::{self, SignableBody, SignableRequest, SigningParams};
-use sluice_providers::stream::{Emitted, EventKind};
+use sluice_providers::stream::EventKind;
 use sluice_providers::{ErrorClass, Operation, Usage};
 use stream_support::{anthropic_message, concat, kinds, openai_message};
 
-const MODEL: &str = "anthropic.claude-3-5-sonnet-20240620-v1:0";
+use stream_support::bedrock::MODEL;
 
 fn dir() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests")
@@ -418,54 +418,7 @@ fn response_rules() {
 
 // ---- streams ----
 
-/// A stream fixture framed as Bedrock sends it.
-fn framed(name: &str) -> Bytes {
-    let events = json_of(&fixture(&format!("streams/{name}.json")));
-    let mut out = BytesMut::new();
-    for e in events.as_array().unwrap() {
-        let payload = e["payload"].to_string();
-        let m = match e.get("event") {
-            Some(kind) => Message::new(payload)
-                .with_str(":event-type", kind.as_str().unwrap().to_string())
-                .with_str(":content-type", "application/json")
-                .with_str(":message-type", "event"),
-            None => Message::new(payload)
-                .with_str(
-                    ":exception-type",
-                    e["exception"].as_str().unwrap().to_string(),
-                )
-                .with_str(":content-type", "application/json")
-                .with_str(":message-type", "exception"),
-        };
-        m.encode(&mut out).unwrap();
-    }
-    out.freeze()
-}
-
-fn options(op: Operation) -> BedrockStreamOptions<'static> {
-    let mut o = BedrockStreamOptions::new(op, MODEL);
-    o.id = Some("req-7f3a");
-    o.created = 1_767_225_600;
-    o.client_wants_usage = true;
-    o.track_text = true;
-    o
-}
-
-/// The stream through a fresh translator, fed in chunks of `size` bytes (0: whole).
-fn run(name: &str, op: Operation, size: usize) -> (Vec<Emitted>, BedrockStream) {
-    let body = framed(name);
-    let mut t = BedrockStream::new(&options(op));
-    let mut out = Vec::new();
-    if size == 0 {
-        t.feed(&body, &mut out);
-    } else {
-        for c in body.chunks(size) {
-            t.feed(c, &mut out);
-        }
-    }
-    t.end(&mut out);
-    (out, t)
-}
+use stream_support::bedrock::{framed, options, run};
 
 #[test]
 fn stream_goldens_and_chunking() {

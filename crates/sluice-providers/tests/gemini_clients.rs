@@ -279,10 +279,16 @@ fn read_stream(out: &[Emitted]) -> Read {
 }
 
 fn golden_stream(name: &str, r: &Run) {
-    let p = dir()
-        .join("golden/streams")
-        .join(format!("{}__gemini.sse", name.trim_end_matches(".sse")));
-    let actual = String::from_utf8(concat(&r.out)).expect("UTF-8");
+    golden_events(
+        &format!("streams/{}__gemini.sse", name.trim_end_matches(".sse")),
+        &r.out,
+    );
+}
+
+/// Compares the events with `tests/golden/{golden}` chunk by chunk (as JSON).
+fn golden_events(golden: &str, out: &[Emitted]) {
+    let p = dir().join("golden").join(golden);
+    let actual = String::from_utf8(concat(out)).expect("UTF-8");
     if bless() {
         std::fs::write(&p, &actual).expect("write golden");
         return;
@@ -375,4 +381,136 @@ fn every_split_point_gives_the_same_events() {
             assert_eq!(r.text, whole.text, "{name} {sizes:?}");
         }
     }
+}
+
+// ---- Bedrock (Converse, ConverseStream) and Vertex AI ----
+//
+// Vertex's Gemini takes a Gemini client's body as it came, its Claude an Anthropic one
+// (request goldens in `tests/vertex.rs`; answers and streams are those families' own,
+// translated above). Bedrock speaks Converse, translated both ways here.
+
+use sluice_providers::bedrock::{self, BedrockRequestOptions, BedrockResponseOptions};
+use stream_support::bedrock as bedrock_stream;
+
+#[test]
+fn bedrock_request_goldens() {
+    let mut failures = Vec::new();
+    for (name, op) in [
+        ("gemini_generate_content", Operation::GenerateContent),
+        ("gemini_stream_json", Operation::StreamGenerateContent),
+    ] {
+        let body = read(&format!("requests/{name}.json"));
+        let mut opts = BedrockRequestOptions::new(op);
+        // The Gemini client's model is in its path; the route names Bedrock's.
+        opts.path_model = Some("models/gemini-2.5-flash");
+        opts.model = Some(bedrock_stream::MODEL);
+        opts.drop_unsupported = true;
+        let up = bedrock::translate_request(&body, &opts)
+            .unwrap_or_else(|e| panic!("{name} → bedrock: {e}"));
+        assert!(up.translated && up.client_wants_usage, "{name}");
+        assert_eq!(up.stream, op == Operation::StreamGenerateContent, "{name}");
+        assert_eq!(up.model, bedrock_stream::MODEL);
+        let mut b = json_of(&up.body);
+        // Converse takes a JSON schema as text: compared as JSON (key order aside).
+        if let Some(t) = b.pointer_mut("/outputConfig/textFormat/structure/jsonSchema/schema") {
+            *t = json_of(t.as_str().unwrap().as_bytes());
+        }
+        let actual = json!({
+            "path": up.path,
+            "stream": up.stream,
+            "model": up.model,
+            "dropped": up.dropped,
+            "body": b,
+        });
+        failures.extend(check_json(
+            &format!("bedrock/requests/{name}__gemini.json"),
+            &actual,
+        ));
+    }
+    // Without a model in the route, the client's (from its path, prefix removed) is sent.
+    let mut opts = BedrockRequestOptions::new(Operation::GenerateContent);
+    opts.path_model = Some("models/amazon.nova-pro-v1:0");
+    let up = bedrock::translate_request(
+        &Bytes::from_static(br#"{"contents":[{"role":"user","parts":[{"text":"hi"}]}]}"#),
+        &opts,
+    )
+    .unwrap();
+    assert_eq!(up.path, "/model/amazon.nova-pro-v1%3A0/converse");
+    assert!(failures.is_empty(), "{}", failures.join("\n\n"));
+}
+
+#[test]
+fn bedrock_response_goldens() {
+    let mut failures = Vec::new();
+    for name in [
+        "bedrock_converse_text",
+        "bedrock_converse_tool_use",
+        "bedrock_converse_reasoning",
+    ] {
+        let out = bedrock::translate_response(
+            &read(&format!("responses/{name}.json")),
+            &BedrockResponseOptions {
+                op: Operation::GenerateContent,
+                model: bedrock_stream::MODEL,
+                id: None,
+                now_unix: 1_767_225_600,
+            },
+        )
+        .unwrap_or_else(|e| panic!("{name}: {e}"));
+        let body = json_of(&out.body);
+        let u = out.usage.expect("usage");
+        assert_eq!(
+            body["usageMetadata"]["totalTokenCount"],
+            u.input + u.output,
+            "{name}"
+        );
+        assert!(body["candidates"][0]["finishReason"].is_string(), "{body}");
+        failures.extend(check_json(
+            &format!("bedrock/responses/{name}__gemini.json"),
+            &body,
+        ));
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n\n"));
+}
+
+#[test]
+fn bedrock_stream_goldens_read_like_the_sdk_reads_them() {
+    for name in [
+        "bedrock_text",
+        "bedrock_tool_use",
+        "bedrock_throttled",
+        "bedrock_truncated",
+    ] {
+        let op = Operation::StreamGenerateContent;
+        let (whole, t) = bedrock_stream::run(name, op, 0);
+        for size in [1, 7, 64] {
+            let (chunked, _) = bedrock_stream::run(name, op, size);
+            assert_eq!(chunked, whole, "{name}, {size}-byte chunks");
+        }
+        golden_events(&format!("bedrock/streams/{name}__gemini.sse"), &whole);
+        let s = read_stream(&whole);
+        if name == "bedrock_throttled" || name == "bedrock_truncated" {
+            let e = s.error.expect("an error chunk");
+            assert!(e["code"].is_u64() && e["status"].is_string(), "{e}");
+            assert!(s.finish.is_none(), "{name}");
+            assert_eq!(whole.last().unwrap().kind, EventKind::Error);
+            continue;
+        }
+        assert!(s.finish.is_some(), "{name}");
+        let u = t.usage().expect("usage");
+        assert_eq!(
+            s.usage.unwrap()["totalTokenCount"],
+            u.input + u.output,
+            "{name}"
+        );
+        assert_eq!(s.text, t.text(), "{name}");
+    }
+    let (out, _) = bedrock_stream::run("bedrock_tool_use", Operation::StreamGenerateContent, 0);
+    let s = read_stream(&out);
+    assert_eq!(s.thoughts, "The user asks about weather; call the tool.");
+    assert_eq!(s.text, "I'll check the weather in Paris.");
+    assert_eq!(s.calls.len(), 1);
+    assert_eq!(s.calls[0]["name"], "get_weather");
+    assert_eq!(s.calls[0]["args"], json!({"location": "Paris, France"}));
+    assert_eq!(s.finish.as_deref(), Some("STOP"));
 }

@@ -323,10 +323,16 @@ fn accumulate(out: &[Emitted]) -> Accumulated {
 }
 
 fn golden_stream(name: &str, r: &Run) {
-    let p = dir()
-        .join("golden/streams")
-        .join(format!("{}__responses.sse", name.trim_end_matches(".sse")));
-    let actual = String::from_utf8(concat(&r.out)).expect("UTF-8");
+    golden_events(
+        &format!("streams/{}__responses.sse", name.trim_end_matches(".sse")),
+        &r.out,
+    );
+}
+
+/// Compares the events with `tests/golden/{golden}` event by event (names, data as JSON).
+fn golden_events(golden: &str, out: &[Emitted]) {
+    let p = dir().join("golden").join(golden);
+    let actual = String::from_utf8(concat(out)).expect("UTF-8");
     if bless() {
         std::fs::write(&p, &actual).expect("write golden");
         return;
@@ -542,5 +548,232 @@ fn an_answer_held_past_its_bound_ends_the_responses_stream_with_an_error() {
     assert_eq!(
         deltas, 128,
         "every delta that fit was sent, none after the bound"
+    );
+}
+
+// ---- Bedrock (Converse, ConverseStream) and Vertex AI ----
+//
+// Vertex's Claude takes an Anthropic body and Gemini a Gemini one (their answers and streams
+// are those families' own, translated by the translators above; its request goldens are in
+// `tests/vertex.rs`). Bedrock speaks Converse: a Responses body becomes a Converse request,
+// and a Converse answer or ConverseStream becomes Responses.
+
+use sluice_providers::bedrock::{self, BedrockRequestOptions, BedrockResponseOptions};
+use stream_support::bedrock as bedrock_stream;
+
+/// `v` with every string that holds a JSON object parsed (Converse takes a JSON schema as
+/// text, whose key order depends on serde_json's features in the build).
+fn embedded_json(v: Value) -> Value {
+    match v {
+        Value::String(s) if s.starts_with('{') => {
+            serde_json::from_str(&s).map_or(Value::String(s), embedded_json)
+        }
+        Value::Array(a) => Value::Array(a.into_iter().map(embedded_json).collect()),
+        Value::Object(m) => {
+            Value::Object(m.into_iter().map(|(k, v)| (k, embedded_json(v))).collect())
+        }
+        v => v,
+    }
+}
+
+#[test]
+fn bedrock_request_goldens() {
+    let mut failures = Vec::new();
+    for name in [
+        "openai_responses_basic",
+        "openai_responses_tools",
+        "openai_responses_text",
+    ] {
+        let body = read(&format!("requests/{name}.json"));
+        let mut opts = BedrockRequestOptions::new(Operation::Responses);
+        opts.model = Some(bedrock_stream::MODEL);
+        // Bedrock takes images from S3 only: the fixtures' URLs are dropped and listed.
+        opts.drop_unsupported = true;
+        let up = bedrock::translate_request(&body, &opts)
+            .unwrap_or_else(|e| panic!("{name} → bedrock: {e}"));
+        assert!(up.translated && up.client_wants_usage, "{name}");
+        assert!(
+            up.path.starts_with("/model/anthropic.claude"),
+            "{}",
+            up.path
+        );
+        assert!(
+            up.path.ends_with(if up.stream {
+                "/converse-stream"
+            } else {
+                "/converse"
+            }),
+            "{}",
+            up.path
+        );
+        let actual = json!({
+            "path": up.path,
+            "stream": up.stream,
+            "model": up.model,
+            "dropped": up.dropped,
+            "body": embedded_json(json_of(&up.body)),
+        });
+        failures.extend(check_json(
+            &format!("bedrock/requests/{name}__responses.json"),
+            &actual,
+        ));
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n\n"));
+}
+
+#[test]
+fn bedrock_response_goldens() {
+    let mut failures = Vec::new();
+    for name in [
+        "bedrock_converse_text",
+        "bedrock_converse_tool_use",
+        "bedrock_converse_reasoning",
+    ] {
+        let out = bedrock::translate_response(
+            &read(&format!("responses/{name}.json")),
+            &BedrockResponseOptions {
+                op: Operation::Responses,
+                model: bedrock_stream::MODEL,
+                id: None,
+                now_unix: 1_767_225_600,
+            },
+        )
+        .unwrap_or_else(|e| panic!("{name}: {e}"));
+        let body = json_of(&out.body);
+        assert_eq!(body["object"], "response", "{name}");
+        assert_eq!(body["status"], "completed", "{name}");
+        assert!(body["id"].as_str().unwrap().starts_with("resp_"), "{body}");
+        let usage = out.usage.expect("usage");
+        assert_eq!(body["usage"]["input_tokens"], usage.input, "{name}");
+        assert_eq!(body["usage"]["output_tokens"], usage.output, "{name}");
+        failures.extend(check_json(
+            &format!("bedrock/responses/{name}__responses.json"),
+            &body,
+        ));
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n\n"));
+}
+
+#[test]
+fn bedrock_stream_goldens_read_like_the_sdk_reads_them() {
+    for name in [
+        "bedrock_text",
+        "bedrock_tool_use",
+        "bedrock_throttled",
+        "bedrock_truncated",
+    ] {
+        let (whole, t) = bedrock_stream::run(name, Operation::Responses, 0);
+        for size in [1, 7, 64] {
+            let (chunked, _) = bedrock_stream::run(name, Operation::Responses, size);
+            assert_eq!(chunked, whole, "{name}, {size}-byte chunks");
+        }
+        golden_events(&format!("bedrock/streams/{name}__responses.sse"), &whole);
+        let a = accumulate(&whole);
+        let (last, resp) = a.last.expect("a final event");
+        if name == "bedrock_throttled" || name == "bedrock_truncated" {
+            assert_eq!(last, "response.failed", "{name}");
+            let err = a.error.expect("an error event before it");
+            assert_eq!(resp["error"]["code"], err["code"], "{name}");
+            assert_eq!(whole.last().unwrap().kind, EventKind::Error);
+            continue;
+        }
+        assert_eq!(last, "response.completed", "{name}");
+        let u = t.usage().expect("usage");
+        assert_eq!(resp["usage"]["input_tokens"], u.input, "{name}");
+        assert_eq!(resp["usage"]["output_tokens"], u.output, "{name}");
+        assert_eq!(resp["model"], bedrock_stream::MODEL);
+        assert_eq!(whole.last().unwrap().kind, EventKind::Trailer);
+    }
+    // Text, reasoning and the tool call as the SDK accumulates them.
+    let (out, _) = bedrock_stream::run("bedrock_tool_use", Operation::Responses, 0);
+    let a = accumulate(&out);
+    let kinds: Vec<&str> = a
+        .items
+        .iter()
+        .map(|i| i["type"].as_str().unwrap())
+        .collect();
+    assert_eq!(kinds, ["reasoning", "message", "function_call"]);
+    assert_eq!(a.items[2]["name"], "get_weather");
+    assert_eq!(a.items[2]["call_id"], "tooluse_kZJMlvQmRJ6eAyJE5GIl7Q");
+    assert_eq!(
+        json_of(a.items[2]["arguments"].as_str().unwrap().as_bytes()),
+        json!({"location": "Paris, France"})
+    );
+    let (_, resp) = a.last.unwrap();
+    assert_eq!(resp["usage"]["input_tokens_details"]["cached_tokens"], 1024);
+    let (out, _) = bedrock_stream::run("bedrock_throttled", Operation::Responses, 0);
+    let err = accumulate(&out).error.unwrap();
+    assert_eq!(err["code"], "throttlingException");
+}
+
+/// The gateway's own errors (an idle timeout, a cut) after some of a translated stream went
+/// out: `error` and `response.failed`, numbered on from the stream's events.
+#[test]
+fn a_gateway_error_mid_stream_continues_the_sequence() {
+    let name = "anthropic_basic.sse";
+    let opts = Opts::new(Operation::Responses, name);
+    let provider = opts.provider.clone();
+    let so = sluice_providers::stream::StreamOptions::new(Operation::Responses, &provider, "m");
+    let mut t = sluice_providers::stream::translator(&so);
+    let input = stream_support::fixture(name);
+    // Up to the first text delta, then the gateway gives up on the stream.
+    let delta = input
+        .windows(19)
+        .position(|w| w == b"content_block_delta")
+        .expect("a delta");
+    let cut = delta
+        + input[delta..]
+            .windows(2)
+            .position(|w| w == b"\n\n")
+            .expect("its end")
+        + 2;
+    // Fed without an end: the upstream is still open when the gateway gives up.
+    let mut dec = sluice_sse::Decoder::new();
+    dec.feed(input.slice(..cut));
+    let mut r = Run {
+        out: Vec::new(),
+        usage: None,
+        text: String::new(),
+        max_decoder_held: 0,
+        max_translator_held: 0,
+    };
+    while let Some(item) = dec.next_item() {
+        if let Ok(sluice_sse::Item::Event(ev)) = item {
+            t.event(&ev, &mut r.out);
+        }
+    }
+    assert!(r.out.iter().any(|e| e.kind == EventKind::Content));
+    t.fail(
+        http::StatusCode::GATEWAY_TIMEOUT,
+        "idle_timeout",
+        "no event for 30s",
+        &mut r.out,
+    );
+    let a = accumulate(&r.out);
+    let (last, resp) = a.last.expect("response.failed");
+    assert_eq!(last, "response.failed");
+    assert_eq!(resp["error"]["code"], "idle_timeout");
+    assert_eq!(a.error.unwrap()["message"], "no event for 30s");
+    // Closed: a second failure says nothing more.
+    let before = r.out.len();
+    t.fail(http::StatusCode::BAD_GATEWAY, "x", "y", &mut r.out);
+    assert_eq!(r.out.len(), before);
+    // Before any event reached the client: the two events, numbered from 0.
+    let events = sluice_providers::stream::gateway_error_events(
+        Operation::Responses,
+        http::StatusCode::GATEWAY_TIMEOUT,
+        "first_byte_timeout",
+        "no answer",
+    );
+    let text = String::from_utf8(events.to_vec()).unwrap();
+    assert!(
+        text.starts_with("event: error\ndata: {\"type\":\"error\",\"sequence_number\":0,"),
+        "{text}"
+    );
+    assert!(
+        text.contains(
+            "event: response.failed\ndata: {\"type\":\"response.failed\",\"sequence_number\":1,"
+        ),
+        "{text}"
     );
 }

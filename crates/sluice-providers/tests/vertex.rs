@@ -9,7 +9,9 @@ use std::path::PathBuf;
 use bytes::Bytes;
 use http::{HeaderMap, StatusCode};
 use serde_json::{json, Value};
-use sluice_providers::request::{translate_request, RequestOptions, UpstreamRequest};
+use sluice_providers::request::{
+    translate_request, translate_request_known, KnownFields, RequestOptions, UpstreamRequest,
+};
 use sluice_providers::vertex::{self, Project, Publisher};
 use sluice_providers::{ErrorClass, Operation, ProviderKind};
 
@@ -57,18 +59,28 @@ fn to_vertex(fixture_name: &str, op: Operation, model: &str) -> UpstreamRequest 
         Publisher::Anthropic => ProviderKind::anthropic(),
     };
     let body = fixture(&format!("requests/{fixture_name}.json"));
-    let up = translate_request(
-        &body,
-        &RequestOptions {
-            op,
-            provider: &provider,
-            model: Some(model),
-            drop_unsupported: false,
-            stream_usage: false,
-            prefill: None,
-            reasoning_budgets: None,
-        },
-    )
+    let opts = RequestOptions {
+        op,
+        provider: &provider,
+        model: Some(model),
+        drop_unsupported: false,
+        stream_usage: false,
+        prefill: None,
+        reasoning_budgets: None,
+    };
+    // A Gemini client's model and streaming are in its path, as the gateway reads them.
+    let up = match op.streams_by_path() {
+        Some(stream) => translate_request_known(
+            &body,
+            &opts,
+            &KnownFields {
+                model: Some(model),
+                stream: Some(stream),
+                include_usage: None,
+            },
+        ),
+        None => translate_request(&body, &opts),
+    }
     .unwrap_or_else(|e| panic!("{fixture_name}: {e}"));
     match publisher {
         Publisher::Google => vertex::gemini_request(up, op, &PROJECT),
@@ -92,6 +104,16 @@ fn requests() {
         ("anthropic_messages_tools", Messages, claude),
         ("anthropic_count_tokens", CountTokens, gemini),
         ("anthropic_count_tokens", CountTokens, claude),
+        // The Responses API and Gemini-native clients: Gemini on Vertex takes a Gemini
+        // client's own body, Claude an Anthropic one either way.
+        ("openai_responses_basic", Responses, gemini),
+        ("openai_responses_basic", Responses, claude),
+        ("openai_responses_tools", Responses, gemini),
+        ("openai_responses_tools", Responses, claude),
+        ("gemini_generate_content", GenerateContent, gemini),
+        ("gemini_generate_content", GenerateContent, claude),
+        ("gemini_stream_json", StreamGenerateContent, gemini),
+        ("gemini_stream_json", StreamGenerateContent, claude),
     ];
     let mut failures = Vec::new();
     for (name, op, model) in cases {
@@ -142,7 +164,9 @@ fn unsupported_operations() {
     };
     let e = vertex::gemini_request(up.clone(), Operation::Embeddings, &PROJECT).unwrap_err();
     assert!(e.to_string().contains("vertex"), "{e}");
-    assert!(vertex::anthropic_request(up, Operation::Responses, &PROJECT).is_err());
+    assert!(vertex::anthropic_request(up.clone(), Operation::Completions, &PROJECT).is_err());
+    // Every conversation is one once translated: the Responses API included.
+    assert!(vertex::anthropic_request(up, Operation::Responses, &PROJECT).is_ok());
 }
 
 fn class(status: u16, body: &str) -> (ErrorClass, Option<String>) {

@@ -35,6 +35,7 @@ pub(super) fn bedrock_request(
     let ropts = BedrockRequestOptions {
         op: ctx.op,
         model: opts.model,
+        path_model: Some(&ctx.known.model),
         drop_unsupported: opts.drop_unsupported,
         prefill: opts.prefill,
     };

@@ -39,7 +39,7 @@ use http::StatusCode;
 use http_body::{Body, Frame};
 use sluice_providers::bedrock::{BedrockStream, BedrockStreamOptions};
 use sluice_providers::stream::{Emitted, EventKind, SpliceState, StreamOptions, StreamTranslator};
-use sluice_providers::{Family, Usage};
+use sluice_providers::{Family, Operation, Usage};
 use sluice_sse::{DecodeError, Decoder, Item};
 use sluice_upstream::ResponseBody;
 use tokio::time::Instant;
@@ -99,8 +99,12 @@ pub(crate) struct SseRelay {
     /// (`None` for every other upstream).
     bedrock: Option<Box<aws::AwsFeed>>,
     translator: Box<dyn StreamTranslator>,
-    /// The client's family (its error events).
-    family: Family,
+    /// The client's operation: the API its error events are written in.
+    op: Operation,
+    /// Some of the answer's events reached the client (the stream committed): an error of
+    /// the gateway's own then goes on from them (the translator writes it); before, it is the
+    /// stream's only event.
+    answered: bool,
     /// The current attempt's upstream family (to read its error events).
     upstream_family: Family,
     /// Usage of attempts before a continuation (the current translator reports its own).
@@ -172,7 +176,7 @@ struct Cut {
 
 /// What a stream needs besides its first attempt.
 pub(crate) struct RelaySetup {
-    pub(crate) family: Family,
+    pub(crate) op: Operation,
     pub(crate) max_event_bytes: usize,
     pub(crate) timers: RelayTimers,
     pub(crate) shutdown: WaitForCancellationFutureOwned,
@@ -194,7 +198,7 @@ impl SseRelay {
         log: Box<Finish>,
     ) -> Self {
         let RelaySetup {
-            family,
+            op,
             max_event_bytes,
             timers,
             shutdown,
@@ -214,7 +218,8 @@ impl SseRelay {
             decoder: new_decoder(max_event_bytes),
             bedrock,
             translator,
-            family,
+            op,
+            answered: false,
             upstream_family,
             usage_before: None,
             pick: None,
@@ -310,7 +315,31 @@ impl SseRelay {
             }
         }
         self.ended = true;
-        let event = sluice_providers::error::sse_error_event(self.family, status, code, message);
+        let event = if self.answered {
+            // The translator writes it: it knows what the client's stream said so far (a
+            // Responses stream's sequence numbers), and says nothing after its end.
+            let mut events = std::mem::take(&mut self.scratch);
+            events.clear();
+            self.translator.fail(status, code, message, &mut events);
+            let bytes = match events.len() {
+                1 => events.pop().map(|e| e.bytes).unwrap_or_default(),
+                _ => {
+                    let mut all = bytes::BytesMut::new();
+                    events
+                        .drain(..)
+                        .for_each(|e| all.extend_from_slice(&e.bytes));
+                    all.freeze()
+                }
+            };
+            self.scratch = events;
+            bytes
+        } else {
+            sluice_providers::stream::gateway_error_events(self.op, status, code, message)
+        };
+        if event.is_empty() {
+            self.log.finish(reason);
+            return Poll::Ready(None);
+        }
         self.log.sent(event.len(), 0);
         self.log.finish(reason);
         Poll::Ready(Some(Ok(Frame::data(event))))
@@ -571,6 +600,7 @@ impl SseRelay {
         }
         // The preamble held in `out` is ready from now on, in its order.
         self.held_bytes = 0;
+        self.answered = true;
         let next = Instant::now() + self.clock.idle();
         self.clock.set_idle(next);
     }

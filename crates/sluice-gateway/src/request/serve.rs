@@ -168,7 +168,6 @@ pub(crate) fn stream_response(
     attempt: Attempt,
     log: Box<Finish>,
 ) -> Response<GatewayBody> {
-    let family = policy.ctx.op.family();
     let want_timing = wants_timing(state, &policy.ctx.parts.headers);
     let mut out_headers =
         headers::client_response_headers(attempt.resp.headers().clone(), &policy.ctx.request_id);
@@ -195,7 +194,7 @@ pub(crate) fn stream_response(
     let status = attempt.resp.status();
     let ucfg = &state.config.upstream(attempt.upstream);
     let setup = RelaySetup {
-        family,
+        op: policy.ctx.op,
         max_event_bytes: state.config.server.max_event_bytes,
         timers: RelayTimers {
             idle: ucfg.timeouts.idle,

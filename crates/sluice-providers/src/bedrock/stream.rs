@@ -27,7 +27,9 @@ use crate::error::ProviderError;
 use crate::eventstream::{Decoder, Message};
 use crate::finish::Finish;
 use crate::stream::client::anthropic::AnthropicWriter;
+use crate::stream::client::gemini::GeminiWriter;
 use crate::stream::client::openai::OpenAiWriter;
+use crate::stream::client::responses::ResponsesWriter;
 use crate::stream::client::{Guard, ToolPart, Writer, WriterConfig};
 use crate::stream::fault::Fault;
 use crate::stream::json::{JsonStr, JsonString};
@@ -40,14 +42,16 @@ const PROVIDER: &str = "bedrock";
 /// How to translate one ConverseStream.
 #[derive(Clone, Copy, Debug)]
 pub struct BedrockStreamOptions<'a> {
-    /// The client's operation: [`Operation::Messages`] gets Anthropic events, anything else
-    /// OpenAI chat chunks.
+    /// The client's operation: [`Operation::Messages`] gets Anthropic events,
+    /// [`Operation::Responses`] Responses API events, the Gemini operations Gemini chunks,
+    /// anything else OpenAI chat chunks.
     pub op: Operation,
     /// The model id sent to Bedrock: what the client's events name as the model (Converse
     /// does not name one).
     pub model: &'a str,
     /// The id the client's events carry (Converse has none: e.g. `msg_` or `chatcmpl-` and
-    /// the response's `x-amzn-RequestId`). `None`: `msg_sluice` / `chatcmpl-sluice`.
+    /// the response's `x-amzn-RequestId`). `None`: `msg_sluice`, `chatcmpl-sluice`,
+    /// `resp_sluice` (Gemini chunks carry no id).
     pub id: Option<&'a str>,
     /// The client asked for usage in its stream (OpenAI `include_usage`).
     pub client_wants_usage: bool,
@@ -412,15 +416,19 @@ impl BedrockStream {
             ..Reader::default()
         };
         let cfg = opts.writer_config();
-        let inner: Box<dyn Translate> = match opts.op.family() {
-            Family::Anthropic => Box::new(Pair {
+        fn pair<W: Writer + 'static>(reader: Reader, w: W) -> Box<dyn Translate> {
+            Box::new(Pair {
                 reader,
-                writer: Guard(AnthropicWriter::new(cfg)),
-            }),
-            _ => Box::new(Pair {
-                reader,
-                writer: Guard(OpenAiWriter::new(cfg)),
-            }),
+                writer: Guard(w),
+            })
+        }
+        let inner = match opts.op {
+            Operation::Responses => pair(reader, ResponsesWriter::new(cfg)),
+            op => match op.family() {
+                Family::Anthropic => pair(reader, AnthropicWriter::new(cfg)),
+                Family::Gemini => pair(reader, GeminiWriter::new(cfg)),
+                Family::OpenAi => pair(reader, OpenAiWriter::new(cfg)),
+            },
         };
         BedrockStream {
             decoder: Decoder::new(),

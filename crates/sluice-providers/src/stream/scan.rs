@@ -41,6 +41,7 @@ key!(TOOL_CALLS = "\"tool_calls\"");
 key!(USAGE_METADATA = "\"usageMetadata\"");
 key!(FINISH_REASON_GEMINI = "\"finishReason\"");
 key!(TYPE = "\"type\"");
+key!(SEQUENCE_NUMBER = "\"sequence_number\"");
 key!(UNICODE_ESCAPE = "\\u");
 
 /// The value of the first occurrence of `key` in `data`, from its first byte to the end of

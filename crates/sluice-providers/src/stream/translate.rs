@@ -1,5 +1,6 @@
 //! The factory, and the translating translator: an upstream reader feeding a client writer.
 
+use http::StatusCode;
 use sluice_sse::Event;
 
 use super::client::anthropic::AnthropicWriter;
@@ -98,5 +99,10 @@ impl<R: Reader, W: Writer> StreamTranslator for Translating<R, W> {
 
     fn splice_state(&self) -> Option<SpliceState> {
         self.writer.splice_state(self.reader.usage())
+    }
+
+    fn fail(&mut self, status: StatusCode, code: &str, message: &str, out: &mut Vec<Emitted>) {
+        self.writer
+            .fail(&Fault::with(status.as_u16(), code, message), out);
     }
 }

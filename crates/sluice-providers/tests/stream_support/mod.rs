@@ -11,6 +11,8 @@ use sluice_providers::stream::{translator, Emitted, EventKind, StreamOptions, St
 use sluice_providers::{Operation, ProviderKind, Usage};
 use sluice_sse::{Decoder, Item};
 
+pub mod bedrock;
+
 /// A fixture's bytes.
 pub fn fixture(name: &str) -> Bytes {
     let path = PathBuf::from(env!("CARGO_MANIFEST_DIR"))

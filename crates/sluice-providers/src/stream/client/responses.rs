@@ -355,6 +355,45 @@ impl ResponsesWriter {
     }
 }
 
+/// An `error` event and `response.failed`, numbered from `seq`, for a stream this writer did
+/// not write (a Responses stream passed through, or one that ends before any event reached
+/// the client): `id` and `model` as JSON literals, as the stream's `response.created` named
+/// them (`resp_sluice` and `null` when none did). The failed response lists no output: the
+/// client has the items the stream gave it.
+pub(crate) fn failure_events(
+    seq: u64,
+    id: Option<&str>,
+    model: Option<&str>,
+    fault: &Fault,
+) -> bytes::Bytes {
+    let mut enc = EventEncoder::default();
+    let mut seq = seq;
+    let mut out = Vec::with_capacity(2);
+    let doc = begin(&mut enc, &mut seq, "error");
+    doc.push_str(",\"code\":");
+    push_escaped(doc, fault.code());
+    doc.push_str(",\"message\":");
+    push_escaped(doc, fault.message());
+    doc.push_str(",\"param\":null}");
+    enc.emit(Some("error"), EventKind::Error, &mut out);
+    let doc = begin(&mut enc, &mut seq, "response.failed");
+    doc.push_str(",\"response\":{\"id\":");
+    doc.push_str(id.unwrap_or("\"resp_sluice\""));
+    doc.push_str(",\"object\":\"response\",\"status\":\"failed\",\"error\":{\"code\":");
+    push_escaped(doc, fault.code());
+    doc.push_str(",\"message\":");
+    push_escaped(doc, fault.message());
+    doc.push_str("},\"incomplete_details\":null,\"model\":");
+    doc.push_str(model.unwrap_or("null"));
+    doc.push_str(",\"output\":[],\"usage\":null}}");
+    enc.emit(Some("response.failed"), EventKind::Error, &mut out);
+    let mut bytes = bytes::BytesMut::new();
+    for e in out {
+        bytes.extend_from_slice(&e.bytes);
+    }
+    bytes.freeze()
+}
+
 /// Starts an event's document: `{"type":..,"sequence_number":..` (the next number).
 fn begin<'e>(enc: &'e mut EventEncoder, seq: &mut u64, kind: &str) -> &'e mut String {
     let n = *seq;

@@ -4,10 +4,12 @@
 
 use std::sync::LazyLock;
 
+use http::StatusCode;
 use memchr::memmem::Finder;
 use sluice_sse::Event;
 
 use super::{forward, structural};
+use crate::api::Family;
 use crate::stream::json::JsonStr;
 use crate::stream::scan::{string_of, value_of, TEXT, USAGE};
 use crate::stream::wire::anthropic::{BlockStart, MessageStart, TypeOnly};
@@ -134,5 +136,12 @@ impl StreamTranslator for AnthropicPassthrough {
             usage: self.usage().unwrap_or_default(),
             ..SpliceState::default()
         })
+    }
+
+    fn fail(&mut self, status: StatusCode, code: &str, message: &str, out: &mut Vec<Emitted>) {
+        out.push(Emitted {
+            bytes: crate::error::sse_error_event(Family::Anthropic, status, code, message),
+            kind: EventKind::Error,
+        });
     }
 }

@@ -1,6 +1,7 @@
 //! Gemini streams passed through. No client operation speaks Gemini's format today, so this
 //! serves only as the fallback for pairs with no translation; it follows the same rules.
 
+use http::StatusCode;
 use sluice_sse::Event;
 
 use super::forward;
@@ -131,5 +132,12 @@ impl StreamTranslator for GeminiPassthrough {
 
     fn splice_state(&self) -> Option<SpliceState> {
         None
+    }
+
+    fn fail(&mut self, status: StatusCode, code: &str, message: &str, out: &mut Vec<Emitted>) {
+        out.push(Emitted {
+            bytes: crate::error::sse_error_event(Family::Gemini, status, code, message),
+            kind: EventKind::Error,
+        });
     }
 }

@@ -1,5 +1,6 @@
 //! OpenAI-shaped chat (and legacy completions) streams passed through.
 
+use http::StatusCode;
 use sluice_sse::Event;
 
 use super::forward;
@@ -240,5 +241,12 @@ impl StreamTranslator for OpenAiPassthrough {
             usage: self.usage.unwrap_or_default(),
             ..SpliceState::default()
         })
+    }
+
+    fn fail(&mut self, status: StatusCode, code: &str, message: &str, out: &mut Vec<Emitted>) {
+        out.push(Emitted {
+            bytes: crate::error::sse_error_event(Family::OpenAi, status, code, message),
+            kind: EventKind::Error,
+        });
     }
 }
