@@ -277,3 +277,100 @@ async fn oversized_event_ends_the_stream_with_an_error() {
     assert_eq!(err["error"]["code"], "event_too_large");
     assert!(r.body.len() < 60_000);
 }
+
+/// The `sequence_number`s of a Responses stream count every event from 0, and it ends with
+/// `error` then `response.failed`, both carrying `code`.
+fn assert_responses_failure(body: &[u8], code: &str) {
+    let events = sse(body);
+    assert!(events.len() > 3, "{}", String::from_utf8_lossy(body));
+    for (i, (name, data)) in events.iter().enumerate() {
+        let v: Value = serde_json::from_str(data).unwrap_or_else(|_| panic!("{data}"));
+        assert_eq!(v["sequence_number"], i as u64, "numbered on: {data}");
+        assert_eq!(name.as_deref(), v["type"].as_str(), "{data}");
+    }
+    let n = events.len();
+    let error: Value = serde_json::from_str(&events[n - 2].1).unwrap();
+    assert_eq!(error["type"], "error", "{error}");
+    assert_eq!(error["code"], code, "{error}");
+    let failed: Value = serde_json::from_str(&events[n - 1].1).unwrap();
+    assert_eq!(failed["type"], "response.failed", "{failed}");
+    assert_eq!(failed["response"]["status"], "failed");
+    assert_eq!(failed["response"]["error"]["code"], code);
+    let created: Value = serde_json::from_str(&events[0].1).unwrap();
+    assert_eq!(
+        failed["response"]["id"], created["response"]["id"],
+        "the response the stream created"
+    );
+    assert!(
+        !events.iter().any(|(_, d)| d.contains("\"choices\"")),
+        "nothing in chat-completions shape: {events:?}"
+    );
+}
+
+/// The gateway's own mid-stream errors (a stall past `idle`, the upstream cut) reach each
+/// client in its own API: a Responses client gets `error` and `response.failed` numbered on
+/// from its stream (passed through from an OpenAI-shaped upstream, or translated from
+/// Anthropic's), a Gemini client a Gemini error chunk, whatever the upstream spoke.
+#[tokio::test]
+async fn gateway_errors_mid_stream_are_in_each_clients_api() {
+    let mock = mock("").await;
+    for provider in ["", "provider = \"anthropic\""] {
+        let upstream = format!("timeouts = {{ idle = \"300ms\" }}\n{provider}");
+        let gw = gateway(
+            &mock,
+            Setup {
+                upstream: &upstream,
+                ..Default::default()
+            },
+        )
+        .await;
+        let responses = r#"{"model":"gpt-4o","input":"hi","stream":true}"#;
+        let r = h1(
+            gw.addr(),
+            request(
+                "POST",
+                "/v1/responses",
+                "tokens=8, stall_after=5:5000",
+                responses,
+            ),
+        )
+        .await;
+        assert_eq!(r.status, 200, "{}", String::from_utf8_lossy(&r.body));
+        assert_responses_failure(&r.body, "idle_timeout");
+        let r = h1(
+            gw.addr(),
+            request(
+                "POST",
+                "/v1/responses",
+                "tokens=8, interval_ms=20, abort_after=5",
+                responses,
+            ),
+        )
+        .await;
+        assert_responses_failure(&r.body, "upstream_reset");
+
+        let gemini = r#"{"contents":[{"role":"user","parts":[{"text":"hi"}]}]}"#;
+        let r = h1(
+            gw.addr(),
+            request(
+                "POST",
+                "/v1beta/models/gpt-4o:streamGenerateContent?alt=sse",
+                "tokens=8, stall_after=5:5000",
+                gemini,
+            ),
+        )
+        .await;
+        assert_eq!(r.status, 200);
+        let events = sse(&r.body);
+        assert!(events.len() > 1, "{events:?}");
+        let (event, err) = last_error(&r.body);
+        assert_eq!(event, None, "Gemini events are unnamed");
+        assert_eq!(err["error"]["code"], 504, "{err}");
+        assert_eq!(err["error"]["status"], "DEADLINE_EXCEEDED", "{err}");
+        assert!(err["error"]["message"].is_string(), "{err}");
+        for (_, data) in &events[..events.len() - 1] {
+            let v: Value = serde_json::from_str(data).unwrap();
+            assert!(v["candidates"].is_array(), "{data}");
+        }
+    }
+}
