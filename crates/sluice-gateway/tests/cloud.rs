@@ -1,4 +1,5 @@
-//! Cloud upstreams end to end over real sockets: the official `openai` and `anthropic` SDKs
+//! Cloud upstreams end to end over real sockets: the official `openai` (chat and Responses) and
+//! `anthropic` SDKs
 //! through the gateway to the mock's AWS Bedrock (Converse / ConverseStream, SigV4 checked by
 //! the mock), Google Vertex AI (Gemini and Claude, with tokens from the mock's token endpoint)
 //! and Azure OpenAI with Entra ID tokens (tests/python/cloud_sdk.py); botocore's own signer
