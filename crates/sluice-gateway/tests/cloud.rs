@@ -1,6 +1,5 @@
 //! Cloud upstreams end to end over real sockets: the official `openai` (chat and Responses) and
-//! `anthropic` SDKs
-//! through the gateway to the mock's AWS Bedrock (Converse / ConverseStream, SigV4 checked by
+//! `anthropic` SDKs through the gateway to the mock's AWS Bedrock (Converse / ConverseStream, SigV4 checked by
 //! the mock), Google Vertex AI (Gemini and Claude, with tokens from the mock's token endpoint)
 //! and Azure OpenAI with Entra ID tokens (tests/python/cloud_sdk.py); botocore's own signer
 //! recomputing every signature the gateway makes (tests/python/sigv4_upstream.py); and the
