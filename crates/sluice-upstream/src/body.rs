@@ -92,6 +92,31 @@ impl ResponseBody {
     pub fn timings(&self) -> PhaseTimings {
         self.timings
     }
+
+    /// Reads at most `cap` bytes of the body (an error body, a token endpoint's answer): what
+    /// is past them is dropped with the body, which cancels the rest upstream. A body error
+    /// ends the read: the bytes before it, and the error.
+    ///
+    /// # Errors
+    /// The bytes read so far and the [`BodyError`] that cut the body.
+    pub async fn read_capped(mut self, cap: usize) -> Result<Bytes, (Bytes, BodyError)> {
+        use http_body_util::BodyExt;
+        let mut buf = bytes::BytesMut::new();
+        while let Some(frame) = self.frame().await {
+            let frame = match frame {
+                Ok(f) => f,
+                Err(e) => return Err((buf.freeze(), e)),
+            };
+            if let Ok(d) = frame.into_data() {
+                let room = cap.saturating_sub(buf.len());
+                buf.extend_from_slice(&d[..d.len().min(room)]);
+                if buf.len() >= cap {
+                    break;
+                }
+            }
+        }
+        Ok(buf.freeze())
+    }
 }
 
 impl Body for ResponseBody {

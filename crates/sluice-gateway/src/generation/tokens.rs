@@ -22,7 +22,6 @@ use bytes::Bytes;
 use http::header::HeaderValue;
 use http::uri::PathAndQuery;
 use http::{Method, Request, Uri};
-use http_body_util::BodyExt;
 use parking_lot::Mutex;
 use ring::rand::SystemRandom;
 use sluice_providers::sign::oauth::{self, TokenError, TokenRequest, MAX_TOKEN_RESPONSE};
@@ -265,29 +264,19 @@ impl Endpoint {
             status: 503,
             snippet: format!("the token endpoint cannot be reached ({label})"),
         };
-        let exchange = async {
-            let resp = self
-                .http
-                .send_on(Lane::Short, r, Instant::now() + FETCH_TIMEOUT)
-                .await
-                .map_err(|e| unreachable(e.metric_label()))?;
-            let status = resp.status().as_u16();
-            let mut body = resp.into_body();
-            let mut buf = Vec::new();
-            while let Some(frame) = body.frame().await {
-                let frame = frame.map_err(|e| unreachable(e.metric_label()))?;
-                if let Ok(d) = frame.into_data() {
-                    buf.extend_from_slice(&d);
-                    if buf.len() > MAX_TOKEN_RESPONSE {
-                        break;
-                    }
-                }
-            }
-            oauth::parse_token_response(status, &buf)
-        };
-        tokio::time::timeout(FETCH_TIMEOUT, exchange)
+        // One deadline for the exchange: the send's (connect, write, headers), then the body's.
+        let by = Instant::now() + FETCH_TIMEOUT;
+        let resp = self
+            .http
+            .send_on(Lane::Short, r, by)
             .await
-            .unwrap_or_else(|_| Err(unreachable("timeout")))
+            .map_err(|e| unreachable(e.metric_label()))?;
+        let status = resp.status().as_u16();
+        let body = tokio::time::timeout_at(by, resp.into_body().read_capped(MAX_TOKEN_RESPONSE))
+            .await
+            .map_err(|_| unreachable("timeout"))?
+            .map_err(|(_, e)| unreachable(e.metric_label()))?;
+        oauth::parse_token_response(status, &body)
     }
 }
 

@@ -26,7 +26,6 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use http::Response;
-use http_body_util::BodyExt;
 use sluice_upstream::{Lane, ResponseBody};
 use tokio::time::{sleep, timeout_at, Instant};
 
@@ -609,7 +608,7 @@ impl Policy {
             }
             resp.into_parts()
         };
-        let body = timeout_at(self.deadline, read_capped(body, MAX_ERROR_BODY))
+        let body = timeout_at(self.deadline, read_error_body(body))
             .await
             .unwrap_or_default();
         // A refused access token (revoked, or the clocks disagree) is dropped and refreshed:
@@ -709,19 +708,11 @@ fn cloud_answer(
     }
 }
 
-/// Reads at most `cap` bytes of a body (what is left is dropped with it).
-async fn read_capped(mut body: ResponseBody, cap: u64) -> Bytes {
-    let mut buf = bytes::BytesMut::new();
-    while let Some(Ok(frame)) = body.frame().await {
-        if let Ok(d) = frame.into_data() {
-            let room = cap.saturating_sub(buf.len() as u64) as usize;
-            buf.extend_from_slice(&d[..d.len().min(room)]);
-            if buf.len() as u64 >= cap {
-                break;
-            }
-        }
-    }
-    buf.freeze()
+/// An error answer's body, at most `MAX_ERROR_BODY` bytes; what came before a cut.
+async fn read_error_body(body: ResponseBody) -> Bytes {
+    body.read_capped(MAX_ERROR_BODY as usize)
+        .await
+        .unwrap_or_else(|(partial, _)| partial)
 }
 
 impl std::fmt::Debug for Policy {

@@ -1,99 +1,35 @@
 //! A Bedrock stream (AWS event-stream framing, not SSE) as the client's SSE events, before the
-//! relay's SSE decoder: ConverseStream translated for the client's family, or
-//! InvokeModelWithResponseStream's chunks unwrapped into the Anthropic events they carry.
+//! relay's SSE decoder: ConverseStream translated for the client's API, or
+//! InvokeModelWithResponseStream's chunks unwrapped into the Anthropic events they carry; one
+//! [`BedrockStream`] either way (its decoder loop, exceptions and broken framing handled
+//! there).
 
 use bytes::Bytes;
-use http::StatusCode;
-use sluice_providers::bedrock::{self, BedrockStream};
-use sluice_providers::eventstream::Decoder;
-use sluice_providers::Family;
+use sluice_providers::bedrock::BedrockStream;
 
 /// What turns one Bedrock attempt's body into SSE.
-pub(super) enum AwsFeed {
-    /// ConverseStream, translated for the client.
-    Converse(BedrockStream),
-    /// InvokeModelWithResponseStream (Anthropic clients): the event-stream decoder; `true`
-    /// once the stream ended in an error event (later bytes are ignored).
-    Invoke(Decoder, bool),
-}
+pub(super) struct AwsFeed(BedrockStream);
 
 impl AwsFeed {
+    /// ConverseStream, translated for the client.
+    pub(super) fn converse(stream: BedrockStream) -> AwsFeed {
+        AwsFeed(stream)
+    }
+
+    /// InvokeModelWithResponseStream (Anthropic clients).
+    pub(super) fn invoke() -> AwsFeed {
+        AwsFeed(BedrockStream::invoke())
+    }
+
     /// Body bytes in (`end`: the body ended), SSE event bytes out through `sse`.
     pub(super) fn feed(&mut self, data: &[u8], end: bool, sse: &mut dyn FnMut(Bytes)) {
-        match self {
-            AwsFeed::Converse(b) => {
-                let mut events = Vec::new();
-                if end {
-                    b.end(&mut events);
-                } else {
-                    b.feed(data, &mut events);
-                }
-                events.into_iter().for_each(|e| sse(e.bytes));
-            }
-            AwsFeed::Invoke(_, true) => {}
-            AwsFeed::Invoke(d, failed) => {
-                let fail = |status: StatusCode, code: &str, message: &str| {
-                    sluice_providers::error::sse_error_event(
-                        Family::Anthropic,
-                        status,
-                        code,
-                        message,
-                    )
-                };
-                if end {
-                    if let Err(e) = d.finish() {
-                        *failed = true;
-                        let msg = format!("the Bedrock stream ended inside a message: {e}");
-                        sse(fail(
-                            StatusCode::BAD_GATEWAY,
-                            "upstream_stream_truncated",
-                            &msg,
-                        ));
-                    }
-                    return;
-                }
-                d.push(data);
-                loop {
-                    match d.next_message() {
-                        Ok(Some(m)) => {
-                            if m.header_str(":message-type") == Some("exception") {
-                                let kind = m.header_str(":exception-type").unwrap_or("exception");
-                                let e = bedrock::classify_stream_exception(kind, &m.payload);
-                                let code = e.code.as_deref().unwrap_or(kind);
-                                *failed = true;
-                                sse(fail(e.status, code, &e.message));
-                                return;
-                            }
-                            match bedrock::invoke_stream_event(&m) {
-                                Ok(Some(event)) => sse(event),
-                                Ok(None) => {}
-                                Err(e) => {
-                                    *failed = true;
-                                    let msg = e.to_string();
-                                    sse(fail(
-                                        StatusCode::BAD_GATEWAY,
-                                        "upstream_malformed_event",
-                                        &msg,
-                                    ));
-                                    return;
-                                }
-                            }
-                        }
-                        Ok(None) => return,
-                        Err(e) => {
-                            *failed = true;
-                            let msg = format!("the Bedrock stream's framing is broken: {e}");
-                            sse(fail(
-                                StatusCode::BAD_GATEWAY,
-                                "upstream_malformed_event",
-                                &msg,
-                            ));
-                            return;
-                        }
-                    }
-                }
-            }
+        let mut events = Vec::new();
+        if end {
+            self.0.end(&mut events);
+        } else {
+            self.0.feed(data, &mut events);
         }
+        events.into_iter().for_each(|e| sse(e.bytes));
     }
 }
 
@@ -103,7 +39,7 @@ mod tests {
     use sluice_providers::eventstream::Message;
 
     fn invoke() -> AwsFeed {
-        AwsFeed::Invoke(Decoder::new(), false)
+        AwsFeed::invoke()
     }
 
     fn run(feed: &mut AwsFeed, bytes: &[u8]) -> Vec<String> {
@@ -147,7 +83,8 @@ mod tests {
         bad[last] ^= 1; // the message CRC
         let out = run(&mut invoke(), &bad);
         assert_eq!(out.len(), 1, "{out:?}");
-        assert!(out[0].contains("framing is broken"), "{}", out[0]);
+        assert!(out[0].contains("cannot be translated"), "{}", out[0]);
+        assert!(out[0].contains("CRC"), "{}", out[0]);
         let whole = chunk.to_bytes().unwrap();
         let out = run(&mut invoke(), &whole[..whole.len() - 3]);
         assert_eq!(out.len(), 1, "{out:?}");

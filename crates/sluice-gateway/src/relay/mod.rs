@@ -786,8 +786,7 @@ impl SseRelay {
 fn bedrock_stream(policy: &Policy, attempt: &Attempt) -> Option<Box<aws::AwsFeed>> {
     let built = &attempt.built;
     if built.invoke {
-        let decoder = sluice_providers::eventstream::Decoder::new();
-        return Some(Box::new(aws::AwsFeed::Invoke(decoder, false)));
+        return Some(Box::new(aws::AwsFeed::invoke()));
     }
     if !built.bedrock {
         return None;
@@ -795,7 +794,7 @@ fn bedrock_stream(policy: &Policy, attempt: &Attempt) -> Option<Box<aws::AwsFeed
     let mut opts = BedrockStreamOptions::new(policy.ctx.op, &built.model);
     opts.client_wants_usage = true;
     opts.created = crate::clock::now_unix();
-    Some(Box::new(aws::AwsFeed::Converse(BedrockStream::new(&opts))))
+    Some(Box::new(aws::AwsFeed::converse(BedrockStream::new(&opts))))
 }
 
 fn new_translator(policy: &Policy, attempt: &Attempt, capped: bool) -> Box<dyn StreamTranslator> {

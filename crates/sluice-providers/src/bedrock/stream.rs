@@ -344,7 +344,8 @@ trait Translate: Send {
     fn message(&mut self, m: &Message, out: &mut Vec<Emitted>);
     fn fail(&mut self, fault: &Fault, out: &mut Vec<Emitted>);
     fn end(&mut self, out: &mut Vec<Emitted>);
-    fn reader(&self) -> &Reader;
+    fn usage(&self) -> Option<TokenUsage>;
+    fn error(&self) -> Option<&ProviderError>;
     fn closed(&self) -> bool;
     fn text(&self) -> &str;
     fn held_bytes(&self) -> usize;
@@ -368,8 +369,11 @@ impl<W: Writer> Translate for Pair<W> {
             self.reader.end(&mut self.writer, out);
         }
     }
-    fn reader(&self) -> &Reader {
-        &self.reader
+    fn usage(&self) -> Option<TokenUsage> {
+        self.reader.usage
+    }
+    fn error(&self) -> Option<&ProviderError> {
+        self.reader.error.as_ref()
     }
     fn closed(&self) -> bool {
         self.writer.closed()
@@ -383,6 +387,70 @@ impl<W: Writer> Translate for Pair<W> {
     fn splice_state(&self) -> Option<SpliceState> {
         self.writer
             .splice_state(self.reader.usage.map(|u| u.to_usage()))
+    }
+}
+
+/// InvokeModelWithResponseStream for an Anthropic client: each `chunk` unwrapped into the
+/// Anthropic SSE event it carries ([`super::invoke_stream_event`]), for the Anthropic
+/// passthrough after it to read (which gives the kinds and reads the usage: the events here
+/// are all [`crate::stream::EventKind::Content`]); an exception or a chunk that cannot be
+/// unwrapped an Anthropic error event that ends the stream.
+#[derive(Default)]
+struct Invoke {
+    error: Option<ProviderError>,
+    closed: bool,
+}
+
+impl Translate for Invoke {
+    fn message(&mut self, m: &Message, out: &mut Vec<Emitted>) {
+        if self.closed {
+            return;
+        }
+        if m.header_str(":message-type") == Some("exception") {
+            let kind = m.header_str(":exception-type").unwrap_or("exception");
+            let e = classify_stream_exception(kind, &m.payload);
+            let code = e.code.clone().unwrap_or_else(|| kind.to_string());
+            self.fail(&Fault::with(e.status.as_u16(), &code, &e.message), out);
+            self.error = Some(e);
+            return;
+        }
+        match super::invoke_stream_event(m) {
+            Ok(Some(bytes)) => out.push(Emitted {
+                bytes,
+                kind: crate::stream::EventKind::Content,
+            }),
+            Ok(None) => {}
+            Err(e) => self.fail(&Fault::malformed(PROVIDER, &e.to_string()), out),
+        }
+    }
+    fn fail(&mut self, fault: &Fault, out: &mut Vec<Emitted>) {
+        if !self.closed {
+            self.closed = true;
+            out.push(Emitted {
+                bytes: fault.event(Family::Anthropic),
+                kind: crate::stream::EventKind::Error,
+            });
+        }
+    }
+    // The Anthropic passthrough after this sees whether `message_stop` came.
+    fn end(&mut self, _out: &mut Vec<Emitted>) {}
+    fn usage(&self) -> Option<TokenUsage> {
+        None
+    }
+    fn error(&self) -> Option<&ProviderError> {
+        self.error.as_ref()
+    }
+    fn closed(&self) -> bool {
+        self.closed
+    }
+    fn text(&self) -> &str {
+        ""
+    }
+    fn held_bytes(&self) -> usize {
+        0
+    }
+    fn splice_state(&self) -> Option<SpliceState> {
+        None
     }
 }
 
@@ -436,6 +504,17 @@ impl BedrockStream {
         }
     }
 
+    /// InvokeModelWithResponseStream's body for an Anthropic client: the Anthropic events its
+    /// chunks carry, as the Anthropic API would have sent them (see [`super::invoke_request`]);
+    /// an exception, a chunk that is not base64 JSON or broken framing ends the stream with an
+    /// Anthropic error event. Usage and text are the Anthropic passthrough's to read after it.
+    pub fn invoke() -> BedrockStream {
+        BedrockStream {
+            decoder: Decoder::new(),
+            inner: Box::new(Invoke::default()),
+        }
+    }
+
     /// Body bytes in; the client events of every message they complete appended to `out`.
     /// Framing that cannot be decoded (a bad CRC, an oversized message) ends the client's
     /// stream with an `upstream_malformed_event` error event; later bytes are ignored.
@@ -474,8 +553,9 @@ impl BedrockStream {
             return;
         }
         if let Err(e) = self.decoder.finish() {
-            self.inner
-                .fail(&Fault::malformed(PROVIDER, &e.to_string()), out);
+            let message = format!("the Bedrock stream ended inside a message: {e}");
+            let fault = Fault::with(502, "upstream_stream_truncated", &message);
+            self.inner.fail(&fault, out);
             return;
         }
         self.inner.end(out);
@@ -483,17 +563,17 @@ impl BedrockStream {
 
     /// The usage Bedrock reported (its `metadata` event), normalised.
     pub fn usage(&self) -> Option<Usage> {
-        self.inner.reader().usage.map(|u| u.to_usage())
+        self.inner.usage().map(|u| u.to_usage())
     }
 
     /// Bedrock's own token counts, with the cache writes [`Usage`] does not keep.
     pub fn token_usage(&self) -> Option<TokenUsage> {
-        self.inner.reader().usage
+        self.inner.usage()
     }
 
     /// The exception that ended the stream, classified for the policy stage.
     pub fn error(&self) -> Option<&ProviderError> {
-        self.inner.reader().error.as_ref()
+        self.inner.error()
     }
 
     /// The assistant text emitted so far (with `track_text`).
