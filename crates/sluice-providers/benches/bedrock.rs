@@ -145,7 +145,8 @@ fn bench_gateway(c: &mut Criterion, name: &str, op: Operation, body: &Bytes) {
     let events = decode(body).len();
     let provider = match op.family() {
         sluice_providers::Family::Anthropic => sluice_providers::ProviderKind::anthropic(),
-        _ => sluice_providers::ProviderKind::OpenAi,
+        sluice_providers::Family::Gemini => sluice_providers::ProviderKind::Gemini,
+        sluice_providers::Family::OpenAi => sluice_providers::ProviderKind::OpenAi,
     };
     let mut group = c.benchmark_group("bedrock/gateway");
     group.throughput(Throughput::Elements(events as u64));
@@ -212,6 +213,8 @@ fn translated(c: &mut Criterion) {
     let tool = tool_stream(EVENTS);
     bench_messages(c, "text_to_openai", Operation::ChatCompletions, &text);
     bench_messages(c, "text_to_anthropic", Operation::Messages, &text);
+    bench_messages(c, "text_to_responses", Operation::Responses, &text);
+    bench_messages(c, "text_to_gemini", Operation::StreamGenerateContent, &text);
     bench_messages(c, "tool_to_openai", Operation::ChatCompletions, &tool);
     bench_messages(c, "tool_to_anthropic", Operation::Messages, &tool);
     bench_bytes(c, "text_to_openai", Operation::ChatCompletions, &text);
@@ -219,6 +222,8 @@ fn translated(c: &mut Criterion) {
     bench_decode(c, &text);
     bench_gateway(c, "text_to_openai", Operation::ChatCompletions, &text);
     bench_gateway(c, "text_to_anthropic", Operation::Messages, &text);
+    bench_gateway(c, "text_to_responses", Operation::Responses, &text);
+    bench_gateway(c, "text_to_gemini", Operation::StreamGenerateContent, &text);
 }
 
 criterion_group!(benches, translated);
