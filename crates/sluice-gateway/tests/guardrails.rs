@@ -221,6 +221,48 @@ async fn a_secret_split_across_stream_events_is_redacted_at_the_client() {
     }
 }
 
+/// A Responses client's stream stopped by a guardrail ends with `error` and `response.failed`
+/// numbered on from the last event it received (the events withdrawn with the denied text
+/// leave no gap), never in chat-completions shape.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_deny_mid_stream_ends_a_responses_stream_in_its_own_shape() {
+    let mock = MockServer::start(MockConfig::default()).await.unwrap();
+    let gw = gateway(&mock, NO_PII, "\"no-pii\"").await;
+    let said = format!(
+        "{} -----BEGIN PRIVATE KEY----- {}",
+        "fine words ".repeat(30),
+        "more text ".repeat(200)
+    );
+    let a = post(
+        gw.addr(),
+        "/v1/responses",
+        &format!("say={said}, token_bytes=8, interval_ms=5"),
+        serde_json::json!({"model": "gpt-4o-mini", "input": "tell me", "stream": true}),
+    )
+    .await;
+    assert_eq!(a.status, 200);
+    assert!(!a.body.contains("PRIVATE"), "{}", a.body);
+    assert!(!a.body.contains("\"choices\""), "{}", a.body);
+    let events: Vec<serde_json::Value> = a
+        .body
+        .split("\n\n")
+        .filter_map(|block| block.lines().find_map(|l| l.strip_prefix("data: ")))
+        .map(|d| serde_json::from_str(d).unwrap())
+        .collect();
+    assert!(events.len() > 3, "{}", a.body);
+    for (i, v) in events.iter().enumerate() {
+        assert_eq!(v["sequence_number"], i as u64, "numbered on: {v}");
+    }
+    let n = events.len();
+    assert_eq!(events[n - 2]["type"], "error");
+    assert_eq!(events[n - 2]["code"], "content_blocked");
+    assert_eq!(events[n - 1]["type"], "response.failed");
+    assert_eq!(
+        events[n - 1]["response"]["error"]["code"],
+        "content_blocked"
+    );
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_deny_mid_stream_ends_with_content_blocked_and_cancels_the_upstream() {
     let mock = MockServer::start(MockConfig::default()).await.unwrap();

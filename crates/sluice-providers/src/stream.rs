@@ -224,6 +224,14 @@ pub trait StreamTranslator: Send {
     /// `response.failed`, their `sequence_number`s continuing the stream's). Nothing when
     /// the client's stream is already closed (its answer ended, or an error did).
     fn fail(&mut self, status: StatusCode, code: &str, message: &str, out: &mut Vec<Emitted>);
+
+    /// The last `events` this translator emitted never reached the client (the gateway
+    /// withdrew them: a guardrail stopped the answer), so a numbered stream's error events
+    /// ([`StreamTranslator::fail`]) go on from the last one the client has. Nothing to do for
+    /// an unnumbered stream.
+    fn withdraw(&mut self, events: usize) {
+        let _ = events;
+    }
 }
 
 /// The error events of a stream that ends before any of its events reached the client (the

@@ -412,6 +412,9 @@ impl SseRelay {
             None => self.log.guardrails = Some(Box::new(line)),
         }
         self.guard = None;
+        // The events queued are withdrawn too (the caller withdrew those it was checking): the
+        // error goes on from the last one sent.
+        self.translator.withdraw(self.out.len());
         self.out.clear();
         let message = format!(
             "the answer was stopped by guardrail `{guardrail}`: it contains {}",
@@ -882,9 +885,11 @@ impl SseRelay {
                     let mut scratch = std::mem::take(&mut self.scratch);
                     self.translator.event(&ev, &mut scratch);
                     if let Some(g) = self.guard.as_mut() {
+                        let emitted = scratch.len();
                         if let Err((name, d)) = g.filter(&mut scratch) {
                             scratch.clear();
                             self.scratch = scratch;
+                            self.translator.withdraw(emitted);
                             return Step::Out(self.blocked(&name, d));
                         }
                     }
@@ -967,9 +972,11 @@ impl SseRelay {
         let mut scratch = std::mem::take(&mut self.scratch);
         self.translator.end(&mut scratch);
         if let Some(g) = self.guard.as_mut() {
+            let emitted = scratch.len();
             if let Err((name, d)) = g.finish(&mut scratch) {
                 scratch.clear();
                 self.scratch = scratch;
+                self.translator.withdraw(emitted);
                 return Step::Out(self.blocked(&name, d));
             }
         }

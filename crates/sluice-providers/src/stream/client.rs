@@ -74,6 +74,11 @@ pub(crate) trait Writer: Send {
     fn held_bytes(&self) -> usize;
     /// The state a continuation needs; `own` is this stream's upstream usage.
     fn splice_state(&self, own: Option<Usage>) -> Option<SpliceState>;
+    /// The last `events` written never reached the client
+    /// ([`super::StreamTranslator::withdraw`]).
+    fn withdraw(&mut self, events: usize) {
+        let _ = events;
+    }
 }
 
 /// What every writer takes from the options.
@@ -216,5 +221,8 @@ impl<W: Writer> Writer for Guard<W> {
     }
     fn splice_state(&self, own: Option<Usage>) -> Option<SpliceState> {
         self.0.splice_state(own)
+    }
+    fn withdraw(&mut self, events: usize) {
+        self.0.withdraw(events);
     }
 }

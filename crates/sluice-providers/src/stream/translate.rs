@@ -105,4 +105,8 @@ impl<R: Reader, W: Writer> StreamTranslator for Translating<R, W> {
         self.writer
             .fail(&Fault::with(status.as_u16(), code, message), out);
     }
+
+    fn withdraw(&mut self, events: usize) {
+        self.writer.withdraw(events);
+    }
 }

@@ -727,4 +727,8 @@ impl Writer for ResponsesWriter {
     fn splice_state(&self, _own: Option<Usage>) -> Option<SpliceState> {
         None
     }
+
+    fn withdraw(&mut self, events: usize) {
+        self.seq = self.seq.saturating_sub(events as u64);
+    }
 }

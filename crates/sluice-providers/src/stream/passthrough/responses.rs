@@ -137,6 +137,10 @@ impl StreamTranslator for ResponsesPassthrough {
         None
     }
 
+    fn withdraw(&mut self, events: usize) {
+        self.next_seq = self.next_seq.saturating_sub(events as u64);
+    }
+
     fn fail(&mut self, status: StatusCode, code: &str, message: &str, out: &mut Vec<Emitted>) {
         if self.closed {
             return;
