@@ -18,6 +18,15 @@ pub(super) enum AwsFeed {
 }
 
 impl AwsFeed {
+    /// The usage ConverseStream reported (its `metadata` event), normalised; `None` for
+    /// InvokeModel, whose Anthropic events the translator reads whole.
+    pub(super) fn usage(&self) -> Option<sluice_providers::Usage> {
+        match self {
+            AwsFeed::Converse(b) => b.usage(),
+            AwsFeed::Invoke(..) => None,
+        }
+    }
+
     /// Body bytes in (`end`: the body ended), SSE event bytes out through `sse`.
     pub(super) fn feed(&mut self, data: &[u8], end: bool, sse: &mut dyn FnMut(Bytes)) {
         match self {

@@ -397,10 +397,22 @@ impl SseRelay {
         )
     }
 
+    /// The current attempt's usage as the translator read it from the client's events, with
+    /// a Bedrock stream's cache writes: OpenAI, Gemini and Responses usage has no field for
+    /// them (they are inside the prompt count), Converse's `metadata` has.
+    fn attempt_usage(&self) -> Option<Usage> {
+        let mut usage = self.translator.usage();
+        let bedrock = self.bedrock.as_ref().and_then(|b| b.usage());
+        if let (Some(u), Some(b)) = (usage.as_mut(), bedrock) {
+            u.cache_write = b.cache_write.min(u.input);
+        }
+        usage
+    }
+
     /// The usage seen so far into the log (partial: the stream did not end normally).
     fn record_usage(&mut self, partial: bool) {
         let mut total = self.usage_before.as_deref().copied();
-        if let Some(u) = self.translator.usage() {
+        if let Some(u) = self.attempt_usage() {
             total.get_or_insert_with(Usage::default).add(&u);
         }
         if total.is_some() {
@@ -657,7 +669,7 @@ impl SseRelay {
         // came (OpenAI reports usage at the end, Anthropic's `message_start` says 1 output
         // token): the text it sent is what the provider generated and bills, so its output is
         // at least that text's estimate (about four bytes a token, as the token cap counts).
-        let mut u = self.translator.usage().unwrap_or_default();
+        let mut u = self.attempt_usage().unwrap_or_default();
         u.output = u.output.max((text.len() as u64).div_ceil(4));
         if u != Usage::default() {
             self.usage_before.get_or_insert_with(Box::default).add(&u);
