@@ -114,10 +114,10 @@ async fn post(gw: &Gateway, path: &str, body: &Value) -> (u16, Value) {
     // A stream: its last usage chunk (OpenAI), as JSON.
     let v = serde_json::from_str(&text).unwrap_or_else(|_| {
         text.lines()
+            .rev()
             .filter_map(|l| l.strip_prefix("data: "))
             .filter_map(|d| serde_json::from_str::<Value>(d).ok())
-            .filter(|c| !c["usage"].is_null())
-            .last()
+            .find(|c| !c["usage"].is_null())
             .unwrap_or_else(|| panic!("no usage in {text}"))
     });
     (status, v)
