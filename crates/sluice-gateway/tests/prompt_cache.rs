@@ -73,6 +73,12 @@ cache_breakpoints = true
 retry = {{ attempts = 1 }}
 
 [[route]]
+models = ["vertex-gemini"]
+targets = [{{ upstream = "vertex", model = "gemini-2.5-flash" }}]
+cache_breakpoints = true
+retry = {{ attempts = 1 }}
+
+[[route]]
 models = ["claude-*"]
 upstream = "anthropic"
 cache_breakpoints = true
@@ -145,6 +151,8 @@ struct Booked {
     output: i64,
     cache_read: i64,
     cache_write: i64,
+    /// 0 priced, 1 unpriced (a price the usage needs is unknown).
+    pricing: i64,
     price_entry: Option<String>,
     cost: Option<i64>,
 }
@@ -156,7 +164,7 @@ async fn booked(db: &Path, served_model: &str, n: usize) -> Vec<Booked> {
             Ok(conn) => conn
                 .prepare(
                     "SELECT provider, input_tokens, output_tokens, cache_read_tokens, \
-                     cache_write_tokens, price_entry, cost_micros FROM sluice_requests \
+                     cache_write_tokens, pricing, price_entry, cost_micros FROM sluice_requests \
                      WHERE served_model = ?1 ORDER BY ts_us",
                 )
                 .and_then(|mut q| {
@@ -167,8 +175,9 @@ async fn booked(db: &Path, served_model: &str, n: usize) -> Vec<Booked> {
                             output: r.get(2)?,
                             cache_read: r.get(3)?,
                             cache_write: r.get(4)?,
-                            price_entry: r.get(5)?,
-                            cost: r.get(6)?,
+                            pricing: r.get(5)?,
+                            price_entry: r.get(6)?,
+                            cost: r.get(7)?,
                         })
                     })?
                     .collect()
@@ -276,6 +285,7 @@ async fn cache_breakpoints_and_cache_usage_reach_the_client_and_the_books() {
             output: out,
             cache_read: 1000,
             cache_write: 200,
+            pricing: 0,
             price_entry: Some("bedrock/anthropic.claude-sonnet-4-2025*".into()),
             cost: Some(uncached * 3 + 300 + 750 + out * 15),
         }
@@ -333,10 +343,31 @@ async fn cache_breakpoints_and_cache_usage_reach_the_client_and_the_books() {
             output: out,
             cache_read: 1000,
             cache_write: 200,
+            pricing: 0,
             price_entry: Some("vertex/claude-sonnet-4@*".into()),
             cost: Some(input * 3 + 300 + 750 + out * 15),
         }
     );
+
+    // OpenAI client → Vertex AI Gemini: nothing added (Gemini caches prefixes by itself),
+    // `cachedContentTokenCount` read as the cached part of the prompt. The shipped catalog has
+    // no confirmed cache-read price for Gemini 2.5, so the record is unpriced, not free.
+    let (status, v) = post(&gw, "/v1/chat/completions", &chat("vertex-gemini")).await;
+    assert_eq!(status, 200, "{v}");
+    let up = upstream_body(&mock, ":generateContent");
+    assert!(!up.to_string().contains("cache_control"), "{up}");
+    assert!(!up.to_string().contains("contract-1234"), "{up}");
+    assert_eq!(
+        v["usage"]["prompt_tokens_details"]["cached_tokens"], 1000,
+        "{v}"
+    );
+    let prompt = v["usage"]["prompt_tokens"].as_i64().unwrap();
+    let rows = booked(&db, "gemini-2.5-flash", 1).await;
+    assert_eq!(
+        (rows[0].input, rows[0].cache_read, rows[0].cache_write),
+        (prompt, 1000, 0)
+    );
+    assert_eq!((rows[0].pricing, rows[0].cost), (1, None));
 
     // A client that marks its own breakpoint is sent as it is: no mark added on its system
     // prompt or tools.
