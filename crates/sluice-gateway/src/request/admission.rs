@@ -515,6 +515,11 @@ where
     let cache = match &route.cache {
         None => None,
         Some(config) => {
+            let guardrail_names = if guardrails.is_empty() {
+                String::new()
+            } else {
+                state.guards.names(&guardrails)
+            };
             let ask = crate::admit::CacheAsk {
                 route: &route.name,
                 config,
@@ -525,6 +530,7 @@ where
                 headers: &parts.headers,
                 stream,
                 include_usage: include_usage == Some(true),
+                guardrails: &guardrail_names,
                 deadline,
                 started: log.started(),
             };
@@ -535,11 +541,17 @@ where
             match start {
                 crate::admit::CacheStart::Hit(entry, age) => {
                     let price_list = state.upstream(route.primary_upstream()).price_list;
+                    let guardrails = if guardrails.is_empty() {
+                        None
+                    } else {
+                        state.guards.hit_header(&guardrails, guard_header.as_ref())
+                    };
                     return Ok(Admitted::Cached(super::cached::Hit {
                         entry,
                         age,
                         replay: config.replay,
                         price_list,
+                        guardrails,
                     }));
                 }
                 crate::admit::CacheStart::Run(run, status) => {
