@@ -475,7 +475,7 @@ impl StreamGuard {
 
     /// Text the rules released for `key`, gathered for the checkers (its event goes on
     /// without it); a check is queued once a window is there.
-    fn to_checkers(&mut self, key: &str, text: String, template: Option<Template>) {
+    fn gather_for_checkers(&mut self, key: &str, text: String, template: Option<Template>) {
         let window = self.checks.iter().map(|c| c.window).min().unwrap_or(0);
         let i = match self.held.iter().position(|h| h.key == key) {
             Some(i) => i,
@@ -544,7 +544,7 @@ impl StreamGuard {
                         self.channels.len() - 1
                     }
                 };
-                let started = std::time::Instant::now();
+                let started = Instant::now();
                 let pushed = self.channels[ch].redactor.push(&t);
                 let stage = &mut self.rules[ri];
                 stage.took += started.elapsed();
@@ -557,7 +557,7 @@ impl StreamGuard {
                 t
             } else {
                 let template = (prefix.clone(), data.clone(), path.clone());
-                self.to_checkers(&key, t, Some(template));
+                self.gather_for_checkers(&key, t, Some(template));
                 String::new()
             };
             if let Some(Value::String(text)) = get_mut(&mut data, &path) {
@@ -599,7 +599,7 @@ impl StreamGuard {
                 continue;
             };
             for r in &mut self.rules {
-                let started = std::time::Instant::now();
+                let started = Instant::now();
                 let applied = r.rules.apply(text);
                 r.took += started.elapsed();
                 match applied {
@@ -655,7 +655,7 @@ impl StreamGuard {
                     continue;
                 };
                 let r = &mut self.rules[ri];
-                let started = std::time::Instant::now();
+                let started = Instant::now();
                 let released = c.redactor.push(&text).and_then(|mut t| {
                     c.redactor.finish().map(|f| {
                         t.push_str(&f);
@@ -672,7 +672,7 @@ impl StreamGuard {
                 }
             }
             if !self.checks.is_empty() {
-                self.to_checkers(&key, text, template);
+                self.gather_for_checkers(&key, text, template);
                 if self.held.iter().any(|h| h.key == key && !h.text.is_empty())
                     && !self
                         .jobs

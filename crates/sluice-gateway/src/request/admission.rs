@@ -79,16 +79,16 @@ impl Run {
                         .insert(sluice_state::CACHE_STATUS_HEADER, status.header_value());
                 }
                 if let Some(v) = guardrails {
-                    // The input checks' verdicts first, then the answer's (a whole body's).
+                    // One value: the input checks' verdicts first, then the answer's (a whole
+                    // body's) or the guardrails watching a stream.
                     let h = r.headers_mut();
-                    let output: Vec<HeaderValue> = h
-                        .get_all(crate::guard::X_SLUICE_GUARDRAILS)
-                        .iter()
-                        .cloned()
-                        .collect();
-                    h.insert(crate::guard::X_SLUICE_GUARDRAILS, v);
-                    for o in output {
-                        h.append(crate::guard::X_SLUICE_GUARDRAILS, o);
+                    let mut all = v.as_bytes().to_vec();
+                    for o in h.get_all(crate::guard::X_SLUICE_GUARDRAILS) {
+                        all.push(b',');
+                        all.extend_from_slice(o.as_bytes());
+                    }
+                    if let Ok(one) = HeaderValue::from_bytes(&all) {
+                        h.insert(crate::guard::X_SLUICE_GUARDRAILS, one);
                     }
                 }
                 r
