@@ -40,12 +40,40 @@ struct Channel {
     /// The guardrail's position in [`StreamGuard::rules`].
     rule: usize,
     redactor: StreamRedactor,
-    /// The channel's last event: `event:` lines before `data:`, the data, the text's path.
+    /// The channel's last event and the text's path in it.
     template: Option<Template>,
 }
 
-/// An event to write text into: its lines before `data:`, its data, the text's path.
-type Template = (Bytes, Value, Vec<PathStep>);
+/// An event to write held text into: the event as it came and the text's path in its data.
+/// Its bytes (a reference count), not its parsed data: most events' templates are replaced
+/// before any is used, and parsing again at a release is cheaper than a copy per event.
+type Template = (Bytes, Vec<PathStep>);
+
+/// `template`'s event with `text` at its path, and its other texts (other channels', which
+/// went out with the event itself) emptied.
+fn fill(template: &Template, text: String) -> Option<Emitted> {
+    let (prefix, mut data) = split_event(&template.0)?;
+    let mut found = Vec::new();
+    find_texts(
+        &data,
+        &mut Vec::new(),
+        &mut String::new(),
+        false,
+        &mut found,
+    );
+    for (_, path) in &found {
+        if let Some(Value::String(s)) = get_mut(&mut data, path) {
+            s.clear();
+        }
+    }
+    if let Some(Value::String(s)) = get_mut(&mut data, &template.1) {
+        *s = text;
+    }
+    Some(Emitted {
+        bytes: join_event(&prefix, &data),
+        kind: EventKind::Content,
+    })
+}
 
 #[derive(Clone, Debug)]
 enum PathStep {
@@ -444,14 +472,8 @@ impl StreamGuard {
             return Ok(());
         }
         match target {
-            Target::Window((prefix, mut data, path)) => {
-                if let Some(Value::String(s)) = get_mut(&mut data, &path) {
-                    *s = texts.concat();
-                }
-                out.push(Emitted {
-                    bytes: join_event(&prefix, &data),
-                    kind: EventKind::Content,
-                });
+            Target::Window(template) => {
+                out.extend(fill(&template, texts.concat()));
             }
             Target::Whole {
                 prefix,
@@ -556,8 +578,7 @@ impl StreamGuard {
             let t = if self.checks.is_empty() {
                 t
             } else {
-                let template = (prefix.clone(), data.clone(), path.clone());
-                self.gather_for_checkers(&key, t, Some(template));
+                self.gather_for_checkers(&key, t, Some((e.bytes.clone(), path.clone())));
                 String::new()
             };
             if let Some(Value::String(text)) = get_mut(&mut data, &path) {
@@ -565,7 +586,7 @@ impl StreamGuard {
             }
             // The last guardrail's channel is the one that releases to the client.
             if let Some(c) = self.channels.iter_mut().rev().find(|c| c.key == key) {
-                c.template = Some((prefix.clone(), data.clone(), path));
+                c.template = Some((e.bytes.clone(), path));
             }
         }
         out.push(Emitted {
@@ -686,14 +707,8 @@ impl StreamGuard {
             if text.is_empty() {
                 continue;
             }
-            if let Some((prefix, mut data, path)) = template {
-                if let Some(Value::String(s)) = get_mut(&mut data, &path) {
-                    *s = text;
-                }
-                out.push(Emitted {
-                    bytes: join_event(&prefix, &data),
-                    kind: EventKind::Content,
-                });
+            if let Some(t) = template {
+                out.extend(fill(&t, text));
             }
         }
         Ok(())
@@ -929,6 +944,44 @@ mod tests {
         assert_eq!(events.last().unwrap().kind, EventKind::Trailer);
         let v: Vec<_> = g.verdicts().into_iter().map(|(n, v, _)| (n, v)).collect();
         assert_eq!(v, vec![("pii", Verdict::Redact)]);
+    }
+
+    /// Two channels in one event (two tool calls' arguments in one chunk): the text each holds
+    /// back comes out in an event of its own, carrying no other channel's text again.
+    #[test]
+    fn held_text_of_one_channel_never_repeats_another_channels() {
+        let mut g = guard();
+        let chunk = |a: &str, b: &str| {
+            event(
+                EventKind::Content,
+                serde_json::json!({"choices": [{"index": 0, "delta": {"tool_calls": [
+                    {"index": 0, "function": {"arguments": a}},
+                    {"index": 1, "function": {"arguments": b}}]}}]}),
+            )
+        };
+        let mut events = vec![chunk("{\"a\": \"4111 1111 ", "{\"b\": \"4111 1111 ")];
+        events.push(chunk("1111 1111\"}", "1111 1111\"}"));
+        events.push(event(
+            EventKind::Trailer,
+            serde_json::json!({"choices": [{"index": 0, "delta": {}, "finish_reason": "tool_calls"}]}),
+        ));
+        g.filter(&mut events).unwrap();
+        let of = |i: usize| -> String {
+            events
+                .iter()
+                .map(|e| {
+                    let (_, v) = split_event(&e.bytes).unwrap();
+                    v.pointer(&format!(
+                        "/choices/0/delta/tool_calls/{i}/function/arguments"
+                    ))
+                    .and_then(|a| a.as_str())
+                    .unwrap_or("")
+                    .to_string()
+                })
+                .collect()
+        };
+        assert_eq!(of(0), "{\"a\": \"[REDACTED:card]\"}");
+        assert_eq!(of(1), "{\"b\": \"[REDACTED:card]\"}");
     }
 
     /// A Responses API `…done` event repeats the whole text: it is redacted as the deltas were.
