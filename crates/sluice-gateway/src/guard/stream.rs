@@ -335,31 +335,44 @@ impl StreamGuard {
     }
 
     /// One event, by what it is to the held text.
+    ///
+    /// - A preamble-kind event (Anthropic's `ping`, an OpenAI or Gemini chunk with neither
+    ///   text nor a finish) carries no text and may appear anywhere in its API's stream: it
+    ///   goes on while the text stays held, so a match split around it is still one match.
+    /// - A content event with texts is a delta (see [`Self::content`]); one without (a block's
+    ///   start or stop after the commit, a Responses item's `.added`) ends a text: what is held
+    ///   goes first, so the client never sees a delta after its block ended.
+    /// - A trailer (finish reason, usage, `[DONE]`) and an event that repeats texts whole (the
+    ///   Responses API's `…done` events, `response.completed`) go after the held text, their
+    ///   texts checked whole.
     fn event(&mut self, e: Emitted, out: &mut Vec<Emitted>) -> Result<(), Blocked> {
-        match role(&e) {
-            Role::Delta => self.content(e, out),
-            // Carries no text and has no place relative to it: it goes on while the text
-            // stays held, so a match split around it is still one match.
-            Role::Neutral => {
+        match e.kind {
+            EventKind::Preamble | EventKind::Error => {
                 out.push(e);
                 Ok(())
             }
-            Role::Boundary => {
-                self.flush(out)?;
-                self.after_jobs(Item::Emit(e), out);
-                Ok(())
-            }
-            Role::Whole => {
-                self.flush(out)?;
-                let e = self.whole(e)?;
-                if self.checks.is_empty() {
-                    out.push(e);
-                } else {
-                    self.jobs.push_back(Job::Whole(e));
-                }
-                Ok(())
-            }
+            EventKind::Trailer => self.whole_event(e, out),
+            EventKind::Content => self.content(e, out),
         }
+    }
+
+    /// An event that ends the held text: it goes after it (and after its checks).
+    fn boundary(&mut self, e: Emitted, out: &mut Vec<Emitted>) -> Result<(), Blocked> {
+        self.flush(out)?;
+        self.after_jobs(Item::Emit(e), out);
+        Ok(())
+    }
+
+    /// An event whose texts are whole: after the held text, checked whole.
+    fn whole_event(&mut self, e: Emitted, out: &mut Vec<Emitted>) -> Result<(), Blocked> {
+        self.flush(out)?;
+        let e = self.whole(e)?;
+        if self.checks.is_empty() {
+            out.push(e);
+        } else {
+            self.jobs.push_back(Job::Whole(e));
+        }
+        Ok(())
     }
 
     /// `item` goes out after the checks just queued (right away when there are none).
@@ -528,9 +541,11 @@ impl StreamGuard {
 
     fn content(&mut self, e: Emitted, out: &mut Vec<Emitted>) -> Result<(), Blocked> {
         let Some((prefix, mut data)) = split_event(&e.bytes) else {
-            out.push(e);
-            return Ok(());
+            return self.boundary(e, out);
         };
+        if repeats_whole(&prefix, &data) {
+            return self.whole_event(e, out);
+        }
         let mut found = Vec::new();
         find_texts(
             &data,
@@ -540,8 +555,7 @@ impl StreamGuard {
             &mut found,
         );
         if found.is_empty() {
-            out.push(e);
-            return Ok(());
+            return self.boundary(e, out);
         }
         for (key, path) in found {
             let Some(Value::String(text)) = get_mut(&mut data, &path) else {
@@ -715,94 +729,25 @@ impl StreamGuard {
     }
 }
 
-/// What an event is to the held text.
-#[derive(Debug, PartialEq, Eq)]
-enum Role {
-    /// A content event whose texts are pieces of the answer (deltas).
-    Delta,
-    /// No text and no place relative to it: a preamble-kind event (Anthropic's `ping`, an
-    /// OpenAI or Gemini chunk with neither text nor a finish) may appear anywhere in its API's
-    /// stream, so it passes ahead of the text held back.
-    Neutral,
-    /// Ends a text (a block's stop, a finish reason, usage, `[DONE]`, a Responses item's
-    /// `.added`/`.done`): the text held back goes first, so the client never sees a delta
-    /// after its block ended.
-    Boundary,
-    /// Repeats texts whole (the Responses API's `…done` events and `response.completed`):
-    /// after the held text, checked whole.
-    Whole,
-}
-
-fn role(e: &Emitted) -> Role {
-    match e.kind {
-        EventKind::Error => Role::Neutral,
-        EventKind::Preamble => Role::Neutral,
-        EventKind::Trailer => Role::Whole,
-        EventKind::Content => {
-            let ty = event_type(&e.bytes);
-            if ty.ends_with(b".done") || ty == b"response.completed" || ty == b"response.incomplete"
-            {
-                Role::Whole
-            } else if has_text(&e.bytes) {
-                Role::Delta
-            } else {
-                Role::Boundary
-            }
-        }
-    }
-}
-
-/// The event's name: its `event:` line, else its data's `type` (looked up without parsing).
-fn event_type(bytes: &[u8]) -> &[u8] {
-    if let Some(rest) = bytes.strip_prefix(b"event:") {
-        let end = rest.iter().position(|&b| b == b'\n' || b == b'\r');
-        return rest[..end.unwrap_or(rest.len())].trim_ascii();
-    }
-    const TYPE: &[u8] = b"\"type\":";
-    let Some(at) = bytes.windows(TYPE.len()).position(|w| w == TYPE) else {
-        return b"";
+/// Whether a content event repeats texts whole (by its `event:` name, else its data's `type`):
+/// the Responses API's `…done` events and `response.completed`, which the passthrough marks
+/// as content after the commit.
+fn repeats_whole(prefix: &[u8], data: &Value) -> bool {
+    let named = prefix
+        .strip_prefix(b"event:")
+        .map(|rest| {
+            let end = rest.iter().position(|&b| b == b'\n' || b == b'\r');
+            rest[..end.unwrap_or(rest.len())].trim_ascii()
+        })
+        .filter(|n| !n.is_empty());
+    let ty = match named {
+        Some(n) => n,
+        None => match data.get("type").and_then(Value::as_str) {
+            Some(t) => t.as_bytes(),
+            None => return false,
+        },
     };
-    let rest = bytes[at + TYPE.len()..].trim_ascii_start();
-    let Some(rest) = rest.strip_prefix(b"\"") else {
-        return b"";
-    };
-    let end = rest.iter().position(|&b| b == b'"').unwrap_or(0);
-    &rest[..end]
-}
-
-/// Whether a content event has a text key with a string value (a cheap look before parsing:
-/// a structural event after the commit, `content_block_stop`, is content without text).
-fn has_text(bytes: &[u8]) -> bool {
-    TEXT_KEYS.iter().any(|k| {
-        let mut at = 0;
-        while let Some(i) = find_key(&bytes[at..], k) {
-            let rest = bytes[at + i..].trim_ascii_start();
-            if rest.first() == Some(&b'"') {
-                return true;
-            }
-            at += i;
-        }
-        false
-    })
-}
-
-/// The offset just after the next `"key":` in `bytes`.
-fn find_key(bytes: &[u8], key: &str) -> Option<usize> {
-    let k = key.as_bytes();
-    let mut i = 0;
-    while i + k.len() + 3 <= bytes.len() {
-        if bytes[i] == b'"'
-            && bytes[i + 1..].starts_with(k)
-            && bytes[i + 1 + k.len()] == b'"'
-            && bytes[i + 2 + k.len()..].trim_ascii_start().first() == Some(&b':')
-        {
-            let after = &bytes[i + 2 + k.len()..];
-            let colon = after.iter().position(|&b| b == b':')?;
-            return Some(i + 2 + k.len() + colon + 1);
-        }
-        i += 1;
-    }
-    None
+    ty.ends_with(b".done") || ty == b"response.completed" || ty == b"response.incomplete"
 }
 
 /// An event's lines before `data:` and its data as JSON.
