@@ -357,3 +357,66 @@ async fn a_hung_server_costs_each_batch_its_write_timeout_and_no_more() {
         "{s:?}"
     );
 }
+
+/// A table made before the `guardrails` column (an older build's, with its rows): the sink
+/// adds the column at start, the old rows read NULL there, and a new record's verdicts land.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[cfg_attr(
+    no_postgres,
+    ignore = "no PostgreSQL: install it (apt-get install postgresql) or set PG_BIN"
+)]
+async fn an_older_table_gets_the_guardrails_column_and_keeps_its_rows() {
+    let server = PgServer::start().await;
+    let client = server.client().await;
+    let catalog = Catalog::shipped();
+    let now = now_us();
+    // The older build: its table, its schema version, one row.
+    {
+        let old = PostgresSink::new(&pg_config(&server)).unwrap();
+        old.ensure_schema().await.unwrap();
+        client
+            .batch_execute("ALTER TABLE sluice_requests DROP COLUMN guardrails")
+            .await
+            .unwrap();
+        client
+            .execute(
+                "INSERT INTO sluice_requests (ts_us, request_id, route, client_api, attempts, \
+                 status, end_reason, stream, input_tokens, output_tokens, cache_read_tokens, \
+                 cache_write_tokens, cache_write_1h_tokens, reasoning_tokens, pricing, total_us, \
+                 cache_hit, idempotent_replay) VALUES ($1, 'old', 'chat', 'openai.chat', 1, 200, \
+                 'ok', false, 1, 1, 0, 0, 0, 0, 2, 10, false, false)",
+                &[&now],
+            )
+            .await
+            .unwrap();
+    }
+    let sink = PostgresSink::new(&pg_config(&server)).unwrap();
+    sink.ensure_schema().await.unwrap();
+    let mut r = record(&catalog, 2, now + 1);
+    r.guardrails = Some("no-secrets:redact:0.12ms,policy:allow:3.10ms".into());
+    sink.write(&[r]).await.unwrap();
+    let rows = client
+        .query(
+            "SELECT request_id, guardrails FROM sluice_requests ORDER BY ts_us",
+            &[],
+        )
+        .await
+        .unwrap();
+    let got: Vec<(String, Option<String>)> = rows.iter().map(|r| (r.get(0), r.get(1))).collect();
+    assert_eq!(
+        got,
+        [
+            ("old".to_string(), None),
+            (
+                "req-2".to_string(),
+                Some("no-secrets:redact:0.12ms,policy:allow:3.10ms".to_string())
+            )
+        ]
+    );
+    let version: i64 = client
+        .query_one("SELECT MAX(version) FROM sluice_ledger_schema", &[])
+        .await
+        .unwrap()
+        .get(0);
+    assert_eq!(version, 1, "a nullable column added needs no new version");
+}

@@ -519,6 +519,7 @@ async fn every_field_reads_back_from_its_column() {
     r.tokens.reasoning = 19;
     r.idempotent_replay = true;
     r.capture = Some(Box::new(Capture::new("the prompt", "the answer", 4096)));
+    r.guardrails = Some("no-secrets:redact:0.12ms,policy:allow:3.10ms".into());
     let t = r.tokens;
     let text = |s: &str| Value::Text(s.to_string());
     let int = |n: i64| Value::Integer(n);
@@ -566,6 +567,10 @@ async fn every_field_reads_back_from_its_column() {
         ("prompt", text("the prompt")),
         ("response", text("the answer")),
         ("capture_truncated", int(0)),
+        (
+            "guardrails",
+            text("no-secrets:redact:0.12ms,policy:allow:3.10ms"),
+        ),
     ];
     sink.write(vec![r]).await.unwrap();
     let conn = Connection::open(&path).unwrap();
@@ -580,4 +585,97 @@ async fn every_field_reads_back_from_its_column() {
     for ((column, want), got) in expected.iter().zip(&row) {
         assert_eq!(got, want, "{column}");
     }
+}
+
+/// A version 2 file made before the `guardrails` column (its view has the 32 columns after
+/// `ts_us`, its rows' arrays as many): opening it makes the view again, the old rows read
+/// NULL there and go on counting, and a new record's verdicts read back.
+#[tokio::test]
+async fn a_file_from_before_the_guardrails_column_is_read_and_extended() {
+    let old_columns = [
+        "request_id",
+        "key_id",
+        "team",
+        "owner",
+        "route",
+        "client_api",
+        "requested_model",
+        "served_model",
+        "upstream",
+        "provider",
+        "attempts",
+        "attempt_classes",
+        "status",
+        "end_reason",
+        "stream",
+        "input_tokens",
+        "output_tokens",
+        "cache_read_tokens",
+        "cache_write_tokens",
+        "cache_write_1h_tokens",
+        "reasoning_tokens",
+        "pricing",
+        "price_entry",
+        "cost_micros",
+        "first_byte_us",
+        "first_token_us",
+        "total_us",
+        "cache_hit",
+        "idempotent_replay",
+        "prompt",
+        "response",
+        "capture_truncated",
+    ];
+    let fields: Vec<String> = old_columns
+        .iter()
+        .enumerate()
+        .map(|(i, c)| format!("rec ->> {i} AS {c}"))
+        .collect();
+    let base = base();
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("v2.db");
+    {
+        let conn = Connection::open(&path).unwrap();
+        conn.execute_batch(&format!(
+            "CREATE TABLE sluice_records (ts_us INTEGER NOT NULL, rec TEXT NOT NULL);
+             CREATE VIEW sluice_requests AS SELECT rowid AS seq, ts_us, {} FROM sluice_records;
+             PRAGMA user_version = 2;",
+            fields.join(", ")
+        ))
+        .unwrap();
+        conn.execute(
+            "INSERT INTO sluice_records (rowid, ts_us, rec) VALUES (?1, ?1, ?2)",
+            rusqlite::params![
+                base,
+                r#"["old",null,null,null,"chat","openai.chat","gpt-4o","gpt-4o","oai","openai",1,null,200,"ok",false,100,20,0,0,0,0,0,null,900,1000,2000,3000,false,false,null,null,null]"#
+            ],
+        )
+        .unwrap();
+    }
+    let sink = SqliteSink::open(&path, 30, 1 << 30).await.unwrap();
+    let catalog = Catalog::shipped();
+    let mut r = record(&catalog, 1, base + 1);
+    r.guardrails = Some("pii:redact:0.05ms".into());
+    sink.write(vec![r]).await.unwrap();
+    let conn = Connection::open(&path).unwrap();
+    let rows: Vec<(String, Option<String>, Option<i64>)> = conn
+        .prepare("SELECT request_id, guardrails, cost_micros FROM sluice_requests ORDER BY seq")
+        .unwrap()
+        .query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))
+        .unwrap()
+        .collect::<Result<_, _>>()
+        .unwrap();
+    assert_eq!(rows.len(), 2, "{rows:?}");
+    assert_eq!((rows[0].0.as_str(), rows[0].1.as_deref()), ("old", None));
+    assert_eq!(
+        rows[0].2,
+        Some(900),
+        "the old row's columns are where they were"
+    );
+    assert_eq!(rows[1].1.as_deref(), Some("pii:redact:0.05ms"));
+    let usage = sink.usage(&all_queries(base, base + DAY)[0]).await.unwrap();
+    assert_eq!(usage.iter().map(|r| r.requests).sum::<i64>(), 2);
+    // Opening it again changes nothing.
+    drop(sink);
+    SqliteSink::open(&path, 30, 1 << 30).await.unwrap();
 }

@@ -35,7 +35,7 @@ const BACKOFF_MIN: Duration = Duration::from_millis(100);
 const BACKOFF_MAX: Duration = Duration::from_secs(2);
 
 /// Column types for binary COPY, in [`schema::COLUMNS`] order.
-const TYPES: [Type; 33] = [
+const TYPES: [Type; 34] = [
     Type::INT8,
     Type::TEXT,
     Type::TEXT,
@@ -69,6 +69,7 @@ const TYPES: [Type; 33] = [
     Type::TEXT,
     Type::TEXT,
     Type::BOOL,
+    Type::TEXT,
 ];
 
 /// The PostgreSQL sink. Cloning shares the pool.
@@ -221,10 +222,12 @@ async fn migrate(client: &Client) -> Result<(), SinkError> {
              SELECT pg_advisory_xact_lock(7415269001);
              CREATE TABLE IF NOT EXISTS sluice_ledger_schema (version BIGINT NOT NULL);
              {create}
+             {added}
              INSERT INTO sluice_ledger_schema (version)
                  SELECT 1 WHERE NOT EXISTS (SELECT 1 FROM sluice_ledger_schema);
              COMMIT;",
-            create = schema::CREATE_V1
+            create = schema::CREATE_V1,
+            added = schema::pg_add_columns()
         ))
         .await?;
     let version: i64 = client
@@ -344,7 +347,7 @@ async fn copy_in(client: &Client, batch: &[RequestRecord]) -> Result<(), SinkErr
         let t = &r.tokens;
         let classes = r.attempt_classes_joined();
         let capture = r.capture.as_deref();
-        let values: [&(dyn ToSql + Sync); 33] = [
+        let values: [&(dyn ToSql + Sync); 34] = [
             &r.ts_us,
             &&*r.request_id,
             &r.key_id.as_deref(),
@@ -378,6 +381,7 @@ async fn copy_in(client: &Client, batch: &[RequestRecord]) -> Result<(), SinkErr
             &capture.map(|c| c.prompt.as_str()),
             &capture.map(|c| c.response.as_str()),
             &capture.map(|c| c.prompt_truncated || c.response_truncated),
+            &r.guardrails.as_deref(),
         ];
         writer.as_mut().write(&values).await?;
     }

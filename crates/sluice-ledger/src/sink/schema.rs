@@ -58,7 +58,7 @@ CREATE INDEX IF NOT EXISTS sluice_requests_ts ON sluice_requests (ts_us);
 ";
 
 /// The columns in insert order (the order of the values the sinks bind).
-pub(crate) const COLUMNS: [&str; 33] = [
+pub(crate) const COLUMNS: [&str; 34] = [
     "ts_us",
     "request_id",
     "key_id",
@@ -92,7 +92,30 @@ pub(crate) const COLUMNS: [&str; 33] = [
     "prompt",
     "response",
     "capture_truncated",
+    "guardrails",
 ];
+
+/// Version 1's columns (a v1 SQLite table has these only).
+const COLUMNS_V1: usize = 33;
+
+/// Columns added since version 1 without a version of their own: nullable, so a file or table
+/// an older build made (or an older build still writing to it) reads them as NULL, and an older
+/// build opens what a newer one made. Each is added when missing: PostgreSQL by `ADD COLUMN IF
+/// NOT EXISTS`, SQLite by re-creating its view (the rows' arrays simply end earlier).
+pub(crate) const ADDED: [(&str, &str); 1] = [("guardrails", "TEXT")];
+
+/// PostgreSQL: the columns of [`ADDED`] a table made by an older build lacks.
+pub(crate) fn pg_add_columns() -> String {
+    ADDED
+        .iter()
+        .map(|(c, ty)| format!("ALTER TABLE {TABLE} ADD COLUMN IF NOT EXISTS {c} {ty};\n"))
+        .collect()
+}
+
+/// SQLite: the view again, with every column of this build.
+pub(crate) fn sqlite_recreate_view() -> String {
+    format!("DROP VIEW IF EXISTS {TABLE}; {}", sqlite_view())
+}
 
 /// SQLite's storage: one row per record holding `ts_us` and the other 32 columns as one JSON
 /// array, `rec`, in [`COLUMNS`] order; the view `sluice_requests` gives them back as the columns
@@ -108,6 +131,16 @@ pub(crate) const SQLITE_RECORDS: &str = "sluice_records";
 
 /// The SQLite DDL of version 2: the table and the view (built from [`COLUMNS`]).
 pub(crate) fn sqlite_create_v2() -> String {
+    format!(
+        "CREATE TABLE IF NOT EXISTS {SQLITE_RECORDS} (ts_us INTEGER NOT NULL, rec TEXT NOT NULL);
+         {}",
+        sqlite_view()
+    )
+}
+
+/// The view over [`SQLITE_RECORDS`]: a row's array shorter than [`COLUMNS`] (written before a
+/// column was added) reads NULL in the missing ones.
+fn sqlite_view() -> String {
     let fields = COLUMNS[1..]
         .iter()
         .enumerate()
@@ -115,8 +148,7 @@ pub(crate) fn sqlite_create_v2() -> String {
         .collect::<Vec<_>>()
         .join(", ");
     format!(
-        "CREATE TABLE IF NOT EXISTS {SQLITE_RECORDS} (ts_us INTEGER NOT NULL, rec TEXT NOT NULL);
-         CREATE VIEW IF NOT EXISTS {TABLE} AS SELECT rowid AS seq, ts_us, {fields} \
+        "CREATE VIEW IF NOT EXISTS {TABLE} AS SELECT rowid AS seq, ts_us, {fields} \
          FROM {SQLITE_RECORDS};"
     )
 }
@@ -124,7 +156,7 @@ pub(crate) fn sqlite_create_v2() -> String {
 /// Moves version 1's rows (a plain `sluice_requests` table) into version 2's layout: rowids
 /// `ts_us + n` for the n-th row in time order are unique and at least `ts_us`.
 pub(crate) fn sqlite_migrate_v1_to_v2() -> String {
-    let values = COLUMNS[1..].join(", ");
+    let values = COLUMNS[1..COLUMNS_V1].join(", ");
     format!(
         "ALTER TABLE {TABLE} RENAME TO sluice_requests_v1;
          {create}

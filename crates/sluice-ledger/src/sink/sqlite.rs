@@ -230,12 +230,29 @@ fn migrate(conn: &Connection) -> Result<(), SinkError> {
     let step = match version {
         0 => schema::sqlite_create_v2(),
         1 => schema::sqlite_migrate_v1_to_v2(),
-        _ => return Ok(()),
+        _ => String::new(),
     };
-    conn.execute_batch(&format!(
-        "BEGIN; {step} PRAGMA user_version = {}; COMMIT;",
-        schema::SQLITE_VERSION
-    ))?;
+    if !step.is_empty() {
+        conn.execute_batch(&format!(
+            "BEGIN; {step} PRAGMA user_version = {}; COMMIT;",
+            schema::SQLITE_VERSION
+        ))?;
+    }
+    // A view made by an older build lacks the columns added since: made again.
+    let present: i64 = conn.query_row(
+        &format!(
+            "SELECT COUNT(*) FROM pragma_table_info('{}') WHERE name = ?1",
+            schema::TABLE
+        ),
+        [schema::ADDED[schema::ADDED.len() - 1].0],
+        |r| r.get(0),
+    )?;
+    if present == 0 {
+        conn.execute_batch(&format!(
+            "BEGIN; {} COMMIT;",
+            schema::sqlite_recreate_view()
+        ))?;
+    }
     Ok(())
 }
 
@@ -328,6 +345,7 @@ fn encode(out: &mut Vec<u8>, r: &RequestRecord) -> Result<(), SinkError> {
         out,
         capture.map(|c| c.prompt_truncated || c.response_truncated),
     )?;
+    item(out, r.guardrails.as_deref())?;
     out.push(b']');
     Ok(())
 }
