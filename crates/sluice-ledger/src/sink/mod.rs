@@ -11,6 +11,7 @@ use crate::config::SinkConfig;
 use crate::query::{UsageQuery, UsageRow};
 use crate::record::RequestRecord;
 
+mod json_row;
 pub mod otlp;
 pub mod postgres;
 pub(crate) mod schema;

@@ -307,7 +307,7 @@ impl PostgresSink {
     /// The server is down or failed.
     pub async fn usage(&self, query: &UsageQuery) -> Result<Vec<UsageRow>, SinkError> {
         let mut conn = self.pool.get().await?;
-        let sql = query.sql("$1", "$2", "");
+        let sql = query.sql("$1", "$2", super::schema::TABLE);
         let rows = conn.query(&sql, &[&query.from_us, &query.to_us]).await?;
         conn.ok();
         let mut out = rows
