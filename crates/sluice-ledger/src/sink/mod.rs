@@ -13,6 +13,7 @@ use crate::record::RequestRecord;
 
 mod json_row;
 pub mod otlp;
+mod pg_copy;
 pub mod postgres;
 pub(crate) mod schema;
 pub mod sqlite;
