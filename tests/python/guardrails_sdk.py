@@ -29,7 +29,8 @@ def test_openai_stream_is_redacted_across_chunks():
     raw = oai.chat.completions.with_raw_response.create(
         model="gpt-4o", messages=[{"role": "user", "content": "hi"}], stream=True,
         extra_headers=MOCK)
-    assert raw.headers.get("x-sluice-guardrails") == "no-pii(allow)", raw.headers
+    # The input check's verdict, then the output guardrail watching the stream.
+    assert raw.headers.get("x-sluice-guardrails") == "no-pii(allow),no-pii(watch)", raw.headers
     chunks = list(raw.parse())
     text = "".join(c.choices[0].delta.content or "" for c in chunks if c.choices)
     assert text == WANT, text

@@ -263,3 +263,118 @@ fn skip_env_checks_cloud_upstreams_without_their_credentials() {
     let no_location = upstream("provider = \"vertex\"");
     assert!(Config::check_toml(&no_location, &no_env, EnvMode::Skip).is_err());
 }
+
+/// An upstream as `upstream` writes it, but with `base_url` as given (or none).
+fn cloud_upstream(base_url: Option<&str>, lines: &str) -> String {
+    let base = base_url.map_or(String::new(), |b| format!("base_url = \"{b}\"\n"));
+    format!(
+        "[[upstream]]\nname = \"cloud\"\n{base}{lines}\n\
+         [[route]]\nmodels = [\"*\"]\nupstream = \"cloud\"\n"
+    )
+}
+
+#[test]
+fn cloud_base_urls_follow_the_region_and_location() {
+    let key = fixture_key().display().to_string();
+    let vertex = |location: &str| {
+        format!("provider = \"vertex\"\nlocation = \"{location}\"\ncredentials_file = \"{key}\"")
+    };
+    let base = |text: String, env: Env<'_>| {
+        Config::from_toml(&text, env).unwrap().upstreams[0]
+            .base_url
+            .to_string()
+    };
+    let bedrock = "provider = \"bedrock\"\nregion = \"eu-west-3\"";
+    assert_eq!(
+        base(cloud_upstream(None, bedrock), &aws_env),
+        "https://bedrock-runtime.eu-west-3.amazonaws.com/"
+    );
+    // The region from the environment derives it too.
+    let env = |k: &str| match k {
+        "AWS_REGION" => Some("ap-northeast-1".to_string()),
+        other => aws_env(other),
+    };
+    assert_eq!(
+        base(cloud_upstream(None, "provider = \"bedrock\""), &env),
+        "https://bedrock-runtime.ap-northeast-1.amazonaws.com/"
+    );
+    assert_eq!(
+        base(cloud_upstream(None, &vertex("us-east5")), &no_env),
+        "https://us-east5-aiplatform.googleapis.com/"
+    );
+    assert_eq!(
+        base(cloud_upstream(None, &vertex("global")), &no_env),
+        "https://aiplatform.googleapis.com/"
+    );
+    // Given and agreeing, or not the cloud's host (the mock, a proxy): kept as written.
+    for (url, lines) in [
+        (
+            "https://bedrock-runtime.eu-west-3.amazonaws.com",
+            bedrock.to_string(),
+        ),
+        ("http://127.0.0.1:9/bedrock", bedrock.to_string()),
+        ("https://bedrock.proxy.example.com", bedrock.to_string()),
+        (
+            "https://europe-west4-aiplatform.googleapis.com",
+            vertex("europe-west4"),
+        ),
+        ("https://aiplatform.googleapis.com", vertex("global")),
+        ("http://127.0.0.1:9", vertex("us-central1")),
+    ] {
+        let got = base(cloud_upstream(Some(url), &lines), &aws_env);
+        assert_eq!(got.trim_end_matches('/'), url, "{lines}");
+    }
+}
+
+#[test]
+fn a_cloud_host_of_another_region_is_refused() {
+    let key = fixture_key().display().to_string();
+    let vertex = |location: &str| {
+        format!("provider = \"vertex\"\nlocation = \"{location}\"\ncredentials_file = \"{key}\"")
+    };
+    let cases = [
+        (
+            cloud_upstream(
+                Some("https://bedrock-runtime.us-west-2.amazonaws.com"),
+                "provider = \"bedrock\"\nregion = \"eu-west-3\"",
+            ),
+            "line 3: upstream[0].base_url: `https://bedrock-runtime.us-west-2.amazonaws.com` is \
+             in region us-west-2 but requests are signed for region eu-west-3: set region = \
+             \"us-west-2\", or remove base_url to use \
+             https://bedrock-runtime.eu-west-3.amazonaws.com",
+        ),
+        (
+            cloud_upstream(
+                Some("https://us-central1-aiplatform.googleapis.com"),
+                &vertex("europe-west4"),
+            ),
+            "line 3: upstream[0].base_url: `https://us-central1-aiplatform.googleapis.com` \
+             serves location us-central1 but location is europe-west4: set location = \
+             \"us-central1\", or remove base_url to use \
+             https://europe-west4-aiplatform.googleapis.com",
+        ),
+        (
+            cloud_upstream(
+                Some("https://aiplatform.googleapis.com"),
+                &vertex("us-east5"),
+            ),
+            "serves location global but location is us-east5",
+        ),
+        (
+            cloud_upstream(
+                Some("https://us-east5-aiplatform.googleapis.com"),
+                &vertex("global"),
+            ),
+            "or remove base_url to use https://aiplatform.googleapis.com",
+        ),
+        (
+            cloud_upstream(None, "provider = \"openai\""),
+            "upstream[0].base_url: is required (only `provider = \"bedrock\"` and `\"vertex\"` \
+             derive it",
+        ),
+    ];
+    for (text, want) in cases {
+        let got = err_with(&text, &aws_env);
+        assert!(got.contains(want), "want {want:?}\ngot  {got}\nfor\n{text}");
+    }
+}

@@ -52,8 +52,9 @@ pub(super) struct RawGuardrail {
     action: Option<ActionName>,
     /// `kind = "regex"`: the placeholder's label (`[REDACTED:label]`). Default: the name.
     label: Option<String>,
-    /// `builtin` and `regex`: the most text of a stream held back while it is checked, in
-    /// bytes, 16 to 16384. Default: 256.
+    /// The most text of a stream held back while it is checked, in bytes, 16 to 16384.
+    /// Default: 256. For `http`, the size of the pieces of a streamed answer sent to the
+    /// checker (each released to the client once it is answered).
     window: Option<usize>,
     /// `kind = "http"`: the checker, `http://host:port/path` (plain HTTP, beside the gateway).
     url: Option<String>,
@@ -171,6 +172,9 @@ pub struct HttpCheck {
     pub max_in_flight: usize,
     /// What a failed check means.
     pub on_error: OnError,
+    /// A stream's text is sent to the checker in pieces of about this many bytes, each
+    /// held until the checker answers.
+    pub window: usize,
 }
 
 /// Validates `[[guardrail]]` entries; names unique.
@@ -253,7 +257,6 @@ fn guardrail(path: &str, raw: RawGuardrail) -> Result<GuardrailConfig, ConfigErr
             ("patterns", patterns.is_some()),
             ("label", label.is_some()),
             ("action", action.is_some()),
-            ("window", window.is_some()),
         ],
     };
     if let Some((field, _)) = foreign.iter().find(|(_, set)| *set) {
@@ -272,15 +275,15 @@ fn guardrail(path: &str, raw: RawGuardrail) -> Result<GuardrailConfig, ConfigErr
         StageName::Output => (false, true),
         StageName::Both => (true, true),
     };
+    let window = window.unwrap_or(DEFAULT_WINDOW);
+    if !(16..=MAX_WINDOW).contains(&window) {
+        return Err(at(
+            "window",
+            format!("{window} bytes; give 16 to {MAX_WINDOW} (default {DEFAULT_WINDOW})"),
+        ));
+    }
     let kind = match kind {
         KindName::Builtin | KindName::Regex => {
-            let window = window.unwrap_or(DEFAULT_WINDOW);
-            if !(16..=MAX_WINDOW).contains(&window) {
-                return Err(at(
-                    "window",
-                    format!("{window} bytes; give 16 to {MAX_WINDOW} (default {DEFAULT_WINDOW})"),
-                ));
-            }
             let mut rules = Vec::new();
             if kind == KindName::Builtin {
                 for (d, a) in detectors.unwrap_or_default() {
@@ -389,6 +392,7 @@ fn guardrail(path: &str, raw: RawGuardrail) -> Result<GuardrailConfig, ConfigErr
                 timeout,
                 max_in_flight,
                 on_error: on_error.unwrap_or(OnError::Deny),
+                window,
             })
         }
     };

@@ -549,6 +549,9 @@ pub struct RouteConfig {
     /// A stream cut after its first content is continued on a target that takes an assistant
     /// prefill (`upstream[].prefill`), spliced into the same client stream. Default false.
     pub continuation: bool,
+    /// Prompt-cache breakpoints (after the tools and the system prompt) added for clients
+    /// that mark none, on Anthropic, Vertex AI Claude and Bedrock targets. Default false.
+    pub cache_breakpoints: bool,
     /// How tier 0's targets share requests. Default `p2c_ewma`.
     pub balance: sluice_upstream::BalancePolicy,
     /// Passive outlier ejection of tier 0's targets.

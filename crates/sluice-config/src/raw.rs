@@ -523,8 +523,12 @@ pub(super) struct RawUpstream {
     /// Unique name, used by routes and in metrics: letters, digits, `-`, `_` and `.`.
     pub(super) name: String,
     /// Base URL including the API prefix, e.g. `http://127.0.0.1:9090/v1`; the client's path
-    /// after `/v1` is appended to it.
-    pub(super) base_url: String,
+    /// after `/v1` is appended to it. Required, except for `provider = "bedrock"` (default
+    /// `https://bedrock-runtime.{region}.amazonaws.com`) and `"vertex"` (default
+    /// `https://{location}-aiplatform.googleapis.com`, `https://aiplatform.googleapis.com`
+    /// for `global`); an AWS or Google host given for them must name the same region or
+    /// location.
+    pub(super) base_url: Option<String>,
     /// Wire protocol: `http1`, `h2` (HTTP/2 over TLS by ALPN, https only), `h2c` (HTTP/2
     /// with prior knowledge, http only) or `auto` (https: ALPN offers h2 and http/1.1; http:
     /// HTTP/1.1).
@@ -812,6 +816,12 @@ pub(super) struct RawRoute {
     pub(super) reasoning_budgets: Option<RawReasoningBudgets>,
     /// Names of `[[guardrail]]` entries this route's requests and answers are checked by.
     pub(super) guardrails: Option<Vec<String>>,
+    /// Prompt-cache breakpoints for clients that mark none: after the tools and after the
+    /// system prompt (Anthropic `cache_control`, Bedrock `cachePoint`), on targets that take
+    /// them (Anthropic, Vertex AI's Claude, Bedrock). A request that marks any of its own is
+    /// sent as it is.
+    #[schemars(extend("default" = false))]
+    pub(super) cache_breakpoints: Option<bool>,
 }
 
 /// `route.cache = { ttl = "1h", shared = false, max_bytes = "1MiB", replay = "instant" }`.

@@ -287,10 +287,7 @@ fn serde_attributes_come_out_in_the_schema() {
     assert_eq!(root["upstream"]["type"], "array");
     assert!(defs["RawMcp"]["properties"].get("server").is_some());
     // Required fields are those without a default or an Option.
-    assert_eq!(
-        defs["RawUpstream"]["required"],
-        serde_json::json!(["name", "base_url"])
-    );
+    assert_eq!(defs["RawUpstream"]["required"], serde_json::json!(["name"]));
     assert_eq!(
         defs["RawRate"]["required"],
         serde_json::json!(["limit", "per"])

@@ -131,7 +131,9 @@ fn broken_configs_get_the_field_the_line_and_the_fix() {
         ),
         (
             MIN.replace("base_url = \"http://127.0.0.1:9090/v1\"\n", ""),
-            "line 2: upstream[0].base_url: is required but missing",
+            "line 2: upstream[0].base_url: is required (only `provider = \"bedrock\"` and \
+             `\"vertex\"` derive it from their region or location); write e.g. base_url = \
+             \"http://127.0.0.1:9090/v1\"",
         ),
         // Bad units.
         (

@@ -37,6 +37,8 @@ pub(crate) struct BuildOptions<'a> {
     pub(crate) reasoning_budgets: &'a sluice_providers::reasoning::BudgetTable,
     /// The upstream's access token (`Authorization: Bearer`), for Vertex AI and Entra ID.
     pub(crate) bearer: Option<&'a HeaderValue>,
+    /// Add prompt-cache breakpoints to a request that marks none (`route.cache_breakpoints`).
+    pub(crate) cache_breakpoints: bool,
 }
 
 /// What was sent, for reading the answer.
@@ -130,6 +132,13 @@ pub(crate) fn upstream_request(
     };
     let parts = &ctx.parts;
     let mut body = up.body;
+    // The client's own body when nothing else changed: the answer is still read as the
+    // client's family (`translated` stays), only the request gains the marks.
+    if opts.cache_breakpoints && provider.family() == Family::Anthropic && generates(ctx.op) {
+        if let Some(marked) = sluice_providers::prompt_cache::anthropic_breakpoints(&body) {
+            body = marked;
+        }
+    }
     if let Some(rule) = ucfg
         .session_header_to_body
         .as_ref()
@@ -187,6 +196,19 @@ pub(crate) fn upstream_request(
         invoke: false,
     };
     Ok((req, built))
+}
+
+/// Whether `op` asks for a generation, the requests a prompt cache serves (not token
+/// counts, embeddings or legacy completions).
+pub(crate) fn generates(op: Operation) -> bool {
+    matches!(
+        op,
+        Operation::ChatCompletions
+            | Operation::Responses
+            | Operation::Messages
+            | Operation::GenerateContent
+            | Operation::StreamGenerateContent
+    )
 }
 
 /// `path` as a URI. Parsing one cost ~0.4 K instructions a request (a copy and a check of

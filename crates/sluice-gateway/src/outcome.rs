@@ -222,8 +222,19 @@ impl Finish {
             total_us: us(total),
         };
         rec.idempotent_replay = r.replay;
+        rec.guardrails = r.guardrails.as_deref().map(|g| ledger_guardrails(g));
         rec
     }
+}
+
+/// The log line's `name(verdict:0.12ms),…` as the ledger's compact `name:verdict:0.12ms,…`
+/// (guardrail names are letters, digits, `-`, `_` and `.`, so the brackets are the log's own).
+fn ledger_guardrails(log: &str) -> Box<str> {
+    log.chars()
+        .filter(|&c| c != ')')
+        .map(|c| if c == '(' { ':' } else { c })
+        .collect::<String>()
+        .into_boxed_str()
 }
 
 /// The ledger's name for the API the client spoke.

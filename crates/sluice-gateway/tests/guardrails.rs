@@ -211,8 +211,19 @@ async fn a_secret_split_across_stream_events_is_redacted_at_the_client() {
     // The upstream sent the secret in pieces of 3 bytes: one event could not have held it.
     let snap = mock.stats().snapshot();
     assert!(snap.requests.last().unwrap().events_sent > 20);
-    // The input check allowed the prompt; the stream's check redacted the answer.
-    assert_eq!(header(&a, "x-sluice-guardrails"), "no-pii(allow)");
+    // The input check allowed the prompt; the header names the guardrail watching the
+    // stream, whose last comment says it redacted the answer.
+    assert_eq!(
+        header(&a, "x-sluice-guardrails"),
+        "no-pii(allow),no-pii(watch)"
+    );
+    assert!(
+        a.body
+            .trim_end()
+            .ends_with(": x-sluice-guardrails no-pii(redact)"),
+        "{}",
+        a.body
+    );
     let metrics = gw.telemetry().encode();
     for verdict in ["allow", "redact"] {
         let line =
@@ -663,4 +674,299 @@ async fn a_check_never_holds_a_request_past_its_deadline() {
         took < Duration::from_millis(1500),
         "answered after {took:?}"
     );
+}
+
+// === external checkers on streams ===
+
+/// What a stream checker got: each check's texts.
+type Seen = std::sync::Arc<std::sync::Mutex<Vec<Vec<String>>>>;
+
+/// A checker of streamed answers (`stage: "output"`): `allow`, `modify` (upper-cases),
+/// `deny-forbidden` (refuses a window with "forbidden" in it) or `hang`.
+async fn stream_checker(mode: &'static str) -> (SocketAddr, Seen) {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let seen: Seen = Default::default();
+    let log = seen.clone();
+    tokio::spawn(async move {
+        loop {
+            let Ok((s, _)) = listener.accept().await else {
+                return;
+            };
+            let log = log.clone();
+            tokio::spawn(async move {
+                let svc = hyper::service::service_fn(
+                    move |req: http::Request<hyper::body::Incoming>| {
+                        let log = log.clone();
+                        async move {
+                            let body = req.into_body().collect().await.unwrap().to_bytes();
+                            let v: serde_json::Value = serde_json::from_slice(&body).unwrap();
+                            let texts: Vec<String> = v["texts"]
+                                .as_array()
+                                .unwrap()
+                                .iter()
+                                .map(|t| t.as_str().unwrap().to_string())
+                                .collect();
+                            log.lock().unwrap().push(texts.clone());
+                            let answer = if v["guardrail"] != "policy" || v["stage"] != "output" {
+                                serde_json::json!({"verdict": "deny", "reason": "unnamed check"})
+                            } else {
+                                match mode {
+                                    "allow" => serde_json::json!({"verdict": "allow"}),
+                                    "modify" => {
+                                        let up: Vec<String> =
+                                            texts.iter().map(|t| t.to_uppercase()).collect();
+                                        serde_json::json!({"verdict": "modify", "texts": up})
+                                    }
+                                    "deny-forbidden" => {
+                                        if texts.iter().any(|t| t.contains("forbidden")) {
+                                            serde_json::json!({"verdict": "deny", "reason": "policy 9: no forbidden words"})
+                                        } else {
+                                            serde_json::json!({"verdict": "allow"})
+                                        }
+                                    }
+                                    _ => {
+                                        tokio::time::sleep(Duration::from_secs(30)).await;
+                                        serde_json::json!({"verdict": "allow"})
+                                    }
+                                }
+                            };
+                            Ok::<_, std::convert::Infallible>(http::Response::new(Full::new(
+                                Bytes::from(answer.to_string()),
+                            )))
+                        }
+                    },
+                );
+                let _ = hyper::server::conn::http1::Builder::new()
+                    .serve_connection(TokioIo::new(s), svc)
+                    .await;
+            });
+        }
+    });
+    (addr, seen)
+}
+
+fn output_policy(addr: SocketAddr, on_error: &str, window: usize) -> String {
+    format!(
+        "[[guardrail]]\nname = \"policy\"\nkind = \"http\"\nstage = \"output\"\n\
+         url = \"http://{addr}/check\"\ntimeout = \"300ms\"\nmax_in_flight = 4\n\
+         on_error = \"{on_error}\"\nwindow = {window}\n"
+    )
+}
+
+/// An external checker sees a streamed answer in windows, each before the client does: what
+/// it allows goes on as it was, what it modifies goes on modified, and the pieces it saw are
+/// the whole answer, none much over the window.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_external_checker_sees_a_stream_in_windows_and_may_modify_it() {
+    let mock = MockServer::start(MockConfig::default()).await.unwrap();
+    let said = "the quick brown fox jumps over the lazy dog and then it runs far away to rest";
+    for (mode, expected, verdict) in [
+        ("allow", said.to_string(), "allow"),
+        ("modify", said.to_uppercase(), "modify"),
+    ] {
+        let (addr, seen) = stream_checker(mode).await;
+        let gw = gateway(&mock, &output_policy(addr, "deny", 16), "\"policy\"").await;
+        let a = post(
+            gw.addr(),
+            "/v1/chat/completions",
+            &format!("say={said}, token_bytes=3"),
+            chat("tell me", true),
+        )
+        .await;
+        assert_eq!(a.status, 200, "{}", a.body);
+        let (deltas, error) = stream_text(&a.body);
+        assert_eq!(error, None, "{mode}: {}", a.body);
+        assert_eq!(deltas.concat(), expected, "{mode}");
+        // No input check: the header names the guardrail watching the stream.
+        assert_eq!(header(&a, "x-sluice-guardrails"), "policy(watch)");
+        assert!(
+            a.body
+                .trim_end()
+                .ends_with(&format!(": x-sluice-guardrails policy({verdict})")),
+            "{}",
+            a.body
+        );
+        let seen = seen.lock().unwrap().clone();
+        let windows: Vec<String> = seen.into_iter().flatten().collect();
+        assert_eq!(windows.concat(), said, "{mode}: {windows:?}");
+        assert!(windows.len() >= 4, "{windows:?}");
+        // A window is sent once 16 bytes are held: at most 16 + one 3-byte delta.
+        assert!(windows.iter().all(|w| w.len() <= 18), "{windows:?}");
+        let metrics = gw.telemetry().encode();
+        let line =
+            format!("sluice_guardrail_total{{guardrail=\"policy\",verdict=\"{verdict}\"}} 1");
+        assert!(metrics.contains(&line), "{line} in {metrics}");
+    }
+}
+
+/// A checker's deny mid-stream ends it with `content_blocked` in the client's API, the
+/// refused window never reaches the client, and the upstream is cancelled.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_external_checker_denying_mid_stream_ends_it_and_cancels_the_upstream() {
+    let mock = MockServer::start(MockConfig::default()).await.unwrap();
+    let (addr, _) = stream_checker("deny-forbidden").await;
+    let gw = gateway(&mock, &output_policy(addr, "allow", 64), "\"policy\"").await;
+    let said = format!(
+        "{} a forbidden word {}",
+        "fine words ".repeat(20),
+        "more text ".repeat(200)
+    );
+    let a = post(
+        gw.addr(),
+        "/v1/chat/completions",
+        &format!("say={said}, token_bytes=8, interval_ms=5"),
+        chat("tell me", true),
+    )
+    .await;
+    assert_eq!(a.status, 200);
+    let (deltas, error) = stream_text(&a.body);
+    assert_eq!(error.as_deref(), Some("content_blocked"), "{}", a.body);
+    assert!(
+        a.body.contains("policy 9: no forbidden words"),
+        "{}",
+        a.body
+    );
+    let text = deltas.concat();
+    assert!(!text.contains("forbidden"), "{text}");
+    assert!(text.starts_with("fine words fine words"), "{text}");
+    let deadline = Instant::now() + Duration::from_secs(5);
+    loop {
+        let snap = mock.stats().snapshot();
+        let r = snap.requests.last().unwrap();
+        if matches!(r.outcome, sluice_mock::Outcome::Cancelled(_)) {
+            assert!(r.events_sent < 200, "{} events sent", r.events_sent);
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the upstream was not cancelled: {:?}",
+            r.outcome
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+/// A checker that hangs on a stream: at its deadline, `on_error = "allow"` lets the window
+/// through (verdict `error`), `on_error = "deny"` ends the stream with `content_blocked`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_hanging_checker_on_a_stream_gives_its_on_error_verdict_at_its_deadline() {
+    let mock = MockServer::start(MockConfig::default()).await.unwrap();
+    let (addr, seen) = stream_checker("hang").await;
+    // Shorter than the window: one check, at the answer's end.
+    let said = "a short answer";
+    for on_error in ["allow", "deny"] {
+        let gw = gateway(&mock, &output_policy(addr, on_error, 256), "\"policy\"").await;
+        let started = Instant::now();
+        let a = post(
+            gw.addr(),
+            "/v1/chat/completions",
+            &format!("say={said}, token_bytes=4"),
+            chat("tell me", true),
+        )
+        .await;
+        let took = started.elapsed();
+        assert_eq!(a.status, 200);
+        assert!(
+            took >= Duration::from_millis(290) && took < Duration::from_secs(3),
+            "{on_error}: answered after {took:?}"
+        );
+        let (deltas, error) = stream_text(&a.body);
+        if on_error == "allow" {
+            assert_eq!(error, None, "{}", a.body);
+            assert_eq!(deltas.concat(), said);
+            assert!(
+                a.body
+                    .trim_end()
+                    .ends_with(": x-sluice-guardrails policy(error)"),
+                "{}",
+                a.body
+            );
+        } else {
+            assert_eq!(error.as_deref(), Some("content_blocked"), "{}", a.body);
+            assert_eq!(deltas.concat(), "", "{}", a.body);
+            assert!(a.body.contains("could not decide"), "{}", a.body);
+        }
+    }
+    assert_eq!(seen.lock().unwrap().len(), 2);
+}
+
+// === the response cache ===
+
+/// A shared cache keeps answers apart by the guardrails they were made under: an answer
+/// stored for a key without output guardrails is never served to a key with stricter ones
+/// (its own request goes upstream and is redacted), and a hit says which guardrails apply.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_shared_cache_serves_an_answer_only_under_the_guardrails_it_was_made_under() {
+    let mock = MockServer::start(MockConfig::default()).await.unwrap();
+    let hash = |k: &str| {
+        let d = ring::digest::digest(&ring::digest::SHA256, k.as_bytes());
+        d.as_ref()
+            .iter()
+            .map(|b| format!("{b:02x}"))
+            .collect::<String>()
+    };
+    let text = format!(
+        "[server]\nlisten = \"127.0.0.1:0\"\naccess_log = \"off\"\n\
+         [[upstream]]\nname = \"mock\"\nbase_url = \"{}/v1\"\nprotocol = \"h2c\"\n\
+         {NO_PII}\
+         [[key]]\nid = \"guarded\"\nhash = \"{}\"\nguardrails = [\"no-pii\"]\n\
+         [[key]]\nid = \"plain\"\nhash = \"{}\"\n\
+         [[route]]\nmodels = [\"*\"]\nupstream = \"mock\"\nretry = {{ attempts = 1 }}\n\
+         cache = {{ ttl = \"1h\", shared = true }}\n",
+        mock.url(),
+        hash("sk-guarded"),
+        hash("sk-plain")
+    );
+    let gw = Gateway::start(Config::from_toml(&text, &|_| None).unwrap())
+        .await
+        .unwrap();
+    let ask = |key: &'static str| {
+        let at = gw.addr();
+        async move {
+            post_as(
+                at,
+                "/v1/chat/completions",
+                "say=my card is 4111 1111 1111 1111",
+                chat("what is your card?", false),
+                Some(key),
+            )
+            .await
+        }
+    };
+    let upstream_calls = || mock.stats().totals().requests;
+    let content = |a: &Answer| {
+        let v: serde_json::Value = serde_json::from_str(&a.body).unwrap();
+        v["choices"][0]["message"]["content"]
+            .as_str()
+            .unwrap()
+            .to_string()
+    };
+    let plain = ask("sk-plain").await;
+    assert_eq!(plain.status, 200, "{}", plain.body);
+    assert_eq!(content(&plain), "my card is 4111 1111 1111 1111");
+    assert_eq!(upstream_calls(), 1);
+    // The guarded key asks the same: not the plain key's answer.
+    let guarded = ask("sk-guarded").await;
+    assert_eq!(guarded.status, 200, "{}", guarded.body);
+    assert_eq!(header(&guarded, "x-sluice-cache"), "miss");
+    assert_eq!(content(&guarded), "my card is [REDACTED:card]");
+    assert_eq!(
+        header(&guarded, "x-sluice-guardrails"),
+        "no-pii(allow),no-pii(redact)"
+    );
+    assert_eq!(upstream_calls(), 2);
+    // Each key's next ask is a hit of its own answer; the guarded one's says its guardrails.
+    let again = ask("sk-guarded").await;
+    assert_eq!(header(&again, "x-sluice-cache"), "hit");
+    assert_eq!(content(&again), "my card is [REDACTED:card]");
+    assert_eq!(
+        header(&again, "x-sluice-guardrails"),
+        "no-pii(allow),no-pii(cached)"
+    );
+    let plain_again = ask("sk-plain").await;
+    assert_eq!(header(&plain_again, "x-sluice-cache"), "hit");
+    assert_eq!(content(&plain_again), "my card is 4111 1111 1111 1111");
+    assert!(plain_again.headers.get("x-sluice-guardrails").is_none());
+    assert_eq!(upstream_calls(), 2);
 }

@@ -819,6 +819,85 @@ mod tests {
     }
 
     #[test]
+    fn cloud_model_ids_find_their_own_prices() {
+        let c = Catalog::shipped();
+        let id = |p: &str, m: &str| c.lookup(p, m).map(|e| e.id.to_string());
+        for (list, model, want) in [
+            (
+                "bedrock",
+                "anthropic.claude-3-5-haiku-20241022-v1:0",
+                "bedrock/anthropic.claude-3-5-haiku*",
+            ),
+            (
+                "bedrock",
+                "us.anthropic.claude-sonnet-4-20250514-v1:0",
+                "bedrock/anthropic.claude-sonnet-4-2025*",
+            ),
+            (
+                "bedrock",
+                "global.anthropic.claude-sonnet-4-5-20250929-v1:0",
+                "bedrock/global.anthropic.claude-sonnet-4-5*",
+            ),
+            (
+                "bedrock",
+                "eu.anthropic.claude-sonnet-4-5-20250929-v1:0",
+                "bedrock/anthropic.claude-sonnet-4-5*",
+            ),
+            (
+                "bedrock",
+                "us.amazon.nova-pro-v1:0",
+                "bedrock/amazon.nova-pro*",
+            ),
+            (
+                "bedrock",
+                "amazon.nova-micro-v1:0",
+                "bedrock/amazon.nova-micro*",
+            ),
+            (
+                "vertex",
+                "claude-sonnet-4@20250514",
+                "vertex/claude-sonnet-4@*",
+            ),
+            (
+                "vertex",
+                "claude-3-5-haiku@20241022",
+                "vertex/claude-3-5-haiku@*",
+            ),
+            ("vertex", "gemini-2.5-flash", "vertex/gemini-2.5-flash"),
+        ] {
+            assert_eq!(id(list, model).as_deref(), Some(want), "{list} {model}");
+        }
+        // A cloud's ids are not on another list, and its unconfirmed prices are left out.
+        assert_eq!(
+            id("anthropic", "us.anthropic.claude-sonnet-4-20250514-v1:0"),
+            None
+        );
+        assert_eq!(id("bedrock", "meta.llama3-3-70b-instruct-v1:0"), None);
+        assert_eq!(id("vertex", "claude-sonnet-4-5@20250929"), None);
+        // A geography profile of Sonnet 4.5 costs 10% more than the global one: 1_000 input,
+        // 10_000 cache reads, 2_000 cache writes, 500 output.
+        let t = Tokens::from_anthropic(1_000, 500, 10_000, 2_000, 0, 0);
+        let global = entry(
+            &c,
+            "bedrock",
+            "global.anthropic.claude-sonnet-4-5-20250929-v1:0",
+        );
+        let geo = entry(
+            &c,
+            "bedrock",
+            "us.anthropic.claude-sonnet-4-5-20250929-v1:0",
+        );
+        // 1_000 × 3 + 10_000 × 0.30 + 2_000 × 3.75 + 500 × 15 = 3_000 + 3_000 + 7_500 + 7_500
+        assert_eq!(price(&t, &global), Some(Cost::from_micros(21_000)));
+        assert_eq!(price(&t, &geo), Some(Cost::from_micros(23_100)));
+        // Nova's cache reads are not known: a request that read the cache is unpriced.
+        let nova = entry(&c, "bedrock", "amazon.nova-lite-v1:0");
+        assert_eq!(price(&t, &nova), None);
+        let plain = Tokens::from_anthropic(1_000_000, 1_000_000, 0, 0, 0, 0);
+        assert_eq!(price(&plain, &nova), Some(Cost::from_micros(300_000)));
+    }
+
+    #[test]
     fn gemini_cached_subset_thoughts_as_output_and_long_context() {
         let c = Catalog::shipped();
         // gemini-2.0-flash: promptTokenCount 40_000 incl. cachedContentTokenCount 30_000;

@@ -270,9 +270,10 @@ impl UsageQuery {
     }
 
     /// The SQL, with `p_from` and `p_to` as the markers of the two parameters (`?1`/`?2` for
-    /// SQLite, `$1`/`$2` for PostgreSQL). Everything else in it is fixed text or an integer
-    /// from this struct, never text from the request.
-    pub(crate) fn sql(&self, p_from: &str, p_to: &str, also: &str) -> String {
+    /// SQLite, `$1`/`$2` for PostgreSQL), reading the records' columns from `source` (a table,
+    /// a view or a subquery with the columns of `sluice_requests`). Everything else in it is
+    /// fixed text or an integer from this struct, never text from the request.
+    pub(crate) fn sql(&self, p_from: &str, p_to: &str, source: &str) -> String {
         let bucket = match self.bucket {
             Bucket::Hour => format!("(ts_us / {HOUR_US}) * {HOUR_US}"),
             Bucket::Day => format!("(ts_us / {DAY_US}) * {DAY_US}"),
@@ -283,8 +284,8 @@ impl UsageQuery {
         let spent = |col: &str| sum(&format!("CASE WHEN cache_hit THEN 0 ELSE {col} END"));
         format!(
             "SELECT {bucket} AS bucket, {group} AS grp, COUNT(*), {input}, {output}, {cr}, {cw}, \
-             {rs}, {cost}, {unpriced}, {hits}, {saved} FROM sluice_requests \
-             WHERE ts_us >= {p_from} AND ts_us < {p_to}{also} GROUP BY 1, 2",
+             {rs}, {cost}, {unpriced}, {hits}, {saved} FROM {source} \
+             WHERE ts_us >= {p_from} AND ts_us < {p_to} GROUP BY 1, 2",
             group = self.group_by.sql(),
             input = spent("input_tokens"),
             output = spent("output_tokens"),
@@ -659,7 +660,7 @@ mod tests {
             group_by: GroupBy::Upstream,
             bucket: Bucket::Day,
         };
-        let sql = q.sql("$1", "$2", "");
+        let sql = q.sql("$1", "$2", "sluice_requests");
         assert!(sql.contains("(ts_us / 86400000000) * 86400000000"), "{sql}");
         assert!(sql.contains("COALESCE(upstream, '')"), "{sql}");
         assert!(sql.contains("ts_us >= $1 AND ts_us < $2"), "{sql}");

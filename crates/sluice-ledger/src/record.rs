@@ -63,6 +63,10 @@ pub struct RequestRecord {
     /// Captured prompt and response, only when capture is on for the route and this request
     /// was sampled. Boxed so that records without it stay small.
     pub capture: Option<Box<Capture>>,
+    /// Each guardrail check's verdict and time, in the order they ran (input checks, then
+    /// output checks, a stream's as the stream ended): `no-secrets:redact:0.12ms,policy:allow:3.10ms`.
+    /// `None` on a route without guardrails.
+    pub guardrails: Option<Box<str>>,
 }
 
 impl RequestRecord {
@@ -97,6 +101,7 @@ impl RequestRecord {
             cache_hit: false,
             idempotent_replay: false,
             capture: None,
+            guardrails: None,
         }
     }
 

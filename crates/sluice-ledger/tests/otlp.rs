@@ -140,6 +140,7 @@ async fn each_record_is_one_log_record_with_its_fields() {
         "hi there",
         1024,
     )));
+    records[2].guardrails = Some("no-secrets:redact:0.12ms".into());
     for r in &records {
         ledger.record(r.clone());
     }
@@ -171,6 +172,17 @@ async fn each_record_is_one_log_record_with_its_fields() {
     assert_eq!(log.severity_number, 9);
     assert_eq!(log.event_name, "sluice.request");
     let a = &log.attributes;
+    assert_eq!(
+        attr(a, "sluice.guardrails"),
+        Some(&Value::String("no-secrets:redact:0.12ms".into()))
+    );
+    // A record without guardrails has no such attribute.
+    assert!(
+        logs.iter()
+            .filter(|l| attr(&l.attributes, "sluice.request_id")
+                != Some(&Value::String("req-2".into())))
+            .all(|l| attr(&l.attributes, "sluice.guardrails").is_none())
+    );
     assert_eq!(
         attr(a, "sluice.route"),
         Some(&Value::String("support".into()))

@@ -357,3 +357,174 @@ async fn a_hung_server_costs_each_batch_its_write_timeout_and_no_more() {
         "{s:?}"
     );
 }
+
+/// A table made before the `guardrails` column (an older build's, with its rows): the sink
+/// adds the column at start, the old rows read NULL there, and a new record's verdicts land.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[cfg_attr(
+    no_postgres,
+    ignore = "no PostgreSQL: install it (apt-get install postgresql) or set PG_BIN"
+)]
+async fn an_older_table_gets_the_guardrails_column_and_keeps_its_rows() {
+    let server = PgServer::start().await;
+    let client = server.client().await;
+    let catalog = Catalog::shipped();
+    let now = now_us();
+    // The older build: its table, its schema version, one row.
+    {
+        let old = PostgresSink::new(&pg_config(&server)).unwrap();
+        old.ensure_schema().await.unwrap();
+        client
+            .batch_execute("ALTER TABLE sluice_requests DROP COLUMN guardrails")
+            .await
+            .unwrap();
+        client
+            .execute(
+                "INSERT INTO sluice_requests (ts_us, request_id, route, client_api, attempts, \
+                 status, end_reason, stream, input_tokens, output_tokens, cache_read_tokens, \
+                 cache_write_tokens, cache_write_1h_tokens, reasoning_tokens, pricing, total_us, \
+                 cache_hit, idempotent_replay) VALUES ($1, 'old', 'chat', 'openai.chat', 1, 200, \
+                 'ok', false, 1, 1, 0, 0, 0, 0, 2, 10, false, false)",
+                &[&now],
+            )
+            .await
+            .unwrap();
+    }
+    let sink = PostgresSink::new(&pg_config(&server)).unwrap();
+    sink.ensure_schema().await.unwrap();
+    let mut r = record(&catalog, 2, now + 1);
+    r.guardrails = Some("no-secrets:redact:0.12ms,policy:allow:3.10ms".into());
+    sink.write(&[r]).await.unwrap();
+    let rows = client
+        .query(
+            "SELECT request_id, guardrails FROM sluice_requests ORDER BY ts_us",
+            &[],
+        )
+        .await
+        .unwrap();
+    let got: Vec<(String, Option<String>)> = rows.iter().map(|r| (r.get(0), r.get(1))).collect();
+    assert_eq!(
+        got,
+        [
+            ("old".to_string(), None),
+            (
+                "req-2".to_string(),
+                Some("no-secrets:redact:0.12ms,policy:allow:3.10ms".to_string())
+            )
+        ]
+    );
+    let version: i64 = client
+        .query_one("SELECT MAX(version) FROM sluice_ledger_schema", &[])
+        .await
+        .unwrap()
+        .get(0);
+    assert_eq!(version, 1, "a nullable column added needs no new version");
+}
+
+/// Every field of a record lands in its own column with its own value: the COPY stream is
+/// written by hand, so a field in the wrong place or of the wrong width would show here (a
+/// wrong width PostgreSQL refuses; a wrong place only a read-back finds).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[cfg_attr(
+    no_postgres,
+    ignore = "no PostgreSQL: install it (apt-get install postgresql) or set PG_BIN"
+)]
+async fn every_field_reads_back_from_its_column() {
+    let server = PgServer::start().await;
+    let sink = PostgresSink::new(&pg_config(&server)).unwrap();
+    sink.ensure_schema().await.unwrap();
+    let catalog = Catalog::shipped();
+    let mut r = record(&catalog, 1, now_us());
+    r.attempts = 3;
+    r.attempt_classes = vec!["connect", "status_503"];
+    r.status = 201;
+    r.tokens.cache_write_1h = 17;
+    r.tokens.reasoning = 19;
+    r.idempotent_replay = true;
+    r.capture = Some(Box::new(sluice_ledger::Capture::new(
+        "the prompt, with \"quotes\" and é",
+        "the answer",
+        4096,
+    )));
+    r.guardrails = Some("no-secrets:redact:0.12ms".into());
+    // A second record with every optional field empty.
+    let mut bare = RequestRecord::new(now_us(), "bare".into(), "r".into(), "openai.chat");
+    bare.end_reason = "ok";
+    sink.write(&[r.clone(), bare]).await.unwrap();
+    let client = server.client().await;
+    let row = client
+        .query_one(
+            "SELECT ts_us, request_id, key_id, team, owner, route, client_api, requested_model, \
+             served_model, upstream, provider, attempts, attempt_classes, status, end_reason, \
+             stream, input_tokens, output_tokens, cache_read_tokens, cache_write_tokens, \
+             cache_write_1h_tokens, reasoning_tokens, pricing, price_entry, cost_micros, \
+             first_byte_us, first_token_us, total_us, cache_hit, idempotent_replay, prompt, \
+             response, capture_truncated, guardrails FROM sluice_requests \
+             WHERE request_id = 'req-1'",
+            &[],
+        )
+        .await
+        .unwrap();
+    let t = r.tokens;
+    let s = |i: usize| row.get::<_, Option<String>>(i);
+    let n = |i: usize| row.get::<_, Option<i64>>(i);
+    assert_eq!(row.get::<_, i64>(0), r.ts_us);
+    assert_eq!(s(1).as_deref(), Some(&*r.request_id));
+    assert_eq!(s(2).as_deref(), r.key_id.as_deref());
+    assert_eq!(s(3).as_deref(), r.team.as_deref());
+    assert_eq!(s(4).as_deref(), r.owner.as_deref());
+    assert_eq!(s(5).as_deref(), Some(&*r.route));
+    assert_eq!(s(6).as_deref(), Some(r.client_api));
+    assert_eq!(s(7).as_deref(), r.requested_model.as_deref());
+    assert_eq!(s(8).as_deref(), r.served_model.as_deref());
+    assert_eq!(s(9).as_deref(), r.upstream.as_deref());
+    assert_eq!(s(10).as_deref(), r.provider.as_deref());
+    assert_eq!(row.get::<_, i32>(11), 3);
+    assert_eq!(s(12).as_deref(), Some("connect,status_503"));
+    assert_eq!(row.get::<_, i32>(13), 201);
+    assert_eq!(s(14).as_deref(), Some(r.end_reason));
+    assert_eq!(row.get::<_, bool>(15), r.stream);
+    for (i, v) in [
+        t.input,
+        t.output,
+        t.cache_read,
+        t.cache_write,
+        t.cache_write_1h,
+        t.reasoning,
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        assert_eq!(n(16 + i), Some(v as i64), "token column {}", 16 + i);
+    }
+    assert_eq!(row.get::<_, i16>(22), r.pricing.code());
+    assert_eq!(s(23).as_deref(), r.pricing.entry());
+    assert_eq!(n(24), r.pricing.cost_micros());
+    assert_eq!(n(25), r.latency.first_byte_us.map(|v| v as i64));
+    assert_eq!(n(26), r.latency.first_token_us.map(|v| v as i64));
+    assert_eq!(n(27), Some(r.latency.total_us as i64));
+    assert_eq!(row.get::<_, bool>(28), r.cache_hit);
+    assert!(row.get::<_, bool>(29));
+    assert_eq!(s(30).as_deref(), Some("the prompt, with \"quotes\" and é"));
+    assert_eq!(s(31).as_deref(), Some("the answer"));
+    assert_eq!(row.get::<_, Option<bool>>(32), Some(false));
+    assert_eq!(s(33).as_deref(), Some("no-secrets:redact:0.12ms"));
+    let bare = client
+        .query_one(
+            "SELECT key_id, attempt_classes, price_entry, cost_micros, first_byte_us, prompt, \
+             capture_truncated, guardrails FROM sluice_requests WHERE request_id = 'bare'",
+            &[],
+        )
+        .await
+        .unwrap();
+    for i in 0..8 {
+        assert!(
+            bare.try_get::<_, Option<String>>(i)
+                .map(|v| v.is_none())
+                .or_else(|_| bare.try_get::<_, Option<i64>>(i).map(|v| v.is_none()))
+                .or_else(|_| bare.try_get::<_, Option<bool>>(i).map(|v| v.is_none()))
+                .unwrap(),
+            "column {i} of the bare record is NULL"
+        );
+    }
+}

@@ -187,7 +187,7 @@ async fn the_file_is_wal_and_versioned() {
         let version: i64 = conn
             .query_row("PRAGMA user_version", [], |r| r.get(0))
             .unwrap();
-        assert_eq!(version, 2);
+        assert_eq!(version, 3);
     }
     drop(sink);
     // Reopening keeps the records; a newer schema is refused, saying so.
@@ -204,7 +204,7 @@ async fn the_file_is_wal_and_versioned() {
         .unwrap();
     let e = SqliteSink::open(&path, 30, 1 << 30).await.unwrap_err();
     assert!(
-        matches!(e, SinkError::SchemaTooNew { found: 7, known: 2 }),
+        matches!(e, SinkError::SchemaTooNew { found: 7, known: 3 }),
         "{e}"
     );
     assert!(e.to_string().contains("upgrade Sluice"), "{e}");
@@ -441,7 +441,7 @@ PRAGMA user_version = 1;";
     let version: i64 = conn
         .query_row("PRAGMA user_version", [], |r| r.get(0))
         .unwrap();
-    assert_eq!(version, 2);
+    assert_eq!(version, 3);
     /// seq, ts_us, request_id, key_id, stream, cost_micros.
     type Row = (i64, i64, String, Option<String>, bool, Option<i64>);
     let rows: Vec<Row> = conn
@@ -519,6 +519,7 @@ async fn every_field_reads_back_from_its_column() {
     r.tokens.reasoning = 19;
     r.idempotent_replay = true;
     r.capture = Some(Box::new(Capture::new("the prompt", "the answer", 4096)));
+    r.guardrails = Some("no-secrets:redact:0.12ms,policy:allow:3.10ms".into());
     let t = r.tokens;
     let text = |s: &str| Value::Text(s.to_string());
     let int = |n: i64| Value::Integer(n);
@@ -566,6 +567,10 @@ async fn every_field_reads_back_from_its_column() {
         ("prompt", text("the prompt")),
         ("response", text("the answer")),
         ("capture_truncated", int(0)),
+        (
+            "guardrails",
+            text("no-secrets:redact:0.12ms,policy:allow:3.10ms"),
+        ),
     ];
     sink.write(vec![r]).await.unwrap();
     let conn = Connection::open(&path).unwrap();
@@ -580,4 +585,273 @@ async fn every_field_reads_back_from_its_column() {
     for ((column, want), got) in expected.iter().zip(&row) {
         assert_eq!(got, want, "{column}");
     }
+}
+
+/// A version 2 file made before the `guardrails` column (its view has the 32 columns after
+/// `ts_us`, its rows' arrays as many): opening it makes the view again, the old rows read
+/// NULL there and go on counting, and a new record's verdicts read back.
+#[tokio::test]
+async fn a_file_from_before_the_guardrails_column_is_read_and_extended() {
+    let old_columns = [
+        "request_id",
+        "key_id",
+        "team",
+        "owner",
+        "route",
+        "client_api",
+        "requested_model",
+        "served_model",
+        "upstream",
+        "provider",
+        "attempts",
+        "attempt_classes",
+        "status",
+        "end_reason",
+        "stream",
+        "input_tokens",
+        "output_tokens",
+        "cache_read_tokens",
+        "cache_write_tokens",
+        "cache_write_1h_tokens",
+        "reasoning_tokens",
+        "pricing",
+        "price_entry",
+        "cost_micros",
+        "first_byte_us",
+        "first_token_us",
+        "total_us",
+        "cache_hit",
+        "idempotent_replay",
+        "prompt",
+        "response",
+        "capture_truncated",
+    ];
+    let fields: Vec<String> = old_columns
+        .iter()
+        .enumerate()
+        .map(|(i, c)| format!("rec ->> {i} AS {c}"))
+        .collect();
+    let base = base();
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("v2.db");
+    {
+        let conn = Connection::open(&path).unwrap();
+        conn.execute_batch(&format!(
+            "CREATE TABLE sluice_records (ts_us INTEGER NOT NULL, rec TEXT NOT NULL);
+             CREATE VIEW sluice_requests AS SELECT rowid AS seq, ts_us, {} FROM sluice_records;
+             PRAGMA user_version = 2;",
+            fields.join(", ")
+        ))
+        .unwrap();
+        conn.execute(
+            "INSERT INTO sluice_records (rowid, ts_us, rec) VALUES (?1, ?1, ?2)",
+            rusqlite::params![
+                base,
+                r#"["old",null,null,null,"chat","openai.chat","gpt-4o","gpt-4o","oai","openai",1,null,200,"ok",false,100,20,0,0,0,0,0,null,900,1000,2000,3000,false,false,null,null,null]"#
+            ],
+        )
+        .unwrap();
+    }
+    let sink = SqliteSink::open(&path, 30, 1 << 30).await.unwrap();
+    let catalog = Catalog::shipped();
+    let mut r = record(&catalog, 1, base + 1);
+    r.guardrails = Some("pii:redact:0.05ms".into());
+    sink.write(vec![r]).await.unwrap();
+    let conn = Connection::open(&path).unwrap();
+    let rows: Vec<(String, Option<String>, Option<i64>)> = conn
+        .prepare("SELECT request_id, guardrails, cost_micros FROM sluice_requests ORDER BY seq")
+        .unwrap()
+        .query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))
+        .unwrap()
+        .collect::<Result<_, _>>()
+        .unwrap();
+    assert_eq!(rows.len(), 2, "{rows:?}");
+    assert_eq!((rows[0].0.as_str(), rows[0].1.as_deref()), ("old", None));
+    assert_eq!(
+        rows[0].2,
+        Some(900),
+        "the old row's columns are where they were"
+    );
+    assert_eq!(rows[1].1.as_deref(), Some("pii:redact:0.05ms"));
+    let usage = sink.usage(&all_queries(base, base + DAY)[0]).await.unwrap();
+    assert_eq!(usage.iter().map(|r| r.requests).sum::<i64>(), 2);
+    // Opening it again changes nothing.
+    drop(sink);
+    SqliteSink::open(&path, 30, 1 << 30).await.unwrap();
+}
+
+/// A version-2 file (one JSON row per record, `sluice_records`) is migrated on open: its
+/// records read back through the view with their rowids as `seq`, and new records go on after.
+#[tokio::test]
+async fn a_version_2_file_is_migrated_with_its_rows() {
+    let base = base();
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("v2.db");
+    {
+        // Version 2's DDL as it shipped: the view reads `rec`'s elements by position.
+        let names = [
+            "request_id",
+            "key_id",
+            "team",
+            "owner",
+            "route",
+            "client_api",
+            "requested_model",
+            "served_model",
+            "upstream",
+            "provider",
+            "attempts",
+            "attempt_classes",
+            "status",
+            "end_reason",
+            "stream",
+            "input_tokens",
+            "output_tokens",
+            "cache_read_tokens",
+            "cache_write_tokens",
+            "cache_write_1h_tokens",
+            "reasoning_tokens",
+            "pricing",
+            "price_entry",
+            "cost_micros",
+            "first_byte_us",
+            "first_token_us",
+            "total_us",
+            "cache_hit",
+            "idempotent_replay",
+            "prompt",
+            "response",
+            "capture_truncated",
+        ];
+        let fields: Vec<String> = names
+            .iter()
+            .enumerate()
+            .map(|(i, c)| format!("rec ->> {i} AS {c}"))
+            .collect();
+        let conn = Connection::open(&path).unwrap();
+        conn.execute_batch(&format!(
+            "CREATE TABLE sluice_records (ts_us INTEGER NOT NULL, rec TEXT NOT NULL);
+             CREATE VIEW sluice_requests AS SELECT rowid AS seq, ts_us, {} FROM sluice_records;
+             PRAGMA user_version = 2;",
+            fields.join(", ")
+        ))
+        .unwrap();
+        for (seq, id, key, cost) in [
+            (base + 1, "a", "\"k1\"", "1500"),
+            (base + 2, "b", "null", "null"),
+        ] {
+            let rec = format!(
+                "[\"{id}\",{key},null,null,\"chat\",\"openai.chat\",\"gpt-4o\",\"gpt-4o\",\
+                 \"oai\",\"openai\",1,null,200,\"ok\",true,100,20,0,0,0,0,0,null,{cost},\
+                 1000,2000,3000,false,false,null,null,null]"
+            );
+            conn.execute(
+                "INSERT INTO sluice_records (rowid, ts_us, rec) VALUES (?1, ?2, ?3)",
+                rusqlite::params![seq, base, rec],
+            )
+            .unwrap();
+        }
+    }
+    let sink = SqliteSink::open(&path, 30, 1 << 30).await.unwrap();
+    let conn = Connection::open(&path).unwrap();
+    let version: i64 = conn
+        .query_row("PRAGMA user_version", [], |r| r.get(0))
+        .unwrap();
+    assert_eq!(version, 3);
+    type Row = (i64, i64, String, Option<String>, bool, Option<i64>);
+    let read = |conn: &Connection| -> Vec<Row> {
+        conn.prepare(
+            "SELECT seq, ts_us, request_id, key_id, stream, cost_micros FROM sluice_requests \
+             ORDER BY seq",
+        )
+        .unwrap()
+        .query_map([], |r| {
+            Ok((
+                r.get(0)?,
+                r.get(1)?,
+                r.get(2)?,
+                r.get(3)?,
+                r.get(4)?,
+                r.get(5)?,
+            ))
+        })
+        .unwrap()
+        .collect::<Result<_, _>>()
+        .unwrap()
+    };
+    let rows = read(&conn);
+    assert_eq!(
+        rows,
+        vec![
+            (
+                base + 1,
+                base,
+                "a".into(),
+                Some("k1".into()),
+                true,
+                Some(1_500)
+            ),
+            (base + 2, base, "b".into(), None, true, None),
+        ]
+    );
+    let old: i64 = conn
+        .query_row(
+            "SELECT COUNT(*) FROM sqlite_master WHERE name = 'sluice_records'",
+            [],
+            |r| r.get(0),
+        )
+        .unwrap();
+    assert_eq!(old, 0, "version 2's table is gone");
+    let catalog = Catalog::shipped();
+    sink.write(vec![record(&catalog, 9, base - 1)])
+        .await
+        .unwrap();
+    let rows = read(&conn);
+    assert_eq!(rows.len(), 3);
+    assert!(rows[2].0 > base + 2, "new rows go on after: {rows:?}");
+}
+
+/// A batch larger than a row's share is cut into rows: every record reads back once, the
+/// records of a row share its `seq`, which is at least each of their times, and a query's
+/// `seq` bound never hides a record inside its time range.
+#[tokio::test]
+async fn a_large_batch_is_cut_into_rows_and_reads_back_whole() {
+    let base = base();
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("rows.db");
+    let sink = SqliteSink::open(&path, 30, 1 << 30).await.unwrap();
+    let catalog = Catalog::shipped();
+    // Out of time order within the batch, as records finish in another order than they start.
+    let batch: Vec<RequestRecord> = (0..100)
+        .map(|i| record(&catalog, i, base + ((i * 37) % 100) as i64))
+        .collect();
+    sink.write(batch).await.unwrap();
+    let conn = Connection::open(&path).unwrap();
+    let rows: i64 = conn
+        .query_row("SELECT COUNT(*) FROM sluice_rows", [], |r| r.get(0))
+        .unwrap();
+    assert!(
+        (2..100).contains(&rows),
+        "several records a row: {rows} rows"
+    );
+    let mut stmt = conn
+        .prepare("SELECT seq, ts_us, request_id FROM sluice_requests")
+        .unwrap();
+    let got: Vec<(i64, i64, String)> = stmt
+        .query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))
+        .unwrap()
+        .collect::<Result<_, _>>()
+        .unwrap();
+    assert_eq!(got.len(), 100);
+    let mut ids: Vec<&str> = got.iter().map(|r| r.2.as_str()).collect();
+    ids.sort_unstable();
+    ids.dedup();
+    assert_eq!(ids.len(), 100, "each record once");
+    for (seq, ts, id) in &got {
+        assert!(seq >= ts, "{id}: seq {seq} < ts {ts}");
+    }
+    // The usage query over the second half of the range counts exactly the records in it.
+    let q = &all_queries(base + 50, base + 100)[0];
+    let usage = sink.usage(q).await.unwrap();
+    assert_eq!(usage.iter().map(|r| r.requests).sum::<i64>(), 50);
 }

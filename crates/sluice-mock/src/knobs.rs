@@ -64,6 +64,12 @@ pub struct Behavior {
     pub prefill: PrefillMode,
     /// Reasoning ("thinking") tokens reported in usage on top of the content tokens.
     pub reasoning_tokens: u32,
+    /// Prompt tokens reported as read from the provider's prompt cache, on top of the
+    /// request's own (as if a cached prefix that long came first), in each provider's field.
+    pub cache_read_tokens: u32,
+    /// Prompt tokens reported as written to the prompt cache (Anthropic and Bedrock report
+    /// them; OpenAI and Gemini have no such field, so there they are plain prompt tokens).
+    pub cache_write_tokens: u32,
     /// The answer's text instead of generated words (ASCII, no comma), sent `token_bytes`
     /// bytes a token (default 4), so a test can put a given string, split across events, in
     /// an answer.
@@ -122,6 +128,8 @@ impl Default for Behavior {
             silent: false,
             prefill: PrefillMode::Continue,
             reasoning_tokens: 0,
+            cache_read_tokens: 0,
+            cache_write_tokens: 0,
             require_header: None,
             say: None,
             line_ending: LineEnding::Lf,
@@ -470,6 +478,14 @@ const KNOBS: &[(&str, Set)] = &[
     }),
     ("reasoning_tokens", |b, a| {
         b.reasoning_tokens = a.bounded(MAX_TOKENS as u64, "a count up to 10000000")? as u32;
+        Ok(())
+    }),
+    ("cache_read_tokens", |b, a| {
+        b.cache_read_tokens = a.bounded(MAX_TOKENS as u64, "a count up to 10000000")? as u32;
+        Ok(())
+    }),
+    ("cache_write_tokens", |b, a| {
+        b.cache_write_tokens = a.bounded(MAX_TOKENS as u64, "a count up to 10000000")? as u32;
         Ok(())
     }),
     ("abort_after", |b, a| {

@@ -46,6 +46,7 @@ pub mod error;
 pub mod eventstream;
 pub mod finish;
 pub mod json_count;
+pub mod prompt_cache;
 pub mod provider;
 pub mod reasoning;
 pub mod request;

@@ -5,6 +5,7 @@
 //! format without validating it is a compile error, not a silently ignored setting.
 
 mod cloud;
+mod cloud_url;
 mod route;
 mod server;
 mod upstream;

@@ -30,6 +30,7 @@ pub(super) fn route_config(
         cache,
         reasoning_budgets,
         guardrails,
+        cache_breakpoints,
     } = raw;
     let guardrails = crate::guardrail::references(path, guardrails, defined_guardrails)?;
     if models.is_empty() || models.iter().any(|m| m.is_empty()) {
@@ -91,6 +92,7 @@ pub(super) fn route_config(
         timeout,
         drop_unsupported_params: drop_unsupported_params.unwrap_or(false),
         continuation: continuation.unwrap_or(false),
+        cache_breakpoints: cache_breakpoints.unwrap_or(false),
         balance: match balance {
             None | Some(BalanceName::P2cEwma) => sluice_upstream::BalancePolicy::P2cEwma,
             Some(BalanceName::LeastInFlight) => sluice_upstream::BalancePolicy::LeastInFlight,

@@ -39,14 +39,6 @@ pub(super) fn upstream_config(
             "must be non-empty and use only letters, digits, `-`, `_` and `.`",
         ));
     }
-    // Only the syntax here: scheme, host, query and their fit with `protocol` are checked once,
-    // by the connection layer below.
-    let base: http::Uri = base_url.parse().map_err(|e| {
-        ConfigError::new(
-            format!("{path}.base_url"),
-            format!("`{base_url}` is not a URL ({e}); write e.g. \"http://127.0.0.1:9090/v1\""),
-        )
-    })?;
     let entra = matches!(auth, Some(RawAuth::Entra {}));
     let other_auth = !matches!(
         auth,
@@ -67,6 +59,7 @@ pub(super) fn upstream_config(
         },
         ctx,
     )?;
+    let base = super::cloud_url::base_url(path, base_url, cloud.as_ref())?;
     if cloud.is_some() && health_check.is_some() {
         return Err(ConfigError::new(
             format!("{path}.health_check"),

@@ -131,6 +131,10 @@ pub(crate) struct CacheAsk<'a> {
     /// OpenAI `stream_options.include_usage`: a stream with the usage chunk and one without
     /// are different answers to replay, so they are stored apart.
     pub(crate) include_usage: bool,
+    /// The names of the request's guardrails (the route's and its key's), `a,b`; empty
+    /// without any. Part of the key: an answer stored under some guardrails (the text they
+    /// let through, the prompt they rewrote) is not served to a request under others.
+    pub(crate) guardrails: &'a str,
     /// The request's deadline: no wait for a flight beyond it.
     pub(crate) deadline: Instant,
     pub(crate) started: Instant,
@@ -247,10 +251,14 @@ fn cache_key(ask: &CacheAsk<'_>) -> Option<CacheKey> {
         // A keyless route has one caller as far as the gateway knows.
         (false, None) => Arc::from("anonymous"),
     };
-    let endpoint = match (ask.op.as_str(), ask.stream && ask.include_usage) {
+    let mut endpoint = match (ask.op.as_str(), ask.stream && ask.include_usage) {
         (op, false) => std::borrow::Cow::Borrowed(op),
         (op, true) => std::borrow::Cow::Owned(format!("{op}+usage")),
     };
+    if !ask.guardrails.is_empty() {
+        // Only with guardrails: the keys of routes without any stay what they were.
+        endpoint = std::borrow::Cow::Owned(format!("{endpoint}|guardrails={}", ask.guardrails));
+    }
     Some(CacheKey {
         digest: sluice_providers::cache_key::cache_key(
             &endpoint, ask.model, &canonical, &namespace,

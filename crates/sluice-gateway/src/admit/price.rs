@@ -24,8 +24,8 @@ pub(crate) fn shipped_catalog() -> Arc<Catalog> {
 /// OpenAI-compatible host the catalog knows, that host's.
 pub(crate) fn price_list(u: &crate::config::UpstreamConfig) -> &'static str {
     use sluice_providers::ProviderKind;
-    // The clouds' own lists (the shipped catalog has none yet: their requests are priced by
-    // the config's `[[price]]` entries, and booked under the cloud's name).
+    // The clouds' own lists: their model ids (`us.anthropic.claude-…-v1:0`,
+    // `claude-…@2025…`) and prices are their own, and records are booked under the cloud.
     match &u.cloud {
         Some(crate::config::CloudAuth::Bedrock(_)) => return "bedrock",
         Some(crate::config::CloudAuth::Vertex(_)) => return "vertex",

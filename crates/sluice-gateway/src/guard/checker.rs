@@ -52,6 +52,11 @@ impl Checker {
         self.config.on_error
     }
 
+    /// The size of the pieces of a stream it is sent.
+    pub(crate) fn window(&self) -> usize {
+        self.config.window
+    }
+
     /// One check, within the checker's timeout and the request's `deadline`.
     pub(crate) async fn check(
         &self,

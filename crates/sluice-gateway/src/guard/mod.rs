@@ -46,7 +46,7 @@ struct Guard {
 #[derive(Debug)]
 enum Kind {
     Rules(sluice_config::RulesCheck),
-    Http(checker::Checker),
+    Http(Arc<checker::Checker>),
 }
 
 impl Guards {
@@ -62,12 +62,55 @@ impl Guards {
                     kind: match &g.kind {
                         GuardrailKind::Rules(r) => Kind::Rules(r.clone()),
                         GuardrailKind::Http(h) => {
-                            Kind::Http(checker::Checker::new(&g.name, h.clone()))
+                            Kind::Http(Arc::new(checker::Checker::new(&g.name, h.clone())))
                         }
                     },
                 })
                 .collect(),
         }
+    }
+}
+
+impl Guards {
+    /// `a,b,…`: the names of `list`'s guardrails, for the response cache's key (names, not
+    /// indexes: the key outlives a generation and is shared through Redis).
+    pub(crate) fn names(&self, list: &[usize]) -> String {
+        let mut s = String::new();
+        for &i in list {
+            if !s.is_empty() {
+                s.push(',');
+            }
+            s.push_str(&self.guards[i].name);
+        }
+        s
+    }
+
+    /// A cache hit's header: the input checks' verdicts (`input`, they ran on this request),
+    /// then each output guardrail as `name(cached)`: the stored answer went through it (the
+    /// cache's key holds the guardrails, so an answer is only served to requests under the
+    /// same ones).
+    pub(crate) fn hit_header(
+        &self,
+        list: &[usize],
+        input: Option<&HeaderValue>,
+    ) -> Option<HeaderValue> {
+        let mut s = input
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or_default()
+            .to_string();
+        for &i in list {
+            let g = &self.guards[i];
+            if g.output {
+                if !s.is_empty() {
+                    s.push(',');
+                }
+                let _ = write!(s, "{}(cached)", g.name);
+            }
+        }
+        if s.is_empty() {
+            return None;
+        }
+        HeaderValue::from_str(&s).ok()
     }
 }
 
@@ -281,21 +324,26 @@ fn replace_texts(value: &mut serde_json::Value, new: Vec<String>) -> bool {
 }
 
 /// The route's output guardrails for a stream, or `None` when it has none (the relay then
-/// pays nothing). External checkers do not see streams (only whole bodies).
-pub(crate) fn stream_guard(guards: &Arc<Guards>, list: &[usize]) -> Option<Box<StreamGuard>> {
-    let rules: Vec<(String, Arc<sluice_guardrails::RuleSet>, usize)> = list
-        .iter()
-        .map(|&i| &guards.guards[i])
-        .filter(|g| g.output)
-        .filter_map(|g| match &g.kind {
-            Kind::Rules(r) => Some((g.name.clone(), r.rules.clone(), r.window)),
-            Kind::Http(_) => None,
-        })
-        .collect();
-    if rules.is_empty() {
+/// pays nothing). The rules act first, in the route's order, then the external checkers, in
+/// theirs: a checker sees the text as the rules left it. No check goes past `deadline`.
+pub(crate) fn stream_guard(
+    guards: &Guards,
+    list: &[usize],
+    model: &str,
+    deadline: Instant,
+) -> Option<Box<StreamGuard>> {
+    let mut rules = Vec::new();
+    let mut checks = Vec::new();
+    for g in list.iter().map(|&i| &guards.guards[i]).filter(|g| g.output) {
+        match &g.kind {
+            Kind::Rules(r) => rules.push((g.name.clone(), r.rules.clone(), r.window)),
+            Kind::Http(c) => checks.push((g.name.clone(), c.clone())),
+        }
+    }
+    if rules.is_empty() && checks.is_empty() {
         return None;
     }
-    Some(Box::new(StreamGuard::new(rules)))
+    Some(Box::new(StreamGuard::new(rules, checks, model, deadline)))
 }
 
 /// Runs the route's output guardrails on a whole answer body (client format). `Ok(None)`:

@@ -7,6 +7,7 @@ use bytes::Bytes;
 use http::header::{self, HeaderMap, HeaderValue};
 use http::{Method, Request};
 use sluice_providers::bedrock::{self, BedrockRequestOptions};
+use sluice_providers::prompt_cache;
 use sluice_providers::request::UpstreamRequest;
 use sluice_providers::sign::sigv4::{self, SignableBody, SignableRequest, SigningParams};
 use sluice_providers::vertex::{self, Project, Publisher};
@@ -42,12 +43,23 @@ pub(super) fn bedrock_request(
     // Anthropic clients' own bodies to InvokeModel when asked (every Anthropic field kept);
     // everything else is translated to Converse.
     let invoke = auth.invoke_model && ctx.op == Operation::Messages;
-    let up = if invoke {
+    let mut up = if invoke {
         bedrock::invoke_request(&ctx.body, &ropts)
     } else {
         bedrock::translate_request(&ctx.body, &ropts)
     }
     .map_err(GatewayError::Translate)?;
+    // Before signing: the signature covers the body.
+    if opts.cache_breakpoints && super::generates(ctx.op) {
+        let marked = if invoke {
+            prompt_cache::anthropic_breakpoints(&up.body)
+        } else {
+            prompt_cache::converse_breakpoints(&up.body)
+        };
+        if let Some(body) = marked {
+            up.body = body;
+        }
+    }
     let credentials_error = |detail: String| GatewayError::UpstreamCredentials {
         upstream: ucfg.name.clone(),
         detail,

@@ -570,6 +570,7 @@ impl Policy {
             auth: tc.auth.as_ref(),
             reasoning_budgets: &route.reasoning_budgets,
             bearer: bearer.as_ref(),
+            cache_breakpoints: route.cache_breakpoints,
         };
         let (req, built) = crate::outbound::upstream_request(state, &self.ctx, tc.upstream, opts)
             .map_err(|e| match e {

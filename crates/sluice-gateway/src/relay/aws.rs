@@ -21,6 +21,12 @@ impl AwsFeed {
         AwsFeed(BedrockStream::invoke())
     }
 
+    /// The usage ConverseStream reported (its `metadata` event), normalised; `None` for
+    /// InvokeModel, whose Anthropic events the translator reads whole.
+    pub(super) fn usage(&self) -> Option<sluice_providers::Usage> {
+        self.0.usage()
+    }
+
     /// Body bytes in (`end`: the body ended), SSE event bytes out through `sse`.
     pub(super) fn feed(&mut self, data: &[u8], end: bool, sse: &mut dyn FnMut(Bytes)) {
         let mut events = Vec::new();

@@ -300,6 +300,7 @@ impl SseRelay {
         self.next = None;
         self.finish_attempts();
         self.record_usage(true);
+        self.record_guard(None);
         // The target's fault (a cut, a stall) counts against it; the gateway's own ends
         // (shutdown, total timeout, an event over our limit) say nothing about it.
         if let Some(p) = self.pick.take() {
@@ -373,23 +374,35 @@ impl SseRelay {
         self.take_upstream();
         self.finish_attempts();
         self.record_usage(false);
-        self.record_guard();
+        self.record_guard(None);
         self.log.cache_store_stream();
         self.log.finish(EndReason::Completed);
         Poll::Ready(None)
     }
 
-    /// The output guardrails' verdicts into the metrics and the log line.
-    fn record_guard(&mut self) {
-        let Some(g) = &self.guard else { return };
+    /// The output guardrails' verdicts (each guardrail's most severe, and its time) into the
+    /// metrics and the log line (and so the ledger), once, however the stream ended; `deny`
+    /// names the guardrail that refused the answer. Returns the stream's last comment,
+    /// `: x-sluice-guardrails name(verdict),…`.
+    fn record_guard(&mut self, deny: Option<&str>) -> Option<Bytes> {
+        let g = self.guard.take()?;
         let mut line = String::new();
-        for (name, v) in g.verdicts() {
-            self.telemetry.guardrail(name, v.as_str());
-            if !line.is_empty() {
-                line.push(',');
+        let mut comment = String::from(": x-sluice-guardrails ");
+        for (i, (name, mut v, took)) in g.verdicts().into_iter().enumerate() {
+            if deny == Some(name) {
+                v = sluice_guardrails::Verdict::Deny;
             }
-            line.push_str(&format!("{name}({})", v.as_str()));
+            self.telemetry.guardrail(name, v.as_str());
+            if i > 0 {
+                line.push(',');
+                comment.push(',');
+            }
+            let v = v.as_str();
+            let ms = took.as_secs_f64() * 1000.0;
+            line.push_str(&format!("{name}({v}:{ms:.2}ms)"));
+            comment.push_str(&format!("{name}({v})"));
         }
+        comment.push_str("\n\n");
         match self.log.guardrails.as_mut() {
             Some(l) => {
                 l.push(',');
@@ -397,28 +410,20 @@ impl SseRelay {
             }
             None => self.log.guardrails = Some(Box::new(line)),
         }
+        Some(Bytes::from(comment))
     }
 
     /// An output guardrail refused the answer: the stream ends with an error event in the
     /// client's API (code `content_blocked`) and the upstream is cancelled (dropped).
-    fn blocked(&mut self, guardrail: &str, d: sluice_guardrails::Denied) -> Polled {
-        self.telemetry.guardrail(guardrail, "deny");
-        let line = format!("{guardrail}(deny)");
-        match self.log.guardrails.as_mut() {
-            Some(l) => {
-                l.push(',');
-                l.push_str(&line);
-            }
-            None => self.log.guardrails = Some(Box::new(line)),
-        }
-        self.guard = None;
+    fn blocked(&mut self, b: crate::guard::Blocked) -> Polled {
+        self.record_guard(Some(&b.guardrail));
         // The events queued are withdrawn too (the caller withdrew those it was checking): the
         // error goes on from the last one sent.
         self.translator.withdraw(self.out.len());
         self.out.clear();
         let message = format!(
-            "the answer was stopped by guardrail `{guardrail}`: it contains {}",
-            d.label
+            "the answer was stopped by guardrail `{}`: {}",
+            b.guardrail, b.reason
         );
         self.log.error = Some(message.clone());
         self.fail(
@@ -429,10 +434,22 @@ impl SseRelay {
         )
     }
 
+    /// The current attempt's usage as the translator read it from the client's events, with
+    /// a Bedrock stream's cache writes: OpenAI, Gemini and Responses usage has no field for
+    /// them (they are inside the prompt count), Converse's `metadata` has.
+    fn attempt_usage(&self) -> Option<Usage> {
+        let mut usage = self.translator.usage();
+        let bedrock = self.bedrock.as_ref().and_then(|b| b.usage());
+        if let (Some(u), Some(b)) = (usage.as_mut(), bedrock) {
+            u.cache_write = b.cache_write.min(u.input);
+        }
+        usage
+    }
+
     /// The usage seen so far into the log (partial: the stream did not end normally).
     fn record_usage(&mut self, partial: bool) {
         let mut total = self.usage_before.as_deref().copied();
-        if let Some(u) = self.translator.usage() {
+        if let Some(u) = self.attempt_usage() {
             total.get_or_insert_with(Usage::default).add(&u);
         }
         if total.is_some() {
@@ -690,7 +707,7 @@ impl SseRelay {
         // came (OpenAI reports usage at the end, Anthropic's `message_start` says 1 output
         // token): the text it sent is what the provider generated and bills, so its output is
         // at least that text's estimate (about four bytes a token, as the token cap counts).
-        let mut u = self.translator.usage().unwrap_or_default();
+        let mut u = self.attempt_usage().unwrap_or_default();
         u.output = u.output.max((text.len() as u64).div_ceil(4));
         if u != Usage::default() {
             self.usage_before.get_or_insert_with(Box::default).add(&u);
@@ -886,11 +903,11 @@ impl SseRelay {
                     self.translator.event(&ev, &mut scratch);
                     if let Some(g) = self.guard.as_mut() {
                         let emitted = scratch.len();
-                        if let Err((name, d)) = g.filter(&mut scratch) {
+                        if let Err(b) = g.filter(&mut scratch) {
                             scratch.clear();
                             self.scratch = scratch;
                             self.translator.withdraw(emitted);
-                            return Step::Out(self.blocked(&name, d));
+                            return Step::Out(self.blocked(b));
                         }
                     }
                     for e in scratch.drain(..) {
@@ -912,7 +929,7 @@ impl SseRelay {
                     self.scratch = scratch;
                     self.upstream_alive();
                     self.check_token_cap();
-                    if failure.is_some() || self.has_ready() {
+                    if failure.is_some() || self.has_ready() || self.guard_busy() {
                         break;
                     }
                 }
@@ -962,6 +979,8 @@ impl SseRelay {
                 self.retry(f);
                 Step::Again
             }
+            // A check started: the events behind it wait for its answer (`poll_guard`).
+            None if self.guard_busy() => Step::Again,
             None => Step::Next,
         }
     }
@@ -969,15 +988,18 @@ impl SseRelay {
     /// The upstream's body has ended: the translator's last events, then the end of the
     /// stream (or, before the commit, another attempt).
     fn at_upstream_end(&mut self) -> Step {
+        if self.guard_busy() {
+            return Step::Again;
+        }
         let mut scratch = std::mem::take(&mut self.scratch);
         self.translator.end(&mut scratch);
         if let Some(g) = self.guard.as_mut() {
             let emitted = scratch.len();
-            if let Err((name, d)) = g.finish(&mut scratch) {
+            if let Err(b) = g.finish(&mut scratch) {
                 scratch.clear();
                 self.scratch = scratch;
                 self.translator.withdraw(emitted);
-                return Step::Out(self.blocked(&name, d));
+                return Step::Out(self.blocked(b));
             }
         }
         let mut failure = None;
@@ -998,10 +1020,58 @@ impl SseRelay {
             ));
             return Step::Again;
         }
-        if self.has_ready() {
+        if self.has_ready() || self.guard_busy() {
             return Step::Again;
         }
+        // What the output guardrails did, as the stream's last comment (the header went
+        // before they acted); `complete` then finds them recorded.
+        if let Some(comment) = self.record_guard(None) {
+            return Step::Out(self.forward(comment, 0));
+        }
         Step::Out(self.complete())
+    }
+
+    /// An external checker's check is in flight (or events wait behind one).
+    fn guard_busy(&self) -> bool {
+        self.guard.as_ref().is_some_and(|g| g.busy())
+    }
+
+    /// The check in flight: until it answers, nothing more is read from the upstream (the
+    /// events behind it wait in the guard); its answer releases them.
+    fn poll_guard(&mut self, cx: &mut Context<'_>) -> Step {
+        let Some(g) = self.guard.as_mut().filter(|g| g.busy()) else {
+            return Step::Next;
+        };
+        let mut scratch = std::mem::take(&mut self.scratch);
+        match g.poll(cx, &mut scratch) {
+            Poll::Pending => {
+                self.scratch = scratch;
+                Step::Wait
+            }
+            Poll::Ready(Err(b)) => {
+                scratch.clear();
+                self.scratch = scratch;
+                Step::Out(self.blocked(b))
+            }
+            Poll::Ready(Ok(())) => {
+                let mut failure = None;
+                for e in scratch.drain(..) {
+                    if let Err(f) = self.accept(e) {
+                        failure = Some(f);
+                        break;
+                    }
+                }
+                scratch.clear();
+                self.scratch = scratch;
+                if let Some(f) = failure {
+                    if self.pending_cut.is_some() {
+                        return Step::Out(self.fail_reason(EndReason::UpstreamReset, ""));
+                    }
+                    self.retry(f);
+                }
+                Step::Again
+            }
+        }
     }
 
     /// The next piece of the upstream's body, unless the gateway is shutting down.
@@ -1135,10 +1205,13 @@ impl Body for SseRelay {
                 return this.cut_at_token_cap(cap);
             }
             let step = match this.poll_next_attempt(cx) {
-                Step::Next => match this.take_decoded() {
-                    Step::Next if this.has_ready() => Step::Again,
-                    Step::Next if this.upstream_done => this.at_upstream_end(),
-                    Step::Next => this.poll_upstream(cx),
+                Step::Next => match this.poll_guard(cx) {
+                    Step::Next => match this.take_decoded() {
+                        Step::Next if this.has_ready() => Step::Again,
+                        Step::Next if this.upstream_done => this.at_upstream_end(),
+                        Step::Next => this.poll_upstream(cx),
+                        other => other,
+                    },
                     other => other,
                 },
                 other => other,
@@ -1177,6 +1250,7 @@ impl Drop for SseRelay {
         let upstream = self.take_upstream();
         self.finish_attempts();
         self.record_usage(true);
+        self.record_guard(None);
         self.log.finish(EndReason::ClientGone);
         if self.on_disconnect == OnClientDisconnect::Drain {
             if let Some(upstream) = upstream {

@@ -79,16 +79,16 @@ impl Run {
                         .insert(sluice_state::CACHE_STATUS_HEADER, status.header_value());
                 }
                 if let Some(v) = guardrails {
-                    // The input checks' verdicts first, then the answer's (a whole body's).
+                    // One value: the input checks' verdicts first, then the answer's (a whole
+                    // body's) or the guardrails watching a stream.
                     let h = r.headers_mut();
-                    let output: Vec<HeaderValue> = h
-                        .get_all(crate::guard::X_SLUICE_GUARDRAILS)
-                        .iter()
-                        .cloned()
-                        .collect();
-                    h.insert(crate::guard::X_SLUICE_GUARDRAILS, v);
-                    for o in output {
-                        h.append(crate::guard::X_SLUICE_GUARDRAILS, o);
+                    let mut all = v.as_bytes().to_vec();
+                    for o in h.get_all(crate::guard::X_SLUICE_GUARDRAILS) {
+                        all.push(b',');
+                        all.extend_from_slice(o.as_bytes());
+                    }
+                    if let Ok(one) = HeaderValue::from_bytes(&all) {
+                        h.insert(crate::guard::X_SLUICE_GUARDRAILS, one);
                     }
                 }
                 r
@@ -515,6 +515,11 @@ where
     let cache = match &route.cache {
         None => None,
         Some(config) => {
+            let guardrail_names = if guardrails.is_empty() {
+                String::new()
+            } else {
+                state.guards.names(&guardrails)
+            };
             let ask = crate::admit::CacheAsk {
                 route: &route.name,
                 config,
@@ -525,6 +530,7 @@ where
                 headers: &parts.headers,
                 stream,
                 include_usage: include_usage == Some(true),
+                guardrails: &guardrail_names,
                 deadline,
                 started: log.started(),
             };
@@ -535,11 +541,17 @@ where
             match start {
                 crate::admit::CacheStart::Hit(entry, age) => {
                     let price_list = state.upstream(route.primary_upstream()).price_list;
+                    let guardrails = if guardrails.is_empty() {
+                        None
+                    } else {
+                        state.guards.hit_header(&guardrails, guard_header.as_ref())
+                    };
                     return Ok(Admitted::Cached(super::cached::Hit {
                         entry,
                         age,
                         replay: config.replay,
                         price_list,
+                        guardrails,
                     }));
                 }
                 crate::admit::CacheStart::Run(run, status) => {

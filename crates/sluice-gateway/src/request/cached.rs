@@ -30,6 +30,8 @@ pub(crate) struct Hit {
     /// The price list of the route's first upstream: what the answer is priced by (the
     /// upstream that first answered it is not kept).
     pub(crate) price_list: &'static str,
+    /// On a request with guardrails: `x-sluice-guardrails` (see `Guards::hit_header`).
+    pub(crate) guardrails: Option<HeaderValue>,
 }
 
 /// The response to a hit. A whole body settles the request now; a stream settles it when the
@@ -44,6 +46,7 @@ pub(crate) fn answer(
         age,
         replay,
         price_list,
+        guardrails,
     } = hit;
     log.status = entry.status.as_u16();
     log.cache_status = Some(CacheStatus::Hit);
@@ -86,6 +89,9 @@ pub(crate) fn answer(
     }
     h.insert(REQUEST_ID, request_id.clone());
     h.insert(CACHE_STATUS_HEADER, CacheStatus::Hit.header_value());
+    if let Some(v) = guardrails {
+        h.insert(crate::guard::X_SLUICE_GUARDRAILS, v);
+    }
     h.insert(header::AGE, age_header_value(age));
     r
 }

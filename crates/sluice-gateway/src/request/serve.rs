@@ -215,9 +215,23 @@ pub(crate) fn stream_response(
         guard: if policy.ctx.guardrails.is_empty() {
             None
         } else {
-            crate::guard::stream_guard(&state.guards, &policy.ctx.guardrails)
+            crate::guard::stream_guard(
+                &state.guards,
+                &policy.ctx.guardrails,
+                &attempt.built.model,
+                policy.deadline,
+            )
         },
     };
+    // The header goes before the stream's checks act: it names the guardrails watching it
+    // (what they did is in the stream's last comment, the log and the ledger).
+    if let Some(v) = setup
+        .guard
+        .as_ref()
+        .and_then(|g| HeaderValue::from_str(&g.watching()).ok())
+    {
+        out_headers.append(crate::guard::X_SLUICE_GUARDRAILS, v);
+    }
     let mut log = log;
     log.status = status.as_u16();
     log.stream_started();

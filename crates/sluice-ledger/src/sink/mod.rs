@@ -11,7 +11,9 @@ use crate::config::SinkConfig;
 use crate::query::{UsageQuery, UsageRow};
 use crate::record::RequestRecord;
 
+mod json_row;
 pub mod otlp;
+mod pg_copy;
 pub mod postgres;
 pub(crate) mod schema;
 pub mod sqlite;

@@ -228,6 +228,9 @@ fn log_record(w: &mut Writer, r: &RequestRecord) {
     w.attr_int(a, "sluice.total_us", sat_i64(r.latency.total_us));
     w.attr_bool(a, "sluice.cache_hit", r.cache_hit);
     w.attr_bool(a, "sluice.idempotent_replay", r.idempotent_replay);
+    if let Some(g) = &r.guardrails {
+        w.attr_str(a, "sluice.guardrails", g);
+    }
     if let Some(c) = &r.capture {
         w.attr_str(a, "sluice.capture.prompt", &c.prompt);
         w.attr_str(a, "sluice.capture.response", &c.response);

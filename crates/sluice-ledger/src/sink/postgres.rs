@@ -15,61 +15,22 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
-use futures_util::pin_mut;
+use futures_util::{pin_mut, SinkExt};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tokio::time::Instant;
-use tokio_postgres::binary_copy::BinaryCopyInWriter;
-use tokio_postgres::types::{ToSql, Type};
 use tokio_postgres::{Client, NoTls};
 
 use super::schema::{self, TABLE};
 use super::SinkError;
 use crate::config::PostgresConfig;
 use crate::query::{UsageQuery, UsageRow};
-use crate::record::{sat_i64, RequestRecord};
+use crate::record::RequestRecord;
 
 /// First wait after a failed connection attempt; doubles per failure up to [`BACKOFF_MAX`].
 const BACKOFF_MIN: Duration = Duration::from_millis(100);
 /// The longest wait between connection attempts: how late writing resumes, at worst, after
 /// the server is back.
 const BACKOFF_MAX: Duration = Duration::from_secs(2);
-
-/// Column types for binary COPY, in [`schema::COLUMNS`] order.
-const TYPES: [Type; 33] = [
-    Type::INT8,
-    Type::TEXT,
-    Type::TEXT,
-    Type::TEXT,
-    Type::TEXT,
-    Type::TEXT,
-    Type::TEXT,
-    Type::TEXT,
-    Type::TEXT,
-    Type::TEXT,
-    Type::TEXT,
-    Type::INT4,
-    Type::TEXT,
-    Type::INT4,
-    Type::TEXT,
-    Type::BOOL,
-    Type::INT8,
-    Type::INT8,
-    Type::INT8,
-    Type::INT8,
-    Type::INT8,
-    Type::INT8,
-    Type::INT2,
-    Type::TEXT,
-    Type::INT8,
-    Type::INT8,
-    Type::INT8,
-    Type::INT8,
-    Type::BOOL,
-    Type::BOOL,
-    Type::TEXT,
-    Type::TEXT,
-    Type::BOOL,
-];
 
 /// The PostgreSQL sink. Cloning shares the pool.
 #[derive(Clone)]
@@ -221,10 +182,12 @@ async fn migrate(client: &Client) -> Result<(), SinkError> {
              SELECT pg_advisory_xact_lock(7415269001);
              CREATE TABLE IF NOT EXISTS sluice_ledger_schema (version BIGINT NOT NULL);
              {create}
+             {added}
              INSERT INTO sluice_ledger_schema (version)
                  SELECT 1 WHERE NOT EXISTS (SELECT 1 FROM sluice_ledger_schema);
              COMMIT;",
-            create = schema::CREATE_V1
+            create = schema::CREATE_V1,
+            added = schema::pg_add_columns()
         ))
         .await?;
     let version: i64 = client
@@ -304,7 +267,7 @@ impl PostgresSink {
     /// The server is down or failed.
     pub async fn usage(&self, query: &UsageQuery) -> Result<Vec<UsageRow>, SinkError> {
         let mut conn = self.pool.get().await?;
-        let sql = query.sql("$1", "$2", "");
+        let sql = query.sql("$1", "$2", super::schema::TABLE);
         let rows = conn.query(&sql, &[&query.from_us, &query.to_us]).await?;
         conn.ok();
         let mut out = rows
@@ -333,54 +296,13 @@ impl PostgresSink {
 
 async fn copy_in(client: &Client, batch: &[RequestRecord]) -> Result<(), SinkError> {
     let sink = client
-        .copy_in(&format!(
+        .copy_in::<_, bytes::Bytes>(&format!(
             "COPY {TABLE} ({}) FROM STDIN (FORMAT binary)",
             schema::column_list()
         ))
         .await?;
-    let writer = BinaryCopyInWriter::new(sink, &TYPES);
-    pin_mut!(writer);
-    for r in batch {
-        let t = &r.tokens;
-        let classes = r.attempt_classes_joined();
-        let capture = r.capture.as_deref();
-        let values: [&(dyn ToSql + Sync); 33] = [
-            &r.ts_us,
-            &&*r.request_id,
-            &r.key_id.as_deref(),
-            &r.team.as_deref(),
-            &r.owner.as_deref(),
-            &&*r.route,
-            &r.client_api,
-            &r.requested_model.as_deref(),
-            &r.served_model.as_deref(),
-            &r.upstream.as_deref(),
-            &r.provider.as_deref(),
-            &i32::from(r.attempts),
-            &classes,
-            &i32::from(r.status),
-            &r.end_reason,
-            &r.stream,
-            &sat_i64(t.input),
-            &sat_i64(t.output),
-            &sat_i64(t.cache_read),
-            &sat_i64(t.cache_write),
-            &sat_i64(t.cache_write_1h),
-            &sat_i64(t.reasoning),
-            &r.pricing.code(),
-            &r.pricing.entry(),
-            &r.pricing.cost_micros(),
-            &r.latency.first_byte_us.map(sat_i64),
-            &r.latency.first_token_us.map(sat_i64),
-            &sat_i64(r.latency.total_us),
-            &r.cache_hit,
-            &r.idempotent_replay,
-            &capture.map(|c| c.prompt.as_str()),
-            &capture.map(|c| c.response.as_str()),
-            &capture.map(|c| c.prompt_truncated || c.response_truncated),
-        ];
-        writer.as_mut().write(&values).await?;
-    }
-    writer.finish().await?;
+    pin_mut!(sink);
+    sink.send(super::pg_copy::encode(batch).freeze()).await?;
+    sink.finish().await?;
     Ok(())
 }

@@ -17,10 +17,11 @@ use std::time::Duration;
 use rusqlite::{params, Connection, OpenFlags};
 use tokio::time::Instant;
 
-use super::schema::{self, SQLITE_RECORDS as RECORDS};
+use super::json_row::JsonRow;
+use super::schema::{self, SQLITE_ROWS as RECORDS};
 use super::SinkError;
 use crate::query::{UsageQuery, UsageRow};
-use crate::record::{sat_i64, RequestRecord};
+use crate::record::RequestRecord;
 
 /// How often retention runs, at most (it runs after a write).
 const RETENTION_EVERY: Duration = Duration::from_secs(60);
@@ -34,10 +35,10 @@ pub struct SqliteSink {
 /// The write connection and what the writer carries from batch to batch.
 struct Writer {
     db: Connection,
-    /// The last rowid given (see [`schema::SQLITE_RECORDS`]).
+    /// The last rowid given (see [`schema::SQLITE_ROWS`]).
     last_seq: i64,
-    /// The JSON of one record, reused.
-    json: Vec<u8>,
+    /// The JSON of one row, reused.
+    json: JsonRow,
 }
 
 struct Inner {
@@ -105,7 +106,7 @@ impl SqliteSink {
             Ok(Writer {
                 db: conn,
                 last_seq,
-                json: Vec::with_capacity(512),
+                json: JsonRow::default(),
             })
         })
         .await?;
@@ -192,8 +193,7 @@ impl SqliteSink {
                 OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX,
             )?;
             conn.busy_timeout(Duration::from_secs(5))?;
-            // `seq >= from` bounds the scan by rowid (see `schema::SQLITE_RECORDS`).
-            let sql = query.sql("?1", "?2", " AND seq >= ?1");
+            let sql = query.sql("?1", "?2", &schema::sqlite_usage_source("?1"));
             let mut stmt = conn.prepare(&sql)?;
             let rows = stmt.query_map(params![query.from_us, query.to_us], |r| {
                 Ok(UsageRow {
@@ -228,14 +228,32 @@ fn migrate(conn: &Connection) -> Result<(), SinkError> {
         });
     }
     let step = match version {
-        0 => schema::sqlite_create_v2(),
-        1 => schema::sqlite_migrate_v1_to_v2(),
-        _ => return Ok(()),
+        0 => schema::sqlite_create_v3(),
+        1 => schema::sqlite_migrate_v1_to_v3(),
+        2 => schema::sqlite_migrate_v2_to_v3(),
+        _ => String::new(),
     };
-    conn.execute_batch(&format!(
-        "BEGIN; {step} PRAGMA user_version = {}; COMMIT;",
-        schema::SQLITE_VERSION
-    ))?;
+    if !step.is_empty() {
+        conn.execute_batch(&format!(
+            "BEGIN; {step} PRAGMA user_version = {}; COMMIT;",
+            schema::SQLITE_VERSION
+        ))?;
+    }
+    // A view made by an older build lacks the columns added since: made again.
+    let present: i64 = conn.query_row(
+        &format!(
+            "SELECT COUNT(*) FROM pragma_table_info('{}') WHERE name = ?1",
+            schema::TABLE
+        ),
+        [schema::ADDED[schema::ADDED.len() - 1].0],
+        |r| r.get(0),
+    )?;
+    if present == 0 {
+        conn.execute_batch(&format!(
+            "BEGIN; {} COMMIT;",
+            schema::sqlite_recreate_view()
+        ))?;
+    }
     Ok(())
 }
 
@@ -244,91 +262,39 @@ fn last_seq(conn: &Connection) -> Result<i64, SinkError> {
     Ok(conn.query_row(
         &format!(
             "SELECT COALESCE(MAX(rowid), 0) FROM {}",
-            schema::SQLITE_RECORDS
+            schema::SQLITE_ROWS
         ),
         [],
         |r| r.get(0),
     )?)
 }
 
-/// Inserts `batch` in one transaction; each row's rowid is the next of `last_seq` and at
-/// least its `ts_us` (see [`schema::SQLITE_RECORDS`]).
+/// Inserts `batch` in one transaction, [`schema::RECORDS_PER_ROW`] records a row; each row's
+/// rowid is the next of `last_seq` and at least the latest `ts_us` of its records (see
+/// [`schema::SQLITE_ROWS`]).
 fn insert(
     conn: &mut Connection,
     last_seq: &mut i64,
-    json: &mut Vec<u8>,
+    json: &mut JsonRow,
     batch: &[RequestRecord],
 ) -> Result<(), SinkError> {
     let tx = conn.transaction()?;
     let mut seq = *last_seq;
     {
         let mut stmt = tx.prepare_cached(&format!(
-            "INSERT INTO {} (rowid, ts_us, rec) VALUES (?1, ?2, ?3)",
-            schema::SQLITE_RECORDS
+            "INSERT INTO {} (rowid, recs) VALUES (?1, ?2)",
+            schema::SQLITE_ROWS
         ))?;
-        for r in batch {
-            seq = (seq + 1).max(r.ts_us);
-            json.clear();
-            encode(json, r)?;
-            // serde_json writes UTF-8 only.
-            let text = std::str::from_utf8(json).map_err(|e| SinkError::Encode(e.to_string()))?;
+        for row in batch.chunks(schema::RECORDS_PER_ROW) {
+            let latest = row.iter().map(|r| r.ts_us).max().unwrap_or(0);
+            seq = (seq + 1).max(latest);
             stmt.raw_bind_parameter(1, seq)?;
-            stmt.raw_bind_parameter(2, r.ts_us)?;
-            stmt.raw_bind_parameter(3, text)?;
+            stmt.raw_bind_parameter(2, json.records(row))?;
             stmt.raw_execute()?;
         }
     }
     tx.commit()?;
     *last_seq = seq;
-    Ok(())
-}
-
-/// `r`'s columns after `ts_us`, in [`schema::COLUMNS`] order, as a JSON array.
-fn encode(out: &mut Vec<u8>, r: &RequestRecord) -> Result<(), SinkError> {
-    fn item(out: &mut Vec<u8>, v: impl serde::Serialize) -> Result<(), SinkError> {
-        out.push(b',');
-        serde_json::to_writer(&mut *out, &v).map_err(|e| SinkError::Encode(e.to_string()))
-    }
-    let t = &r.tokens;
-    let capture = r.capture.as_deref();
-    out.push(b'[');
-    serde_json::to_writer(&mut *out, &*r.request_id)
-        .map_err(|e| SinkError::Encode(e.to_string()))?;
-    item(out, r.key_id.as_deref())?;
-    item(out, r.team.as_deref())?;
-    item(out, r.owner.as_deref())?;
-    item(out, &*r.route)?;
-    item(out, r.client_api)?;
-    item(out, r.requested_model.as_deref())?;
-    item(out, r.served_model.as_deref())?;
-    item(out, r.upstream.as_deref())?;
-    item(out, r.provider.as_deref())?;
-    item(out, r.attempts)?;
-    item(out, r.attempt_classes_joined())?;
-    item(out, r.status)?;
-    item(out, r.end_reason)?;
-    item(out, r.stream)?;
-    item(out, sat_i64(t.input))?;
-    item(out, sat_i64(t.output))?;
-    item(out, sat_i64(t.cache_read))?;
-    item(out, sat_i64(t.cache_write))?;
-    item(out, sat_i64(t.cache_write_1h))?;
-    item(out, sat_i64(t.reasoning))?;
-    item(out, r.pricing.code())?;
-    item(out, r.pricing.entry())?;
-    item(out, r.pricing.cost_micros())?;
-    item(out, r.latency.first_byte_us.map(sat_i64))?;
-    item(out, r.latency.first_token_us.map(sat_i64))?;
-    item(out, sat_i64(r.latency.total_us))?;
-    item(out, r.cache_hit)?;
-    item(out, r.idempotent_replay)?;
-    item(out, capture.map(|c| c.prompt.as_str()))?;
-    item(out, capture.map(|c| c.response.as_str()))?;
-    item(
-        out,
-        capture.map(|c| c.prompt_truncated || c.response_truncated),
-    )?;
-    out.push(b']');
     Ok(())
 }
 
@@ -338,6 +304,18 @@ fn used_bytes(conn: &Connection) -> Result<u64, SinkError> {
     let free: i64 = conn.query_row("PRAGMA freelist_count", [], |r| r.get(0))?;
     let size: i64 = conn.query_row("PRAGMA page_size", [], |r| r.get(0))?;
     Ok(u64::try_from((pages - free) * size).unwrap_or(0))
+}
+
+/// Runs the `DELETE` statement `sql` (one parameter) and returns how many records the rows it
+/// deleted held.
+fn delete_counting(conn: &Connection, sql: &str, param: i64) -> Result<u64, SinkError> {
+    let mut stmt = conn.prepare(&format!("{sql} RETURNING json_array_length(recs)"))?;
+    let mut rows = stmt.query([param])?;
+    let mut records = 0u64;
+    while let Some(r) = rows.next()? {
+        records += u64::try_from(r.get::<_, i64>(0)?).unwrap_or(0);
+    }
+    Ok(records)
 }
 
 fn retention(
@@ -352,8 +330,11 @@ fn retention(
         // rowid >= ts_us, so this deletes only records older than the cutoff, by a range on
         // the rowid; one that ended long after it began (a rowid past the cutoff) goes on a
         // later pass, at most its own duration late.
-        report.by_age =
-            conn.execute(&format!("DELETE FROM {RECORDS} WHERE rowid < ?1"), [cutoff])? as u64;
+        report.by_age = delete_counting(
+            conn,
+            &format!("DELETE FROM {RECORDS} WHERE rowid < ?1"),
+            cutoff,
+        )?;
     }
     // Deleting by size removes the oldest rows in proportion to the excess (plus 5%, as rows
     // differ in size), re-measuring after each step; bounded at 10 steps a pass (the next pass
@@ -363,6 +344,7 @@ fn retention(
         if used <= max_bytes {
             break;
         }
+        // Rows, not records: a row holds several (see `schema::SQLITE_ROWS`).
         let rows: i64 =
             conn.query_row(&format!("SELECT COUNT(*) FROM {RECORDS}"), [], |r| r.get(0))?;
         if rows == 0 {
@@ -370,13 +352,14 @@ fn retention(
         }
         let excess = (used - max_bytes) as f64 / used as f64;
         let step = ((rows as f64 * excess * 1.05).ceil() as i64).clamp(1, rows);
-        report.by_size += conn.execute(
+        report.by_size += delete_counting(
+            conn,
             &format!(
                 "DELETE FROM {RECORDS} WHERE rowid IN \
                  (SELECT rowid FROM {RECORDS} ORDER BY rowid LIMIT ?1)"
             ),
-            [step],
-        )? as u64;
+            step,
+        )?;
     }
     if report != RetentionReport::default() {
         // Freed pages go back to the file system, and the WAL is folded in and truncated, so

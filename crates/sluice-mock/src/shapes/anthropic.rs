@@ -27,6 +27,11 @@ fn stop_sequence(c: &Completion) -> Value {
 /// 2026) once the answer has any, at the end.
 fn usage(c: &Completion, output_tokens: u32, done: bool) -> Value {
     let mut u = json!({ "input_tokens": c.prompt_tokens, "output_tokens": output_tokens });
+    // Apart from `input_tokens`, which excludes them.
+    if c.cache_read > 0 || c.cache_write > 0 {
+        u["cache_read_input_tokens"] = json!(c.cache_read);
+        u["cache_creation_input_tokens"] = json!(c.cache_write);
+    }
     if done && c.reasoning_tokens > 0 {
         u["output_tokens_details"] = json!({ "thinking_tokens": c.reasoning_tokens });
     }

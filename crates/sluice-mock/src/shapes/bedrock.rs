@@ -152,8 +152,18 @@ fn stop_reason(c: &Completion) -> &'static str {
     }
 }
 
-fn usage(input: u32, output: u32) -> Value {
-    json!({ "inputTokens": input, "outputTokens": output, "totalTokens": input + output })
+/// `inputTokens` excludes the cache reads and writes, `totalTokens` counts them.
+fn usage(c: &Completion, input: u32, output: u32) -> Value {
+    let mut u = json!({
+        "inputTokens": input,
+        "outputTokens": output,
+        "totalTokens": input + output + c.cache_read + c.cache_write,
+    });
+    if c.cache_read > 0 || c.cache_write > 0 {
+        u["cacheReadInputTokens"] = json!(c.cache_read);
+        u["cacheWriteInputTokens"] = json!(c.cache_write);
+    }
+    u
 }
 
 fn tool_use_id(c: &Completion) -> String {
@@ -174,7 +184,7 @@ pub(crate) fn converse_body(c: &Completion) -> Value {
     json!({
         "output": { "message": { "role": "assistant", "content": content } },
         "stopReason": stop_reason(c),
-        "usage": usage(c.prompt_tokens, c.output_tokens()),
+        "usage": usage(c, c.prompt_tokens, c.output_tokens()),
         "metrics": { "latencyMs": 0 },
     })
 }
@@ -184,7 +194,7 @@ pub(crate) fn filtered_body(prompt_tokens: u32) -> Value {
     json!({
         "output": { "message": { "role": "assistant", "content": [] } },
         "stopReason": "content_filtered",
-        "usage": usage(prompt_tokens, 0),
+        "usage": json!({ "inputTokens": prompt_tokens, "outputTokens": 0, "totalTokens": prompt_tokens }),
         "metrics": { "latencyMs": 0 },
     })
 }
@@ -241,7 +251,7 @@ impl EventSeq for ConverseStream {
             _ => (
                 "metadata",
                 json!({
-                    "usage": usage(c.prompt_tokens, c.output_tokens()),
+                    "usage": usage(c, c.prompt_tokens, c.output_tokens()),
                     "metrics": { "latencyMs": 0 },
                 }),
             ),

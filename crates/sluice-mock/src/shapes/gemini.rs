@@ -181,12 +181,17 @@ fn finish_reason(c: &Completion) -> &'static str {
 /// `usageMetadata` after `candidates` content tokens. In a stream every chunk carries it,
 /// cumulative (a client keeps the last one, never sums).
 fn usage(c: &Completion, candidates: u32) -> Value {
+    // `promptTokenCount` includes the cached content.
+    let prompt = c.all_prompt_tokens();
     let mut u = json!({
-        "promptTokenCount": c.prompt_tokens,
+        "promptTokenCount": prompt,
         "candidatesTokenCount": candidates,
-        "totalTokenCount": c.prompt_tokens + candidates + c.reasoning_tokens,
-        "promptTokensDetails": [{ "modality": "TEXT", "tokenCount": c.prompt_tokens }],
+        "totalTokenCount": prompt + candidates + c.reasoning_tokens,
+        "promptTokensDetails": [{ "modality": "TEXT", "tokenCount": prompt }],
     });
+    if c.cache_read > 0 {
+        u["cachedContentTokenCount"] = json!(c.cache_read);
+    }
     if c.reasoning_tokens > 0 {
         u["thoughtsTokenCount"] = json!(c.reasoning_tokens);
     }

@@ -224,6 +224,9 @@ pub(crate) struct Completion {
     pub(crate) finish: Finish,
     pub(crate) prompt_tokens: u32,
     pub(crate) reasoning_tokens: u32,
+    /// The `cache_read_tokens` and `cache_write_tokens` knobs.
+    pub(crate) cache_read: u32,
+    pub(crate) cache_write: u32,
     token_bytes: u32,
     big_event: Option<u64>,
     body_bytes: u64,
@@ -271,6 +274,8 @@ impl Completion {
             finish: if b.tools { Finish::Tools } else { Finish::Stop },
             prompt_tokens: ask.prompt_tokens,
             reasoning_tokens: b.reasoning_tokens,
+            cache_read: b.cache_read_tokens,
+            cache_write: b.cache_write_tokens,
             token_bytes: b.token_bytes,
             big_event: b.big_event,
             body_bytes: b.body_bytes,
@@ -520,6 +525,14 @@ impl Completion {
     /// `output_tokens`).
     pub(crate) fn output_tokens(&self) -> u32 {
         self.n_tokens.saturating_add(self.reasoning_tokens)
+    }
+
+    /// Every prompt token, the cache's reads and writes included (OpenAI `prompt_tokens`,
+    /// Gemini `promptTokenCount`).
+    pub(crate) fn all_prompt_tokens(&self) -> u32 {
+        self.prompt_tokens
+            .saturating_add(self.cache_read)
+            .saturating_add(self.cache_write)
     }
 }
 

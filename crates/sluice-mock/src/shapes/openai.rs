@@ -17,11 +17,16 @@ fn finish_reason(c: &Completion) -> &'static str {
 }
 
 fn usage(c: &Completion) -> Value {
+    // `prompt_tokens` includes the cached ones.
+    let prompt = c.all_prompt_tokens();
     let mut u = json!({
-        "prompt_tokens": c.prompt_tokens,
+        "prompt_tokens": prompt,
         "completion_tokens": c.output_tokens(),
-        "total_tokens": c.prompt_tokens + c.output_tokens(),
+        "total_tokens": prompt + c.output_tokens(),
     });
+    if c.cache_read > 0 {
+        u["prompt_tokens_details"] = json!({ "cached_tokens": c.cache_read });
+    }
     if c.reasoning_tokens > 0 {
         u["completion_tokens_details"] = json!({ "reasoning_tokens": c.reasoning_tokens });
     }

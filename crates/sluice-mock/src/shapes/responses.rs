@@ -65,11 +65,11 @@ pub(crate) fn response_object(c: &Completion, done: bool) -> Value {
         "metadata": {},
         "usage": if done {
             json!({
-                "input_tokens": c.prompt_tokens,
-                "input_tokens_details": { "cached_tokens": 0 },
+                "input_tokens": c.all_prompt_tokens(),
+                "input_tokens_details": { "cached_tokens": c.cache_read },
                 "output_tokens": c.output_tokens(),
                 "output_tokens_details": { "reasoning_tokens": c.reasoning_tokens },
-                "total_tokens": c.prompt_tokens + c.output_tokens(),
+                "total_tokens": c.all_prompt_tokens() + c.output_tokens(),
             })
         } else {
             Value::Null
