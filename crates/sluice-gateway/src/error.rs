@@ -216,6 +216,14 @@ pub enum GatewayError {
     /// `x-sluice-cache-ttl` is not a duration.
     #[error(transparent)]
     CacheTtl(#[from] sluice_state::InvalidCacheTtl),
+    /// A resume (`Last-Event-ID`, a response id) names no stream this key may read: never
+    /// made, made for another key, or malformed (the same answer, so ids cannot be probed).
+    #[error("no resumable stream `{0}` for this key; start a new request without `Last-Event-ID`")]
+    StreamNotFound(String),
+    /// A resume names a stream whose log is gone (expired after its `keep`), or an event
+    /// older than the log still holds.
+    #[error("{0}; start a new request without `Last-Event-ID`")]
+    StreamGone(String),
 }
 
 impl GatewayError {
@@ -252,7 +260,9 @@ impl GatewayError {
             | E::RequestRate { .. }
             | E::BadHost(_)
             | E::MalformedRequest { .. }
-            | E::CacheTtl(_) => EndReason::BadRequest,
+            | E::CacheTtl(_)
+            | E::StreamNotFound(_)
+            | E::StreamGone(_) => EndReason::BadRequest,
         }
     }
 
@@ -260,7 +270,8 @@ impl GatewayError {
     pub fn status(&self) -> StatusCode {
         use GatewayError::*;
         match self {
-            NotFound(_) | UnknownModel(_) => StatusCode::NOT_FOUND,
+            NotFound(_) | UnknownModel(_) | StreamNotFound(_) => StatusCode::NOT_FOUND,
+            StreamGone(_) => StatusCode::GONE,
             MethodNotAllowed { .. } => StatusCode::METHOD_NOT_ALLOWED,
             BodyTooLarge { .. } => StatusCode::PAYLOAD_TOO_LARGE,
             BodyRead(_) | BadJson(_) | BadField { .. } | MissingModel => StatusCode::BAD_REQUEST,
@@ -336,6 +347,8 @@ impl GatewayError {
             Keys(k) => k.code(),
             CacheTtl(e) => e.metric_label(),
             ContentBlocked { .. } => "content_blocked",
+            StreamNotFound(_) => "stream_not_found",
+            StreamGone(_) => "stream_expired",
         }
     }
 
@@ -377,6 +390,11 @@ impl GatewayError {
                 echo_at_most(e, 160)
             ),
             BodyRead(e) => format!("could not read the request body: {}", echo(e)),
+            StreamNotFound(id) => format!(
+                "no resumable stream `{}` for this key; start a new request without \
+                 `Last-Event-ID`",
+                echo_at_most(id, 80)
+            ),
             other => other.to_string(),
         }
     }

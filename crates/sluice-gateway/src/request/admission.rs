@@ -39,6 +39,8 @@ pub(crate) enum Admitted {
     Replay(Response<GatewayBody>),
     /// Answer it from the response cache.
     Cached(super::cached::Hit),
+    /// A reconnect to a resumable stream: its log from the event asked.
+    Resumed(Response<GatewayBody>),
 }
 
 /// What the request path decided before its first attempt.
@@ -204,6 +206,11 @@ where
             for (name, value) in limit_headers.into_iter().flatten() {
                 r.headers_mut().insert(name, value);
             }
+            Admission::Answer(r)
+        }
+        Ok(Admitted::Resumed(r)) => {
+            log.status = r.status().as_u16();
+            log.finish(EndReason::Completed);
             Admission::Answer(r)
         }
         Ok(Admitted::Replay(r)) => {
@@ -440,6 +447,11 @@ where
     let key = keys
         .authorize(route_idx, model, identity, &mut parts.headers)
         .map_err(Failure::keys)?;
+    if let Some(last) = parts.headers.get(crate::resume::LAST_EVENT_ID) {
+        let owner = key.as_deref().map(|k| k.id());
+        let r = super::resume::resume(state, last, owner, &request_id)?;
+        return Ok(Admitted::Resumed(r));
+    }
     let idempotency = keys
         .idempotency(
             key.as_deref(),

@@ -12,6 +12,7 @@ mod body;
 mod cached;
 mod models;
 mod reply;
+mod resume;
 mod serve;
 mod whole;
 
