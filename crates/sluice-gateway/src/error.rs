@@ -224,6 +224,9 @@ pub enum GatewayError {
     /// older than the log still holds.
     #[error("{0}; start a new request without `Last-Event-ID`")]
     StreamGone(String),
+    /// A background response needs a resumable stream, and the caps leave no room.
+    #[error("the gateway holds as many resumable streams as it may (`server.resumable_streams`, `server.resumable_log_bytes`); retry later, or send the request without `background`")]
+    BackgroundFull,
 }
 
 impl GatewayError {
@@ -263,6 +266,7 @@ impl GatewayError {
             | E::CacheTtl(_)
             | E::StreamNotFound(_)
             | E::StreamGone(_) => EndReason::BadRequest,
+            E::BackgroundFull => EndReason::OverBudget,
         }
     }
 
@@ -272,6 +276,7 @@ impl GatewayError {
         match self {
             NotFound(_) | UnknownModel(_) | StreamNotFound(_) => StatusCode::NOT_FOUND,
             StreamGone(_) => StatusCode::GONE,
+            BackgroundFull => StatusCode::SERVICE_UNAVAILABLE,
             MethodNotAllowed { .. } => StatusCode::METHOD_NOT_ALLOWED,
             BodyTooLarge { .. } => StatusCode::PAYLOAD_TOO_LARGE,
             BodyRead(_) | BadJson(_) | BadField { .. } | MissingModel => StatusCode::BAD_REQUEST,
@@ -349,6 +354,7 @@ impl GatewayError {
             ContentBlocked { .. } => "content_blocked",
             StreamNotFound(_) => "stream_not_found",
             StreamGone(_) => "stream_expired",
+            BackgroundFull => "resumable_capacity",
         }
     }
 

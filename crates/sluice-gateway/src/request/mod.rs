@@ -8,6 +8,7 @@
 //! - `reply`: every error response; `body`: the response body type.
 
 mod admission;
+mod background;
 mod body;
 mod cached;
 mod models;

@@ -18,34 +18,39 @@ pub(crate) fn resume(
     last_event_id: &HeaderValue,
     owner: Option<&str>,
     request_id: &HeaderValue,
-) -> Result<Response<GatewayBody>, Failure> {
+) -> Result<Response<GatewayBody>, Box<Failure>> {
     let raw = last_event_id.as_bytes();
     let shown = || String::from_utf8_lossy(raw).into_owned();
-    let not_found = || Failure::new(GatewayError::StreamNotFound(shown()), EndReason::BadRequest);
+    let not_found = || {
+        Box::new(Failure::new(
+            GatewayError::StreamNotFound(shown()),
+            EndReason::BadRequest,
+        ))
+    };
     let (id, seq) = resume::parse_event_id(raw).ok_or_else(not_found)?;
     let stream = match state.shared.resume.lookup(&id, owner) {
         Lookup::Found(s) => s,
         Lookup::Gone => {
-            return Err(Failure::new(
+            return Err(Box::new(Failure::new(
                 GatewayError::StreamGone(format!(
                     "the resumable stream `{}` has expired",
                     String::from_utf8_lossy(&id)
                 )),
                 EndReason::BadRequest,
-            ))
+            )))
         }
         Lookup::NotFound => return Err(not_found()),
     };
     let from = seq.checked_add(1).ok_or_else(not_found)?;
     let reader = Reader::attach(stream.clone(), from).map_err(|e| match e {
-        resume::AttachError::Evicted { first_kept } => Failure::new(
+        resume::AttachError::Evicted { first_kept } => Box::new(Failure::new(
             GatewayError::StreamGone(format!(
                 "the events after `{}` are no longer kept (the stream's log went past its \
                  `max_bytes` while no client read it; the oldest kept is {first_kept})",
                 shown()
             )),
             EndReason::BadRequest,
-        ),
+        )),
         resume::AttachError::Ahead => not_found(),
     })?;
     Ok(sse_response(

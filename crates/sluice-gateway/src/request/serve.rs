@@ -234,9 +234,16 @@ pub(crate) fn stream_response(
         ),
         None => policy.route().resumable,
     };
-    let stream = resumable.and_then(|cfg| {
+    let background = policy
+        .ctx
+        .parts
+        .extensions
+        .get::<crate::resume::Background>()
+        .map(|b| b.0.clone());
+    let stream = background.or_else(|| {
+        let cfg = resumable?;
         let owner = log.ticket().and_then(|t| t.key()).map(|k| k.id());
-        let s = state.shared.resume.admit(owner, cfg);
+        let s = state.shared.resume.admit(owner, cfg, false);
         if s.is_none() {
             out_headers.insert(
                 crate::resume::X_SLUICE_RESUMABLE,

@@ -18,6 +18,9 @@ pub(crate) struct Stream {
     pub(crate) owner: Option<Box<str>>,
     pub(crate) keep: Duration,
     pub(crate) max_bytes: usize,
+    /// A background response's: it runs to its end with no reader (bounded by its total
+    /// timeout), not for `keep`.
+    pub(crate) background: bool,
     pub(crate) inner: Mutex<Inner>,
 }
 
@@ -32,6 +35,8 @@ pub(crate) struct Inner {
     pub(crate) ended_at: Option<Instant>,
     /// Set by a cancel: the pump drops the relay at its next poll.
     pub(crate) cancelled: bool,
+    /// A background response whose attempts failed before any stream: the error body.
+    pub(crate) failure: Option<bytes::Bytes>,
     /// The attached readers: an id each, the next event it wants, its waker.
     readers: Vec<ReaderSlot>,
     next_reader: u64,
@@ -49,6 +54,14 @@ struct ReaderSlot {
     next_seq: u64,
     pings_seen: u64,
     waker: Option<Waker>,
+}
+
+/// A poll's view of a stream.
+pub(crate) struct Snapshot {
+    pub(crate) events: Vec<Bytes>,
+    pub(crate) ended: bool,
+    pub(crate) cancelled: bool,
+    pub(crate) failure: Option<Bytes>,
 }
 
 /// What a reader gets next.
@@ -74,12 +87,14 @@ impl Stream {
         owner: Option<Box<str>>,
         keep: Duration,
         max_bytes: usize,
+        background: bool,
     ) -> Self {
         Stream {
             id,
             owner,
             keep,
             max_bytes,
+            background,
             inner: Mutex::new(Inner {
                 events: VecDeque::new(),
                 first_seq: 0,
@@ -87,6 +102,7 @@ impl Stream {
                 ended: false,
                 ended_at: None,
                 cancelled: false,
+                failure: None,
                 readers: Vec::new(),
                 next_reader: 0,
                 detached_at: Some(Instant::now()),
@@ -211,27 +227,31 @@ impl Stream {
         g.wake_readers();
     }
 
-    /// The next event's sequence number.
-    pub(crate) fn next_seq(&self) -> u64 {
-        let g = self.inner.lock();
-        g.first_seq + g.events.len() as u64
-    }
-
     /// Bytes the log holds now.
+    #[cfg(test)]
     pub(crate) fn bytes(&self) -> usize {
         self.inner.lock().bytes
     }
 
-    /// Every event still in the log from `from_seq` on (a poll's answer).
-    pub(crate) fn events_from(&self, from_seq: u64) -> Result<(Vec<Bytes>, bool), AttachError> {
+    /// Every event the log still holds, newest last, and whether the generation ended,
+    /// was cancelled, or failed before its stream (a poll's answer).
+    pub(crate) fn snapshot(&self) -> Snapshot {
         let g = self.inner.lock();
-        if from_seq < g.first_seq {
-            return Err(AttachError::Evicted {
-                first_kept: g.first_seq,
-            });
+        Snapshot {
+            events: g.events.iter().cloned().collect(),
+            ended: g.ended,
+            cancelled: g.cancelled,
+            failure: g.failure.clone(),
         }
-        let idx = (from_seq - g.first_seq) as usize;
-        Ok((g.events.iter().skip(idx).cloned().collect(), g.ended))
+    }
+
+    /// A background response's attempts failed before any stream: its error, and the end.
+    pub(crate) fn fail(&self, body: Bytes) {
+        let mut g = self.inner.lock();
+        g.failure = Some(body);
+        g.ended = true;
+        g.ended_at = Some(Instant::now());
+        g.wake_readers();
     }
 
     /// Asks the pump to drop the generation (a background response's cancel).
@@ -297,7 +317,7 @@ mod tests {
     use std::task::Waker;
 
     fn stream(max: usize) -> Stream {
-        Stream::new([b'a'; 32], None, Duration::from_secs(1), max)
+        Stream::new([b'a'; 32], None, Duration::from_secs(1), max, false)
     }
 
     fn ev(s: &str) -> Bytes {

@@ -33,6 +33,11 @@ pub(crate) use registry::{Lookup, Registry};
 
 use http::header::{HeaderMap, HeaderName, HeaderValue};
 
+/// A background response's stream, made at admission (in the request's extensions), which
+/// the relay then feeds instead of a new one.
+#[derive(Clone)]
+pub(crate) struct Background(pub(crate) std::sync::Arc<Stream>);
+
 /// A request's choice: `on` makes a stream resumable on any route, `off` keeps one ordinary
 /// on a resumable route. Also the answer's: `on`, or `off; reason=capacity` when the caps
 /// are reached.

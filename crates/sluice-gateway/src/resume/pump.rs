@@ -125,7 +125,9 @@ impl Future for Pump {
                     return Poll::Pending;
                 }
                 match g.detached_at {
-                    Some(t) if !g.has_readers() => Some(t + this.stream.keep),
+                    Some(t) if !g.has_readers() && !this.stream.background => {
+                        Some(t + this.stream.keep)
+                    }
                     _ => None,
                 }
             };

@@ -20,8 +20,6 @@ pub(crate) struct Registry {
     reserved: AtomicU64,
     max_streams: AtomicUsize,
     max_bytes: AtomicU64,
-    /// Background responses: the response id the client knows, to its stream.
-    responses: Mutex<HashMap<Box<str>, StreamId>>,
 }
 
 /// Expired streams, newest last, at most as many as `max_streams`.
@@ -58,7 +56,6 @@ impl Default for Registry {
             reserved: AtomicU64::new(0),
             max_streams: AtomicUsize::new(10_000),
             max_bytes: AtomicU64::new(1 << 30),
-            responses: Mutex::default(),
         }
     }
 }
@@ -71,7 +68,12 @@ impl Registry {
     }
 
     /// A new resumable stream, or `None` when the caps leave no room for it.
-    pub(crate) fn admit(&self, owner: Option<&str>, cfg: ResumableConfig) -> Option<Arc<Stream>> {
+    pub(crate) fn admit(
+        &self,
+        owner: Option<&str>,
+        cfg: ResumableConfig,
+        background: bool,
+    ) -> Option<Arc<Stream>> {
         let want = cfg.max_bytes as u64;
         let mut streams = self.streams.lock();
         if streams.len() >= self.max_streams.load(Ordering::Relaxed) {
@@ -88,6 +90,7 @@ impl Registry {
             owner.map(Into::into),
             cfg.keep,
             cfg.max_bytes,
+            background,
         ));
         streams.insert(id, s.clone());
         Some(s)
@@ -114,7 +117,6 @@ impl Registry {
         }
         self.reserved
             .fetch_sub(s.max_bytes as u64, Ordering::Relaxed);
-        self.responses.lock().retain(|_, v| *v != s.id);
         let mut gone = self.gone.lock();
         let now = Instant::now();
         // Forget the oldest past the cap, and any remembered longer than its own `keep`.
@@ -137,6 +139,15 @@ impl Registry {
         gone.owners.insert(s.id, (s.owner.clone(), now + s.keep));
     }
 
+    /// Removes `s` after its `keep` (a background response that never had a pump).
+    pub(crate) fn remove_later(self: &Arc<Self>, s: Arc<Stream>) {
+        let this = self.clone();
+        tokio::spawn(async move {
+            tokio::time::sleep(s.keep).await;
+            this.remove(&s);
+        });
+    }
+
     /// Streams held now and the bytes they reserve.
     pub(crate) fn usage(&self) -> (usize, u64) {
         (
@@ -145,13 +156,10 @@ impl Registry {
         )
     }
 
-    /// A background response's id, for `GET /v1/responses/{id}`.
-    pub(crate) fn name_response(&self, response_id: &str, s: &Stream) {
-        self.responses.lock().insert(response_id.into(), s.id);
-    }
-
-    /// The stream of a background response.
+    /// The stream of a background response (its id is `resp_` and the stream's).
     pub(crate) fn response(&self, response_id: &str) -> Option<StreamId> {
-        self.responses.lock().get(response_id).copied()
+        let hex = response_id.strip_prefix("resp_")?.as_bytes();
+        let id: StreamId = hex.try_into().ok()?;
+        id.iter().all(u8::is_ascii_hexdigit).then_some(id)
     }
 }

@@ -355,3 +355,140 @@ async fn a_request_opts_in_or_out() {
         .all(|e| !e.starts_with(b"id: ")));
     let _ = Bytes::new();
 }
+
+/// A request with `key`, `x-mock` knobs, and a JSON body.
+async fn call(
+    addr: SocketAddr,
+    method: &str,
+    path: &str,
+    key: &str,
+    knobs: &str,
+    body: &str,
+) -> (StatusCode, HeaderMap, Bytes) {
+    let mut req = request(method, path, knobs, body);
+    req.headers_mut()
+        .insert("authorization", format!("Bearer {key}").parse().unwrap());
+    let r = h1(addr, req).await;
+    (r.status, r.headers, r.body)
+}
+
+/// `POST /v1/responses` with `background: true` answers at once with an id; polling it ends
+/// with the completed response; streaming it gives every event, and from `starting_after`
+/// the ones after; another key gets 404; a cancel stops the upstream generation.
+#[tokio::test]
+async fn background_responses_are_polled_streamed_and_cancelled() {
+    let mock = mock("").await;
+    let gw = start(&mock, "30s", "").await;
+    let addr = gw.addr();
+    let body = r#"{"model":"r1","input":"hi","background":true}"#;
+    let t0 = tokio::time::Instant::now();
+    let (status, _, b) = call(
+        addr,
+        "POST",
+        "/v1/responses",
+        KEY_A,
+        "tokens=30, interval_ms=10",
+        body,
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK, "{b:?}");
+    // At once: well before the 300 ms the generation takes.
+    assert!(
+        t0.elapsed() < Duration::from_millis(250),
+        "{:?}",
+        t0.elapsed()
+    );
+    let v: serde_json::Value = serde_json::from_slice(&b).unwrap();
+    let id = v["id"].as_str().unwrap().to_string();
+    assert!(id.starts_with("resp_"), "{v}");
+    assert_eq!(v["status"], "queued");
+
+    let path = format!("/v1/responses/{id}");
+    let (s, _, _) = call(addr, "GET", &path, KEY_B, "", "").await;
+    assert_eq!(s, StatusCode::NOT_FOUND, "a foreign key");
+    let mut polls = 0;
+    let done = loop {
+        let (s, _, b) = call(addr, "GET", &path, KEY_A, "", "").await;
+        assert_eq!(s, StatusCode::OK);
+        let v: serde_json::Value = serde_json::from_slice(&b).unwrap();
+        polls += 1;
+        match v["status"].as_str().unwrap() {
+            "completed" => break v,
+            "queued" | "in_progress" => {}
+            other => panic!("status {other}: {v}"),
+        }
+        assert!(polls < 500, "not done after 5 s: {v}");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    };
+    assert!(polls > 1, "the first poll came before the end");
+    assert_eq!(done["id"], id.as_str());
+    assert!(!done["output"].as_array().unwrap().is_empty(), "{done}");
+
+    // The whole stream, then the events after sequence number 5.
+    let (s, h, b) = call(addr, "GET", &format!("{path}?stream=true"), KEY_A, "", "").await;
+    assert_eq!(s, StatusCode::OK);
+    assert_eq!(h["content-type"], "text/event-stream");
+    let all = sse(&b);
+    assert_eq!(all.first().unwrap().0.as_deref(), Some("response.created"));
+    assert_eq!(all.last().unwrap().0.as_deref(), Some("response.completed"));
+    let (_, _, b) = call(
+        addr,
+        "GET",
+        &format!("{path}?stream=true&starting_after=5"),
+        KEY_A,
+        "",
+        "",
+    )
+    .await;
+    let rest = sse(&b);
+    assert_eq!(rest.len(), all.len() - 6);
+    let first: serde_json::Value = serde_json::from_str(&rest[0].1).unwrap();
+    assert_eq!(first["sequence_number"], 6);
+    assert_eq!(rest, all[6..].to_vec());
+    assert_eq!(mock.stats().snapshot().requests.len(), 1);
+
+    // Cancelled mid-generation: the upstream sees the cancel.
+    let (_, _, b) = call(
+        addr,
+        "POST",
+        "/v1/responses",
+        KEY_A,
+        "tokens=500, interval_ms=20",
+        body,
+    )
+    .await;
+    let v: serde_json::Value = serde_json::from_slice(&b).unwrap();
+    let id = v["id"].as_str().unwrap().to_string();
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let (s, _, _) = call(
+        addr,
+        "POST",
+        &format!("/v1/responses/{id}/cancel"),
+        KEY_B,
+        "",
+        "",
+    )
+    .await;
+    assert_eq!(s, StatusCode::NOT_FOUND, "a foreign key cannot cancel");
+    let (s, _, b) = call(
+        addr,
+        "POST",
+        &format!("/v1/responses/{id}/cancel"),
+        KEY_A,
+        "",
+        "",
+    )
+    .await;
+    assert_eq!(s, StatusCode::OK);
+    let v: serde_json::Value = serde_json::from_slice(&b).unwrap();
+    assert_eq!(v["status"], "cancelled", "{v}");
+    wait_for(mock.stats(), "the cancel upstream", |s| {
+        s.requests
+            .last()
+            .is_some_and(|r| matches!(r.outcome, Outcome::Cancelled(_)))
+    })
+    .await;
+    let (_, _, b) = call(addr, "GET", &format!("/v1/responses/{id}"), KEY_A, "", "").await;
+    let v: serde_json::Value = serde_json::from_slice(&b).unwrap();
+    assert_eq!(v["status"], "cancelled", "{v}");
+}
