@@ -570,3 +570,52 @@ async fn thousand_detached_streams_at_their_bound() {
     // The budget stated in docs/BENCHMARKS.md: the logs plus 25 %.
     assert!(grew < logs * 5 / 4, "+{grew} KiB for {logs} KiB of logs");
 }
+
+/// A cut and resumed stream is on the books once with its tokens: the generation's request
+/// carries the usage, the reconnect's own line none.
+#[tokio::test]
+async fn a_resumed_streams_usage_is_recorded_once() {
+    let dir = std::env::temp_dir().join(format!("sluice-resume-ledger-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let db = dir.join("ledger.db");
+    let _ = std::fs::remove_file(&db);
+    let mock = mock("").await;
+    let ledger = format!(
+        "[ledger]\nflush_interval = \"100ms\"\nsink = {{ kind = \"sqlite\", path = \"{}\" }}",
+        db.display()
+    );
+    let text = config_text(&mock.url(), "30s", "", &ledger);
+    let cfg = Config::from_toml(&text, &|_| None).unwrap_or_else(|e| panic!("{e}\n{text}"));
+    let gw = Server::start(cfg).await.unwrap();
+    let addr = gw.addr();
+    let resp = open(addr, KEY_A, "r1", "tokens=40, interval_ms=2", None).await;
+    let first_id = resp.headers()["x-request-id"].to_str().unwrap().to_string();
+    let got = read_events(resp, Some(5)).await;
+    let resp = open(addr, KEY_A, "r1", "", Some(&event_id(&got[4]))).await;
+    let resume_id = resp.headers()["x-request-id"].to_str().unwrap().to_string();
+    let rest = read_events(resp, None).await;
+    assert!(rest.last().unwrap().ends_with(b"data: [DONE]\n\n"));
+    gw.shutdown().await;
+    let conn = rusqlite::Connection::open(&db).unwrap();
+    let mut q = conn
+        .prepare(
+            "SELECT request_id, input_tokens, output_tokens, cost_micros, end_reason \
+             FROM sluice_requests ORDER BY ts_us",
+        )
+        .unwrap();
+    let rows: Vec<(String, i64, i64, Option<i64>, String)> = q
+        .query_map([], |r| {
+            Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?))
+        })
+        .unwrap()
+        .map(Result::unwrap)
+        .collect();
+    assert_eq!(rows.len(), 2, "{rows:?}");
+    let generation = rows.iter().find(|r| r.0 == first_id).expect("its line");
+    let resumed = rows.iter().find(|r| r.0 == resume_id).expect("its line");
+    assert!(generation.2 >= 40, "{generation:?}");
+    assert_eq!(generation.4, "completed", "{generation:?}");
+    assert_eq!((resumed.1, resumed.2), (0, 0), "{resumed:?}");
+    assert!(resumed.3.unwrap_or(0) == 0, "{resumed:?}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
