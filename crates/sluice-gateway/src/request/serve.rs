@@ -266,7 +266,7 @@ pub(crate) fn stream_response(
                 crate::resume::X_SLUICE_RESUMABLE,
                 HeaderValue::from_static("on"),
             );
-            crate::resume::spawn(Box::new(relay), s, state.shared.resume.clone(), family);
+            crate::relay::spawn_resumable(Box::new(relay), s, state.shared.resume.clone(), family);
             match reader {
                 Ok(r) => GatewayBody::Resumed(Box::new(r)),
                 // A new log always takes a reader from its start.

@@ -1,6 +1,7 @@
 //! Resumable streams: the opt-in exception to cascading cancellation (DESIGN invariant 4).
 //!
-//! A resumable stream's relay is not the client's body: a task of its own (the [`pump`])
+//! A resumable stream's relay is not the client's body: a task of its own (the relay's
+//! `pump`)
 //! drives it, giving every event an `id: {stream}-{seq}` line and appending it to the stream's
 //! bounded log ([`Stream`]); each client connection is a [`Reader`] of that log. When the last
 //! reader goes away the generation runs on, detached, for the route's `keep`, then is dropped
@@ -22,12 +23,10 @@
 //! before.
 
 mod log;
-mod pump;
 mod reader;
 mod registry;
 
 pub(crate) use log::{AttachError, Stream};
-pub(crate) use pump::spawn;
 pub(crate) use reader::Reader;
 pub(crate) use registry::{Lookup, Registry};
 

@@ -1,4 +1,4 @@
-//! The task that drives a resumable stream's relay, whoever reads it.
+//! The task that drives a resumable stream's relay, whoever reads it (see `resume`).
 
 use std::future::Future;
 use std::pin::Pin;
@@ -11,8 +11,8 @@ use http_body::Body;
 use sluice_providers::Family;
 use tokio::time::{Instant, Sleep};
 
-use super::{Registry, Stream};
-use crate::relay::SseRelay;
+use super::SseRelay;
+use crate::resume::{Registry, Stream};
 
 /// Frames taken in one poll before the task yields to the others on its thread.
 const FRAMES_PER_POLL: u32 = 64;
