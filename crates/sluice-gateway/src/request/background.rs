@@ -256,3 +256,74 @@ fn response_in(ev: &[u8]) -> Option<Value> {
     let v: Value = serde_json::from_str(&data).ok()?;
     v.get("response").filter(|r| r.is_object()).cloned()
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_a_responses_request_with_background_true_is_taken() {
+        let body = br#"{"model":"m","input":"hi","background":true}"#;
+        let out = take_background(Operation::Responses, body).unwrap();
+        let v: Value = serde_json::from_slice(&out).unwrap();
+        assert_eq!(v["stream"], true);
+        assert!(v.get("background").is_none(), "{v}");
+        assert_eq!(v["input"], "hi");
+        for (op, body) in [
+            (
+                Operation::Responses,
+                &br#"{"model":"m","background":false}"#[..],
+            ),
+            (
+                Operation::Responses,
+                br#"{"model":"m","input":"\"background\""}"#,
+            ),
+            (
+                Operation::ChatCompletions,
+                br#"{"model":"m","background":true}"#,
+            ),
+        ] {
+            assert!(take_background(op, body).is_none());
+        }
+    }
+
+    #[test]
+    fn a_poll_sees_the_last_response_object_with_the_gateways_id() {
+        let s = Stream::new(
+            [b'a'; 32],
+            None,
+            std::time::Duration::from_secs(1),
+            1 << 20,
+            true,
+        );
+        assert_eq!(poll_object(&s, "resp_x")["status"], "queued");
+        s.push(Bytes::from_static(
+            b"id: x-0\nevent: response.created\ndata: {\"type\":\"response.created\",\"response\":{\"id\":\"up\",\"status\":\"in_progress\",\"output\":[]}}\n\n",
+        ));
+        let o = poll_object(&s, "resp_x");
+        assert_eq!(
+            (o["id"].as_str(), o["status"].as_str()),
+            (Some("resp_x"), Some("in_progress"))
+        );
+        s.push(Bytes::from_static(
+            b"id: x-1\nevent: response.completed\ndata: {\"type\":\"response.completed\",\"response\":{\"id\":\"up\",\"status\":\"completed\",\"output\":[1]}}\n\n",
+        ));
+        s.end();
+        let o = poll_object(&s, "resp_x");
+        assert_eq!(o["status"], "completed");
+        assert_eq!(o["output"], json!([1]));
+        // Ended without a final object: failed, not forever in progress.
+        let t = Stream::new(
+            [b'b'; 32],
+            None,
+            std::time::Duration::from_secs(1),
+            1 << 20,
+            true,
+        );
+        t.push(Bytes::from_static(
+            b"data: {\"type\":\"response.output_text.delta\"}\n\n",
+        ));
+        t.end();
+        assert_eq!(poll_object(&t, "resp_y")["status"], "failed");
+    }
+}

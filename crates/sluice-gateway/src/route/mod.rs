@@ -96,5 +96,22 @@ mod tests {
             endpoint(&Method::POST, "/v2/x"),
             Err(GatewayError::NotFound(_))
         ));
+        // A background response: polled or streamed with GET, cancelled with POST.
+        assert_eq!(
+            endpoint(&Method::GET, "/v1/responses/resp_1").unwrap(),
+            Endpoint::StoredResponse
+        );
+        assert_eq!(
+            endpoint(&Method::POST, "/v1/responses/resp_1/cancel").unwrap(),
+            Endpoint::StoredResponse
+        );
+        assert!(matches!(
+            endpoint(&Method::POST, "/v1/responses/resp_1"),
+            Err(GatewayError::MethodNotAllowed { .. })
+        ));
+        assert_eq!(
+            endpoint(&Method::POST, "/v1/responses").unwrap(),
+            Endpoint::Model(Operation::Responses)
+        );
     }
 }
