@@ -106,6 +106,9 @@ pub(crate) fn build(
         config.server.resumable_streams,
         config.server.resumable_log_bytes,
     );
+    shared
+        .resume
+        .set_logs(sluice_state::StreamLogs::new(keys.store()));
     let old_upstream = |name: &str| {
         prev.and_then(|p| {
             p.config

@@ -71,8 +71,11 @@ impl Pump {
         b.extend_from_slice(itoa::Buffer::new().format(self.seq).as_bytes());
         b.extend_from_slice(b"\n");
         b.extend_from_slice(event);
+        let b = b.freeze();
+        self.stream
+            .mirror(sluice_state::LogEntry::Event(self.seq, b.clone()));
         self.seq += 1;
-        self.stream.push(b.freeze());
+        self.stream.push(b);
     }
 
     /// Ends the generation here (cancelled, or no reader for `keep`): the relay is dropped,
@@ -87,6 +90,7 @@ impl Pump {
         );
         self.push_event(&ev);
         self.stream.end();
+        self.stream.mirror(sluice_state::LogEntry::End(self.seq));
     }
 }
 
@@ -161,6 +165,7 @@ impl Future for Pump {
                 Poll::Ready(None) => {
                     this.relay = None;
                     this.stream.end();
+                    this.stream.mirror(sluice_state::LogEntry::End(this.seq));
                 }
                 Poll::Pending => return Poll::Pending,
                 Poll::Ready(Some(Err(never))) => match never {},

@@ -474,7 +474,10 @@ where
         .map_err(Failure::keys)?;
     if let Some(last) = parts.headers.get(crate::resume::LAST_EVENT_ID) {
         let owner = key.as_deref().map(|k| k.id());
-        let r = super::resume::resume(state, last, owner, &request_id).map_err(|f| *f)?;
+        // Boxed: a wait (Redis) that only reconnects make.
+        let r = Box::pin(super::resume::resume(state, last, owner, &request_id))
+            .await
+            .map_err(|f| *f)?;
         return Ok(Admitted::Resumed(r));
     }
     let idempotency = keys

@@ -184,7 +184,7 @@ pub(crate) fn stored(
         })?;
         return Ok(sse_response(
             GatewayBody::Resumed(Box::new(reader)),
-            &stream,
+            stream.id_str(),
             request_id,
         ));
     }

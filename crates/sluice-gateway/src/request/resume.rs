@@ -12,8 +12,11 @@ use crate::headers::{REQUEST_ID, X_ACCEL_BUFFERING};
 use crate::resume::{self, Lookup, Reader};
 use sluice_telemetry::EndReason;
 
+/// Times an id Redis does not know is asked again (every `STREAM_LOG_POLL`) before a 404.
+const OWNER_RETRIES: u32 = 25;
+
 /// The answer to a request with `Last-Event-ID: {stream}-{seq}`, read by key `owner`.
-pub(crate) fn resume(
+pub(crate) async fn resume(
     state: &Generation,
     last_event_id: &HeaderValue,
     owner: Option<&str>,
@@ -39,7 +42,31 @@ pub(crate) fn resume(
                 EndReason::BadRequest,
             )))
         }
-        Lookup::NotFound => return Err(not_found()),
+        Lookup::NotFound => {
+            // Maybe another instance's: its log in Redis, if the store has one.
+            let Some(logs) = state.shared.resume.logs() else {
+                return Err(not_found());
+            };
+            let hex = String::from_utf8_lossy(&id).into_owned();
+            // The stream's owner is written as it starts, off its request path: a reconnect
+            // right after may come first, so an unknown id is asked again for a moment.
+            let mut found = logs.owner(&hex).await;
+            for _ in 0..OWNER_RETRIES {
+                if !matches!(found, Ok(None)) {
+                    break;
+                }
+                tokio::time::sleep(sluice_state::STREAM_LOG_POLL).await;
+                found = logs.owner(&hex).await;
+            }
+            return match found {
+                Ok(Some(o)) if o == owner.unwrap_or("") => Ok(sse_response(
+                    GatewayBody::Mounted(resume::remote_body(logs, hex.clone(), seq)),
+                    &hex,
+                    request_id,
+                )),
+                _ => Err(not_found()),
+            };
+        }
     };
     let from = seq.checked_add(1).ok_or_else(not_found)?;
     let reader = Reader::attach(stream.clone(), from).map_err(|e| match e {
@@ -55,7 +82,7 @@ pub(crate) fn resume(
     })?;
     Ok(sse_response(
         GatewayBody::Resumed(Box::new(reader)),
-        &stream,
+        stream.id_str(),
         request_id,
     ))
 }
@@ -63,7 +90,7 @@ pub(crate) fn resume(
 /// A stream's answer head: an event stream, with its id.
 pub(crate) fn sse_response(
     body: GatewayBody,
-    stream: &resume::Stream,
+    stream_id: &str,
     request_id: &HeaderValue,
 ) -> Response<GatewayBody> {
     let mut r = Response::new(body);
@@ -77,7 +104,7 @@ pub(crate) fn sse_response(
     h.insert(X_ACCEL_BUFFERING, HeaderValue::from_static("no"));
     h.insert(REQUEST_ID, request_id.clone());
     h.insert(resume::X_SLUICE_RESUMABLE, HeaderValue::from_static("on"));
-    if let Ok(v) = HeaderValue::from_str(stream.id_str()) {
+    if let Ok(v) = HeaderValue::from_str(stream_id) {
         h.insert(resume::X_SLUICE_STREAM_ID, v);
     }
     r

@@ -47,6 +47,8 @@ pub(crate) struct Inner {
     last_ping: Bytes,
     /// The pump's waker: a reader that frees room, leaves, or a cancel wakes it.
     pump: Option<Waker>,
+    /// With Redis: where the events are copied, in order, for other instances.
+    mirror: Option<tokio::sync::mpsc::Sender<sluice_state::LogEntry>>,
 }
 
 struct ReaderSlot {
@@ -109,6 +111,7 @@ impl Stream {
                 pings: 0,
                 last_ping: Bytes::new(),
                 pump: None,
+                mirror: None,
             }),
         }
     }
@@ -199,6 +202,26 @@ impl Stream {
             _ => slot.waker = Some(waker.clone()),
         }
         Next::Wait
+    }
+
+    pub(crate) fn set_mirror(&self, tx: tokio::sync::mpsc::Sender<sluice_state::LogEntry>) {
+        self.inner.lock().mirror = Some(tx);
+    }
+
+    /// Copies an entry to Redis. A mirror that cannot keep up is dropped whole (its readers
+    /// elsewhere see the log stop), never waited for.
+    pub(crate) fn mirror(&self, e: sluice_state::LogEntry) {
+        let mut g = self.inner.lock();
+        if let Some(tx) = &g.mirror {
+            if tx.try_send(e).is_err() {
+                tracing::warn!(
+                    stream = self.id_str(),
+                    "the resumable stream's copy to Redis fell behind; other instances will \
+                     not serve the rest"
+                );
+                g.mirror = None;
+            }
+        }
     }
 
     /// Appends one event (its bytes with the `id:` line) and wakes the readers; drops the

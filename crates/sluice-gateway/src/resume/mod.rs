@@ -23,12 +23,15 @@
 //! before.
 
 mod log;
+mod mirror;
 mod reader;
 mod registry;
+mod remote;
 
 pub(crate) use log::{AttachError, Stream};
 pub(crate) use reader::Reader;
 pub(crate) use registry::{Lookup, Registry};
+pub(crate) use remote::remote_body;
 
 use http::header::{HeaderMap, HeaderName, HeaderValue};
 

@@ -20,6 +20,8 @@ pub(crate) struct Registry {
     reserved: AtomicU64,
     max_streams: AtomicUsize,
     max_bytes: AtomicU64,
+    /// With `[state]` in Redis: the logs mirrored there, for reconnects to other instances.
+    logs: Mutex<Option<sluice_state::StreamLogs>>,
 }
 
 /// Expired streams, newest last, at most as many as `max_streams`.
@@ -56,6 +58,7 @@ impl Default for Registry {
             reserved: AtomicU64::new(0),
             max_streams: AtomicUsize::new(10_000),
             max_bytes: AtomicU64::new(1 << 30),
+            logs: Mutex::default(),
         }
     }
 }
@@ -65,6 +68,16 @@ impl Registry {
     pub(crate) fn set_caps(&self, streams: usize, bytes: u64) {
         self.max_streams.store(streams, Ordering::Relaxed);
         self.max_bytes.store(bytes, Ordering::Relaxed);
+    }
+
+    /// The store's Redis, if it has one (set by every generation).
+    pub(crate) fn set_logs(&self, logs: Option<sluice_state::StreamLogs>) {
+        *self.logs.lock() = logs;
+    }
+
+    /// The logs in Redis, if any.
+    pub(crate) fn logs(&self) -> Option<sluice_state::StreamLogs> {
+        self.logs.lock().clone()
     }
 
     /// A new resumable stream, or `None` when the caps leave no room for it.
@@ -93,6 +106,10 @@ impl Registry {
             background,
         ));
         streams.insert(id, s.clone());
+        drop(streams);
+        if let Some(logs) = self.logs() {
+            s.set_mirror(super::mirror::start(logs, &s));
+        }
         Some(s)
     }
 

@@ -619,3 +619,59 @@ async fn a_resumed_streams_usage_is_recorded_once() {
     assert!(resumed.3.unwrap_or(0) == 0, "{resumed:?}");
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+use crate::cache::redis_support;
+
+/// Two instances on one real `redis-server`, 100 trials (half at full speed, half paced): a
+/// client cut at a random event on the first reconnects to the
+/// second with `Last-Event-ID` and gets the rest, each event once, byte for byte an uncut
+/// run's, from the one upstream generation the first instance runs; another key gets 404.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[cfg_attr(
+    no_redis,
+    ignore = "no redis-server on this machine (see crates/sluice/build.rs)"
+)]
+async fn a_reconnect_to_another_instance_is_served_from_redis() {
+    let redis = redis_support::RedisServer::start().await;
+    let mock = mock("").await;
+    let state = format!("[state]\nredis = \"{}\"\n", redis.url());
+    let start_one = || async {
+        let text = config_text(&mock.url(), "30s", "", &state);
+        let cfg = Config::from_toml(&text, &|_| None).unwrap_or_else(|e| panic!("{e}\n{text}"));
+        Server::start(cfg).await.unwrap()
+    };
+    let one = start_one().await;
+    let two = start_one().await;
+    for (knobs, trials) in [("tokens=60", 50), ("tokens=30, interval_ms=3", 50)] {
+        let resp = open(one.addr(), KEY_A, "r1", knobs, None).await;
+        let sid = stream_id(resp.headers());
+        let whole = read_events(resp, None).await;
+        let expected = normalized(&whole, &sid);
+        for trial in 0..trials {
+            let before = mock.stats().snapshot().requests.len();
+            let cut_at = fastrand::usize(1..whole.len());
+            let resp = open(one.addr(), KEY_A, "r1", knobs, None).await;
+            let sid = stream_id(resp.headers());
+            let mut got = read_events(resp, Some(cut_at)).await;
+            let last = event_id(got.last().unwrap());
+            if trial == 0 {
+                let foreign = open(two.addr(), KEY_B, "r1", "", Some(&last)).await;
+                assert_eq!(foreign.status(), StatusCode::NOT_FOUND, "a foreign key");
+            }
+            let resp = open(two.addr(), KEY_A, "r1", knobs, Some(&last)).await;
+            assert_eq!(resp.status(), StatusCode::OK, "trial {trial} ({knobs})");
+            assert_eq!(stream_id(resp.headers()), sid);
+            got.extend(read_events(resp, None).await);
+            assert_eq!(
+                normalized(&got, &sid),
+                expected,
+                "trial {trial} ({knobs}): cut after {cut_at} events, resumed on the other instance"
+            );
+            assert_eq!(
+                mock.stats().snapshot().requests.len(),
+                before + 1,
+                "one upstream generation"
+            );
+        }
+    }
+}
