@@ -675,3 +675,44 @@ async fn a_reconnect_to_another_instance_is_served_from_redis() {
         }
     }
 }
+
+/// A detached generation keeps its key's concurrency place until it ends: a key allowed one
+/// stream at a time is refused while its cut stream runs on, and served once it ended.
+#[tokio::test]
+async fn a_detached_generation_holds_its_keys_concurrency() {
+    let mock = mock("").await;
+    let extra = format!(
+        "\n[[key]]\nid = \"c\"\nhash = \"{}\"\nconcurrency = 1\n",
+        hash("sk-resume-c")
+    );
+    let text = config_text(&mock.url(), "30s", "", &extra);
+    let cfg = Config::from_toml(&text, &|_| None).unwrap_or_else(|e| panic!("{e}\n{text}"));
+    let gw = Server::start(cfg).await.unwrap();
+    let addr = gw.addr();
+    // About 600 ms of generation; the client leaves after two events.
+    let resp = open(addr, "sk-resume-c", "r1", "tokens=30, interval_ms=20", None).await;
+    let evs = read_events(resp, Some(2)).await;
+    let last = event_id(&evs[1]);
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    let refused = open(addr, "sk-resume-c", "r1", "tokens=2", None).await;
+    assert_eq!(refused.status(), StatusCode::TOO_MANY_REQUESTS);
+    // The reconnect is not a new request: it is served while the place is held.
+    let resumed = open(addr, "sk-resume-c", "r1", "", Some(&last)).await;
+    assert_eq!(resumed.status(), StatusCode::OK);
+    let rest = read_events(resumed, None).await;
+    assert!(rest.last().unwrap().ends_with(b"data: [DONE]\n\n"));
+    // Ended: the place is free again.
+    let mut served = false;
+    for _ in 0..50 {
+        let r = open(addr, "sk-resume-c", "r1", "tokens=2", None).await;
+        if r.status() == StatusCode::OK {
+            served = true;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert!(
+        served,
+        "the key's place came back when the generation ended"
+    );
+}
