@@ -15,6 +15,7 @@ Prints 'N passed, M failed' and exits non-zero on a failure.
 """
 
 import sys
+import time
 
 import openai
 import checks
@@ -191,6 +192,41 @@ def test_errors_in_the_openai_shape():
     expect_400(lambda: oai.responses.create(
         model="via-anthropic", input="hi", previous_response_id="resp_123",
     ), "previous_response_id")
+
+
+def test_background_responses_polled_and_streamed():
+    # `background=True` on any provider: the gateway owns the generation; the SDK polls it
+    # with `retrieve` and streams it from a sequence number with `retrieve(stream=True)`.
+    for model in MODELS:
+        r = oai.responses.create(
+            model=model, input="hello", background=True,
+            extra_headers=mock("tokens=5, interval_ms=20"),
+        )
+        assert r.status == "queued" and r.id.startswith("resp_"), (model, r)
+        seen = {r.status}
+        for _ in range(500):
+            got = oai.responses.retrieve(r.id)
+            seen.add(got.status)
+            if got.status not in ("queued", "in_progress"):
+                break
+            time.sleep(0.01)
+        assert got.status == "completed", (model, got)
+        assert got.id == r.id, (model, got.id)
+        assert len(got.output_text.split(" ")) == 5, (model, got.output_text)
+        assert "in_progress" in seen or "queued" in seen, seen
+        events = list(oai.responses.retrieve(r.id, stream=True, starting_after=2))
+        assert events[0].sequence_number == 3, (model, events[0])
+        assert events[-1].type == "response.completed", (model, events[-1])
+        everything = list(oai.responses.retrieve(r.id, stream=True))
+        check_sequence(everything)
+        assert everything[3:] == events, model
+    # Another response's id: the SDK's NotFoundError.
+    try:
+        oai.responses.retrieve("resp_" + "0" * 32)
+    except openai.NotFoundError as e:
+        assert e.status_code == 404, e
+    else:
+        raise AssertionError("expected a NotFoundError")
 
 
 def main():

@@ -173,6 +173,14 @@ pub struct ServerConfig {
     pub max_header_bytes: u32,
     /// HTTP/2 streams one client connection may have open at once. Default 200.
     pub max_concurrent_streams: u32,
+    /// Most resumable streams (running, detached or kept for a reconnect) at once; past it a
+    /// new stream is served as an ordinary one (`x-sluice-resumable: off; reason=capacity`).
+    /// Default 10,000.
+    pub resumable_streams: usize,
+    /// Most bytes all resumable streams' logs may hold, counted as each stream's `max_bytes`
+    /// reserved when it starts (so no log is ever cut short for another's sake); past it a
+    /// new stream is served as an ordinary one. Default 1 GiB.
+    pub resumable_log_bytes: u64,
     /// New requests one client connection may start per second (a token bucket with a burst
     /// of the same size); past it requests get a fast 429. Default none (opt-in): one
     /// multiplexed connection from a busy backend legitimately carries thousands of calls a
@@ -571,6 +579,31 @@ pub struct RouteConfig {
     /// The guardrails the route's requests and answers pass (indexes into
     /// [`Config::guardrails`], in the order given). Empty: none, and no cost.
     pub guardrails: Vec<usize>,
+    /// Resumable streams (`resumable = { keep = "10m", max_bytes = "4MiB" }`): every event
+    /// carries an `id:`, a client that goes away leaves the generation running for `keep`,
+    /// and a reconnect with `Last-Event-ID` gets the rest. `None`: off (a request may still
+    /// ask with `x-sluice-resumable: on`, and gets [`ResumableConfig::DEFAULT`]).
+    pub resumable: Option<ResumableConfig>,
+}
+
+/// One route's resumable streams.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ResumableConfig {
+    /// How long a generation runs on after its client left, and how long its log is kept
+    /// after it ended. Default 10 min.
+    pub keep: Duration,
+    /// Most bytes of events one stream's log holds; past it the oldest events are dropped
+    /// (a reconnect asking for them gets 410) while no client reads, and the generation waits
+    /// for a reading client. Default 4 MiB.
+    pub max_bytes: usize,
+}
+
+impl ResumableConfig {
+    /// What `resumable = {}` and a request's `x-sluice-resumable: on` get.
+    pub const DEFAULT: ResumableConfig = ResumableConfig {
+        keep: Duration::from_secs(600),
+        max_bytes: 4 << 20,
+    };
 }
 
 // === impl RouteConfig ===

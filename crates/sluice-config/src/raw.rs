@@ -441,6 +441,16 @@ pub(super) struct RawServer {
     #[schemars(extend("default" = 200))]
     #[schemars(range(min = 1))]
     pub(super) max_concurrent_streams: Option<u32>,
+    /// Most resumable streams (running, detached or kept for a reconnect) at once, at least
+    /// 1; past it a new stream is served as an ordinary one (`x-sluice-resumable: off`).
+    #[schemars(extend("default" = 10000))]
+    #[schemars(range(min = 1))]
+    pub(super) resumable_streams: Option<u32>,
+    /// Most bytes all resumable streams' logs may hold, each stream reserving its route's
+    /// `resumable.max_bytes` when it starts; past it a new stream is served as an ordinary
+    /// one.
+    #[schemars(extend("default" = "1GiB"))]
+    pub(super) resumable_log_bytes: Option<SizeValue>,
     /// New requests one client connection may start per second (a token bucket with a burst
     /// of the same size, at least 1); past it requests get a fast 429. Default: no cap.
     #[schemars(range(min = 1))]
@@ -822,6 +832,25 @@ pub(super) struct RawRoute {
     /// sent as it is.
     #[schemars(extend("default" = false))]
     pub(super) cache_breakpoints: Option<bool>,
+    /// Resumable streams: every event gets an `id:`; a client that goes away leaves the
+    /// generation running (for `keep`), and a reconnect with `Last-Event-ID` gets the events
+    /// after that id, then the live rest. Default: off (a request may ask with
+    /// `x-sluice-resumable: on`).
+    pub(super) resumable: Option<RawResumable>,
+}
+
+/// `route.resumable = { keep = "10m", max_bytes = "4MiB" }`.
+#[derive(Deserialize, Default, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawResumable {
+    /// How long a generation runs on after its client left, and how long its events are kept
+    /// for a reconnect after it ended.
+    #[schemars(extend("default" = "10m"))]
+    pub(super) keep: Option<DurationValue>,
+    /// Most bytes of events one stream's log holds. While no client reads, older events are
+    /// dropped past it (asking for them gets 410); while one reads, the generation waits.
+    #[schemars(extend("default" = "4MiB"))]
+    pub(super) max_bytes: Option<SizeValue>,
 }
 
 /// `route.cache = { ttl = "1h", shared = false, max_bytes = "1MiB", replay = "instant" }`.

@@ -345,6 +345,8 @@ fn server_json(s: &ServerConfig) -> Value {
         workers,
         max_header_bytes,
         max_concurrent_streams,
+        resumable_streams,
+        resumable_log_bytes,
         max_connection_request_rate,
         memory_budget,
         trusted_proxies,
@@ -381,6 +383,8 @@ fn server_json(s: &ServerConfig) -> Value {
         "workers": workers,
         "max_header_bytes": max_header_bytes,
         "max_concurrent_streams": max_concurrent_streams,
+        "resumable_streams": resumable_streams,
+        "resumable_log_bytes": resumable_log_bytes,
         "max_connection_request_rate": max_connection_request_rate,
         "memory_budget": memory_budget,
         "trusted_proxies": trusted_proxies.iter().map(ToString::to_string).collect::<Vec<_>>(),
@@ -560,6 +564,7 @@ fn route_json(r: &RouteConfig, ups: &[UpstreamConfig]) -> Value {
         reasoning_budgets,
         // Shown by `config_json`, which has their names.
         guardrails: _,
+        resumable,
     } = r;
     json!({
         "name": name,
@@ -582,6 +587,10 @@ fn route_json(r: &RouteConfig, ups: &[UpstreamConfig]) -> Value {
         "drop_unsupported_params": drop_unsupported_params,
         "continuation": continuation,
         "cache_breakpoints": cache_breakpoints,
+        "resumable": resumable.as_ref().map(|r| json!({
+            "keep": dur(r.keep),
+            "max_bytes": r.max_bytes,
+        })),
         "balance": balance.as_str(),
         "keys": keys.as_str(),
         "limits": limits_json(limits),

@@ -25,6 +25,7 @@ models = ["*"]
 targets = [{ upstream = "a" }]
 fallbacks = [{ upstream = "a" }]
 cache = {}
+resumable = {}
 
 [[key]]
 id = "k"

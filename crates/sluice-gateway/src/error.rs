@@ -216,6 +216,17 @@ pub enum GatewayError {
     /// `x-sluice-cache-ttl` is not a duration.
     #[error(transparent)]
     CacheTtl(#[from] sluice_state::InvalidCacheTtl),
+    /// A resume (`Last-Event-ID`, a response id) names no stream this key may read: never
+    /// made, made for another key, or malformed (the same answer, so ids cannot be probed).
+    #[error("no resumable stream `{0}` for this key; start a new request without `Last-Event-ID`")]
+    StreamNotFound(String),
+    /// A resume names a stream whose log is gone (expired after its `keep`), or an event
+    /// older than the log still holds.
+    #[error("{0}; start a new request without `Last-Event-ID`")]
+    StreamGone(String),
+    /// A background response needs a resumable stream, and the caps leave no room.
+    #[error("the gateway holds as many resumable streams as it may (`server.resumable_streams`, `server.resumable_log_bytes`); retry later, or send the request without `background`")]
+    BackgroundFull,
 }
 
 impl GatewayError {
@@ -252,7 +263,10 @@ impl GatewayError {
             | E::RequestRate { .. }
             | E::BadHost(_)
             | E::MalformedRequest { .. }
-            | E::CacheTtl(_) => EndReason::BadRequest,
+            | E::CacheTtl(_)
+            | E::StreamNotFound(_)
+            | E::StreamGone(_) => EndReason::BadRequest,
+            E::BackgroundFull => EndReason::OverBudget,
         }
     }
 
@@ -260,7 +274,9 @@ impl GatewayError {
     pub fn status(&self) -> StatusCode {
         use GatewayError::*;
         match self {
-            NotFound(_) | UnknownModel(_) => StatusCode::NOT_FOUND,
+            NotFound(_) | UnknownModel(_) | StreamNotFound(_) => StatusCode::NOT_FOUND,
+            StreamGone(_) => StatusCode::GONE,
+            BackgroundFull => StatusCode::SERVICE_UNAVAILABLE,
             MethodNotAllowed { .. } => StatusCode::METHOD_NOT_ALLOWED,
             BodyTooLarge { .. } => StatusCode::PAYLOAD_TOO_LARGE,
             BodyRead(_) | BadJson(_) | BadField { .. } | MissingModel => StatusCode::BAD_REQUEST,
@@ -336,6 +352,9 @@ impl GatewayError {
             Keys(k) => k.code(),
             CacheTtl(e) => e.metric_label(),
             ContentBlocked { .. } => "content_blocked",
+            StreamNotFound(_) => "stream_not_found",
+            StreamGone(_) => "stream_expired",
+            BackgroundFull => "resumable_capacity",
         }
     }
 
@@ -377,6 +396,11 @@ impl GatewayError {
                 echo_at_most(e, 160)
             ),
             BodyRead(e) => format!("could not read the request body: {}", echo(e)),
+            StreamNotFound(id) => format!(
+                "no resumable stream `{}` for this key; start a new request without \
+                 `Last-Event-ID`",
+                echo_at_most(id, 80)
+            ),
             other => other.to_string(),
         }
     }

@@ -48,6 +48,8 @@ mod edge;
 mod request;
 
 mod relay;
+/// Resumable streams and background responses.
+mod resume;
 
 mod policy;
 

@@ -229,7 +229,8 @@ async fn official_sdks_with_reasoning() {
 /// Anthropic-speaking and Gemini-speaking upstreams through the gateway: text, a two-turn
 /// tool call with reasoning on, whose signed thinking goes back to the upstream from the
 /// reasoning item's `encrypted_content` (the mock refuses a missing or altered signature
-/// with the real API's 400), cut answers and errors.
+/// with the real API's 400), cut answers and errors; background responses (`background=True`)
+/// polled with `responses.retrieve` and streamed with `retrieve(stream=True, starting_after=)`.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[cfg_attr(
     no_python,
@@ -254,7 +255,7 @@ async fn official_sdk_responses_api_to_any_provider() {
         vec![format!("http://{}", gw.addr())],
     )
     .await;
-    assert!(stdout.contains("6 passed, 0 failed"), "{stdout}");
+    assert!(stdout.contains("7 passed, 0 failed"), "{stdout}");
     let snap = mock.stats().snapshot();
     // Every request reached the upstreams in their own formats, none as `/responses`.
     assert!(snap

@@ -62,6 +62,7 @@ mod redis_sentinel;
 mod redis_url;
 mod stats;
 mod store;
+mod stream_log;
 
 pub use cache::{
     age_header_value, CacheConfig, CacheDirectives, CacheKey, CacheScope, CacheStats, CacheStatus,
@@ -78,6 +79,7 @@ pub use error::StateError;
 pub use idempotency::{BodyHash, Completion, StoredResponse, MAX_IDEMPOTENCY_KEY_LEN};
 pub use stats::{StatsSnapshot, StoreMode};
 pub use store::{Admission, Begin, Decision, IdempotencyGuard, Store};
+pub use stream_log::{LogEntry, StreamLogs, POLL as STREAM_LOG_POLL};
 
 /// The README's examples, compiled and run as doc tests.
 #[cfg(doctest)]

@@ -110,6 +110,14 @@ impl KeyLayout {
         format!("{}:qr:{route}", self.prefix)
     }
 
+    /// A resumable stream's events (a Redis stream) and its owner: `<prefix>:rs:{<id>}` and
+    /// `<prefix>:rs:{<id>}:o`, one hash slot for both with Cluster.
+    pub fn resumable(&self, id: &str) -> (String, String) {
+        let events = format!("{}:rs:{{{id}}}", self.prefix);
+        let owner = format!("{events}:o");
+        (events, owner)
+    }
+
     /// The hash slot of a key with Cluster; `None` (one group for all) otherwise, where a
     /// script may touch any keys.
     pub fn slot(&self, redis_key: &str) -> Option<Slot> {

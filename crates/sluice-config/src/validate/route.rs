@@ -31,6 +31,7 @@ pub(super) fn route_config(
         reasoning_budgets,
         guardrails,
         cache_breakpoints,
+        resumable,
     } = raw;
     let guardrails = crate::guardrail::references(path, guardrails, defined_guardrails)?;
     if models.is_empty() || models.iter().any(|m| m.is_empty()) {
@@ -108,10 +109,40 @@ pub(super) fn route_config(
             .map(|c| cache_config(&format!("{path}.cache"), c))
             .transpose()?,
         guardrails,
+        resumable: resumable
+            .map(|r| resumable_config(&format!("{path}.resumable"), r))
+            .transpose()?,
         reasoning_budgets: budgets(
             &format!("{path}.reasoning_budgets"),
             reasoning_budgets.unwrap_or_default(),
         )?,
+    })
+}
+
+/// `resumable = { keep, max_bytes }`.
+fn resumable_config(
+    path: &str,
+    raw: crate::raw::RawResumable,
+) -> Result<crate::ResumableConfig, ConfigError> {
+    let crate::raw::RawResumable { keep, max_bytes } = raw;
+    let d = crate::ResumableConfig::DEFAULT;
+    let keep = duration(&format!("{path}.keep"), keep, d.keep)?;
+    if keep.is_zero() {
+        return Err(ConfigError::new(
+            format!("{path}.keep"),
+            "must be more than 0 (e.g. \"10m\"); leave `resumable` out to turn it off",
+        ));
+    }
+    let max_bytes = size(&format!("{path}.max_bytes"), max_bytes, d.max_bytes as u64)?;
+    if max_bytes < 4096 {
+        return Err(ConfigError::new(
+            format!("{path}.max_bytes"),
+            "must be at least 4KiB (one event must fit), e.g. \"4MiB\"",
+        ));
+    }
+    Ok(crate::ResumableConfig {
+        keep,
+        max_bytes: usize::try_from(max_bytes).unwrap_or(usize::MAX),
     })
 }
 

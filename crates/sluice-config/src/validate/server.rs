@@ -32,6 +32,8 @@ pub(super) fn server_config(
         workers,
         max_header_bytes,
         max_concurrent_streams,
+        resumable_streams,
+        resumable_log_bytes,
         max_connection_request_rate,
         memory_budget,
         trusted_proxies,
@@ -186,6 +188,12 @@ pub(super) fn server_config(
             max_concurrent_streams.map(|n| n as usize),
         )?
         .map_or(200, |n| u32::try_from(n).unwrap_or(u32::MAX)),
+        resumable_streams: positive(
+            "server.resumable_streams",
+            resumable_streams.map(|n| n as usize),
+        )?
+        .unwrap_or(10_000),
+        resumable_log_bytes: size("server.resumable_log_bytes", resumable_log_bytes, 1 << 30)?,
         max_connection_request_rate: positive(
             "server.max_connection_request_rate",
             max_connection_request_rate.map(|n| n as usize),

@@ -390,6 +390,8 @@ pub(crate) fn restart_field(old: &Config, new: &Config) -> Option<&'static str> 
         workers,
         max_header_bytes,
         max_concurrent_streams,
+        resumable_streams,
+        resumable_log_bytes,
         max_connection_request_rate,
         memory_budget,
         trusted_proxies,
@@ -425,6 +427,14 @@ pub(crate) fn restart_field(old: &Config, new: &Config) -> Option<&'static str> 
         (
             "server.max_concurrent_streams",
             *max_concurrent_streams == o.max_concurrent_streams,
+        ),
+        (
+            "server.resumable_streams",
+            *resumable_streams == o.resumable_streams,
+        ),
+        (
+            "server.resumable_log_bytes",
+            *resumable_log_bytes == o.resumable_log_bytes,
         ),
         (
             "server.max_connection_request_rate",

@@ -102,6 +102,13 @@ pub(crate) fn build(
         version,
     } = parts;
     let mut report = Report::default();
+    shared.resume.set_caps(
+        config.server.resumable_streams,
+        config.server.resumable_log_bytes,
+    );
+    shared
+        .resume
+        .set_logs(sluice_state::StreamLogs::new(keys.store()));
     let old_upstream = |name: &str| {
         prev.and_then(|p| {
             p.config

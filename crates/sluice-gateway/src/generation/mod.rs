@@ -46,6 +46,8 @@ pub(crate) struct Shared {
     pub(crate) ledger: Option<sluice_ledger::LedgerHandle>,
     /// Services on the listener beside the model API, fixed at start.
     pub(crate) mounts: crate::mount::Mounts,
+    /// Resumable streams outlive the generation that started them (and their clients).
+    pub(crate) resume: Arc<crate::resume::Registry>,
     /// Request ids stay unique across reloads.
     request_ids: AtomicU64,
     id_prefix: Box<str>,
@@ -66,6 +68,7 @@ impl Shared {
             draining: CancellationToken::new(),
             ledger,
             mounts,
+            resume: Arc::default(),
             request_ids: AtomicU64::new(0),
             id_prefix: format!("sl-{:x}{:x}", nanos as u64, std::process::id()).into(),
         }

@@ -27,6 +27,9 @@ mod aws;
 mod clock;
 mod drain;
 mod outbox;
+mod pump;
+
+pub(crate) use pump::spawn as spawn_resumable;
 
 use std::future::Future;
 use std::pin::Pin;

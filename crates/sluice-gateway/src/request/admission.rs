@@ -39,6 +39,8 @@ pub(crate) enum Admitted {
     Replay(Response<GatewayBody>),
     /// Answer it from the response cache.
     Cached(super::cached::Hit),
+    /// A reconnect to a resumable stream: its log from the event asked.
+    Resumed(Response<GatewayBody>),
 }
 
 /// What the request path decided before its first attempt.
@@ -51,8 +53,8 @@ pub(crate) enum Admission {
 
 /// An admitted request, ready for its attempts.
 pub(crate) struct Run {
-    state: Arc<Generation>,
-    policy: Box<Policy>,
+    pub(super) state: Arc<Generation>,
+    pub(super) policy: Box<Policy>,
     log: Box<Finish>,
     /// On a route with a cache: `miss` or `bypass`, for the answer's `x-sluice-cache`.
     cache: Option<sluice_state::CacheStatus>,
@@ -157,6 +159,13 @@ where
             log.finish(EndReason::Completed);
             return Admission::Answer(r);
         }
+        Ok(Endpoint::StoredResponse) => {
+            let r = super::background::stored(&state, &parts, &request_id)
+                .unwrap_or_else(|f| fail(family, &mut log, *f, &request_id));
+            log.status = r.status().as_u16();
+            log.finish(EndReason::Completed);
+            return Admission::Answer(r);
+        }
         Ok(local) => {
             let r = local_endpoint(local, &request_id);
             log.status = r.status().as_u16();
@@ -190,13 +199,26 @@ where
     };
     let admitted = admit(&state, req, op, request_id.clone(), identity, &mut log).await;
     match admitted {
-        Ok(Admitted::Run(policy, cache, guardrails)) => Admission::Run(Run {
-            state,
-            policy,
-            log,
-            cache,
-            guardrails,
-        }),
+        Ok(Admitted::Run(policy, cache, guardrails)) => {
+            let background = policy
+                .ctx
+                .parts
+                .extensions
+                .get::<crate::resume::Background>()
+                .map(|b| b.0.clone());
+            let model = log.model.clone();
+            let run = Run {
+                state,
+                policy,
+                log,
+                cache,
+                guardrails,
+            };
+            match background {
+                None => Admission::Run(run),
+                Some(s) => Admission::Answer(super::background::start(run, s, model)),
+            }
+        }
         Ok(Admitted::Cached(hit)) => {
             // A hit counted against the key's limits like any request: it says so too.
             let limit_headers = log.ticket().map(|t| t.headers());
@@ -204,6 +226,11 @@ where
             for (name, value) in limit_headers.into_iter().flatten() {
                 r.headers_mut().insert(name, value);
             }
+            Admission::Answer(r)
+        }
+        Ok(Admitted::Resumed(r)) => {
+            log.status = r.status().as_u16();
+            log.finish(EndReason::Completed);
             Admission::Answer(r)
         }
         Ok(Admitted::Replay(r)) => {
@@ -252,12 +279,15 @@ pub(crate) fn local_endpoint(ep: Endpoint, request_id: &HeaderValue) -> Response
             "application/json",
             Bytes::from_static(b"{\"status\":\"ok\"}"),
         ),
-        // Model calls are proxied, and model lists answered by `models_endpoint`.
-        Endpoint::Models | Endpoint::ModelInfo | Endpoint::Model(_) => error_response(
-            Family::OpenAi,
-            &GatewayError::NotFound("/".into()),
-            request_id,
-        ),
+        // Model calls are proxied, model lists answered by `models_endpoint`, stored
+        // responses by `background::stored`.
+        Endpoint::Models | Endpoint::ModelInfo | Endpoint::Model(_) | Endpoint::StoredResponse => {
+            error_response(
+                Family::OpenAi,
+                &GatewayError::NotFound("/".into()),
+                request_id,
+            )
+        }
     }
 }
 
@@ -409,6 +439,8 @@ where
         lease,
     } = req;
     let bytes = read_request_body(&parts, body, state.config.server.max_request_body).await?;
+    let background = super::background::take_background(op, &bytes);
+    let bytes = background.clone().unwrap_or(bytes);
     let probe = crate::probe::routing_fields(&bytes).map_err(Failure::bad_request)?;
     // Gemini's model is in the path (`/v1beta/models/{model}:generateContent`); other
     // operations never look.
@@ -440,6 +472,14 @@ where
     let key = keys
         .authorize(route_idx, model, identity, &mut parts.headers)
         .map_err(Failure::keys)?;
+    if let Some(last) = parts.headers.get(crate::resume::LAST_EVENT_ID) {
+        let owner = key.as_deref().map(|k| k.id());
+        // Boxed: a wait (Redis) that only reconnects make.
+        let r = Box::pin(super::resume::resume(state, last, owner, &request_id))
+            .await
+            .map_err(|f| *f)?;
+        return Ok(Admitted::Resumed(r));
+    }
     let idempotency = keys
         .idempotency(
             key.as_deref(),
@@ -512,7 +552,9 @@ where
     }
     let include_usage = probe.stream_options.as_ref().and_then(|o| o.include_usage);
     // After the limits: a hit counts as a request (and gives its token reservation back).
-    let cache = match &route.cache {
+    // A background response is answered with its id, never from the cache.
+    let route_cache = route.cache.as_ref().filter(|_| background.is_none());
+    let cache = match route_cache {
         None => None,
         Some(config) => {
             let guardrail_names = if guardrails.is_empty() {
@@ -567,6 +609,11 @@ where
         include_usage,
     };
     drop(probe);
+    if background.is_some() {
+        let owner = key.as_deref().map(|k| k.id());
+        let s = super::background::make_stream(state, route, owner).map_err(|f| *f)?;
+        parts.extensions.insert(crate::resume::Background(s));
+    }
     let ctx = RequestCtx {
         parts,
         // The guardrails' rewrite (redacted or modified texts) is what goes upstream.

@@ -19,6 +19,8 @@ pub(crate) enum GatewayBody {
     Mounted(crate::mount::MountedBody),
     /// A stored stream replayed from the response cache.
     Cached(Box<super::cached::CachedStream>),
+    /// A resumable stream's log, read from one event on (see `resume`).
+    Resumed(Box<crate::resume::Reader>),
 }
 
 impl Body for GatewayBody {
@@ -34,6 +36,7 @@ impl Body for GatewayBody {
             GatewayBody::Relay(r) => Pin::new(r.as_mut()).poll_frame(cx),
             GatewayBody::Mounted(m) => Pin::new(m).poll_frame(cx),
             GatewayBody::Cached(c) => c.poll_frame(cx),
+            GatewayBody::Resumed(r) => r.poll_frame(cx),
         }
     }
 
@@ -43,6 +46,7 @@ impl Body for GatewayBody {
             GatewayBody::Relay(r) => r.is_end_stream(),
             GatewayBody::Mounted(m) => m.is_end_stream(),
             GatewayBody::Cached(c) => c.is_end_stream(),
+            GatewayBody::Resumed(r) => r.is_end_stream(),
         }
     }
 
@@ -50,7 +54,9 @@ impl Body for GatewayBody {
         match self {
             GatewayBody::Full(Some(b)) => SizeHint::with_exact(b.len() as u64),
             GatewayBody::Full(None) => SizeHint::with_exact(0),
-            GatewayBody::Relay(_) | GatewayBody::Cached(_) => SizeHint::default(),
+            GatewayBody::Relay(_) | GatewayBody::Cached(_) | GatewayBody::Resumed(_) => {
+                SizeHint::default()
+            }
             GatewayBody::Mounted(m) => m.size_hint(),
         }
     }

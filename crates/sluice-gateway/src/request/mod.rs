@@ -8,10 +8,12 @@
 //! - `reply`: every error response; `body`: the response body type.
 
 mod admission;
+mod background;
 mod body;
 mod cached;
 mod models;
 mod reply;
+mod resume;
 mod serve;
 mod whole;
 

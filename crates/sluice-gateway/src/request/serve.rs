@@ -235,8 +235,59 @@ pub(crate) fn stream_response(
     let mut log = log;
     log.status = status.as_u16();
     log.stream_started();
+    // A route without resumable streams, and no request asking: these two reads are all it
+    // pays.
+    let resumable = match crate::resume::requested(&policy.ctx.parts.headers) {
+        Some(false) => None,
+        Some(true) => Some(
+            policy
+                .route()
+                .resumable
+                .unwrap_or(sluice_config::ResumableConfig::DEFAULT),
+        ),
+        None => policy.route().resumable,
+    };
+    let background = policy
+        .ctx
+        .parts
+        .extensions
+        .get::<crate::resume::Background>()
+        .map(|b| b.0.clone());
+    let stream = background.or_else(|| {
+        let cfg = resumable?;
+        let owner = log.ticket().and_then(|t| t.key()).map(|k| k.id());
+        let s = state.shared.resume.admit(owner, cfg, false);
+        if s.is_none() {
+            out_headers.insert(
+                crate::resume::X_SLUICE_RESUMABLE,
+                crate::resume::refused_header(),
+            );
+        }
+        s
+    });
     let relay = SseRelay::new(setup, policy, attempt, log);
-    let mut r = Response::new(GatewayBody::Relay(Box::new(relay)));
+    let body = match stream {
+        None => GatewayBody::Relay(Box::new(relay)),
+        Some(s) => {
+            // Attached before the pump starts, so the stream is never detached before its
+            // first client read it.
+            let reader = crate::resume::Reader::attach(s.clone(), 0);
+            if let Ok(v) = HeaderValue::from_str(s.id_str()) {
+                out_headers.insert(crate::resume::X_SLUICE_STREAM_ID, v);
+            }
+            out_headers.insert(
+                crate::resume::X_SLUICE_RESUMABLE,
+                HeaderValue::from_static("on"),
+            );
+            crate::relay::spawn_resumable(Box::new(relay), s, state.shared.resume.clone(), family);
+            match reader {
+                Ok(r) => GatewayBody::Resumed(Box::new(r)),
+                // A new log always takes a reader from its start.
+                Err(_) => GatewayBody::Full(None),
+            }
+        }
+    };
+    let mut r = Response::new(body);
     *r.status_mut() = status;
     *r.headers_mut() = out_headers;
     r

@@ -20,6 +20,9 @@ pub enum Endpoint {
     ModelInfo,
     /// `GET /healthz`. (`/metrics` and `/admin/*` are on the admin listener.)
     Health,
+    /// `GET /v1/responses/{id}` (poll or stream) and `POST /v1/responses/{id}/cancel`: a
+    /// background response, read from its resumable stream's log.
+    StoredResponse,
 }
 
 /// The API family whose error format fits a path (unknown paths get OpenAI's format).
@@ -47,6 +50,14 @@ pub fn endpoint(method: &Method, path: &str) -> Result<Endpoint, GatewayError> {
             "/v1/models" | "/models" => (Endpoint::Models, Method::GET),
             p if model_id(p).is_some() => (Endpoint::ModelInfo, Method::GET),
             "/healthz" => (Endpoint::Health, Method::GET),
+            p if p.starts_with("/v1/responses/") => {
+                let method = if p.ends_with("/cancel") {
+                    Method::POST
+                } else {
+                    Method::GET
+                };
+                (Endpoint::StoredResponse, method)
+            }
             _ => return Err(GatewayError::NotFound(path.to_string())),
         }
     };
@@ -85,5 +96,22 @@ mod tests {
             endpoint(&Method::POST, "/v2/x"),
             Err(GatewayError::NotFound(_))
         ));
+        // A background response: polled or streamed with GET, cancelled with POST.
+        assert_eq!(
+            endpoint(&Method::GET, "/v1/responses/resp_1").unwrap(),
+            Endpoint::StoredResponse
+        );
+        assert_eq!(
+            endpoint(&Method::POST, "/v1/responses/resp_1/cancel").unwrap(),
+            Endpoint::StoredResponse
+        );
+        assert!(matches!(
+            endpoint(&Method::POST, "/v1/responses/resp_1"),
+            Err(GatewayError::MethodNotAllowed { .. })
+        ));
+        assert_eq!(
+            endpoint(&Method::POST, "/v1/responses").unwrap(),
+            Endpoint::Model(Operation::Responses)
+        );
     }
 }

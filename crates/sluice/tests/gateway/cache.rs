@@ -6,7 +6,7 @@
 //! `redis-server`: two instances sharing answers, and Redis down being a miss.
 
 #[path = "../../../sluice-state/tests/support/mod.rs"]
-mod redis_support;
+pub(crate) mod redis_support;
 
 use std::time::Duration;
 

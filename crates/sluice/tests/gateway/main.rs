@@ -28,6 +28,7 @@ mod raw;
 mod relay;
 mod reload;
 mod resets;
+mod resumable;
 mod shutdown;
 mod stalled_body;
 mod timeouts;
