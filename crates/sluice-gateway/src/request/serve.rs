@@ -265,6 +265,7 @@ pub(crate) fn stream_response(
         }
         s
     });
+    let family = policy.ctx.op.family();
     let relay = SseRelay::new(setup, policy, attempt, log);
     let body = match stream {
         None => GatewayBody::Relay(Box::new(relay)),
