@@ -206,7 +206,9 @@ where
                 .extensions
                 .get::<crate::resume::Background>()
                 .map(|b| b.0.clone());
-            let model = log.model.clone();
+            // Only a background response needs the model apart from the log: a plain
+            // request pays no copy of it.
+            let model = background.as_ref().map(|_| log.model.clone());
             let run = Run {
                 state,
                 policy,
@@ -214,9 +216,11 @@ where
                 cache,
                 guardrails,
             };
-            match background {
-                None => Admission::Run(run),
-                Some(s) => Admission::Answer(super::background::start(run, s, model)),
+            match (background, model) {
+                (Some(s), Some(model)) => {
+                    Admission::Answer(super::background::start(run, s, model))
+                }
+                _ => Admission::Run(run),
             }
         }
         Ok(Admitted::Cached(hit)) => {
