@@ -249,6 +249,23 @@ impl Keys {
         self.inner.table.identify(headers)
     }
 
+    /// The owner of a resumable stream or background response a request makes, and the one
+    /// a request reading or cancelling one must be: the presented key's id when it is one of
+    /// the gateway's valid keys, whatever the route's key mode (a keys-off route does not
+    /// make its key's streams everyone's); `None` for no key or a key the gateway does not
+    /// know.
+    ///
+    /// # Errors
+    /// A revoked key ([`KeyError::Revoked`]): it owns nothing, and is not taken for the
+    /// anonymous owner either.
+    pub fn stream_owner(identity: &Identity) -> Result<Option<Arc<VirtualKey>>, KeyError> {
+        match identity {
+            Identity::Key(k) => Ok(Some(k.clone())),
+            Identity::Revoked(_) => Err(KeyError::Revoked),
+            Identity::Anonymous | Identity::Unknown => Ok(None),
+        }
+    }
+
     /// Refuses at once what no route would take, before the body is read.
     ///
     /// # Errors

@@ -473,15 +473,30 @@ where
     let stream = op.streams_by_path().unwrap_or(probe.stream == Some(true));
     let deadline = deadline(state, route_idx, &parts.headers, log.started());
     let keys = &state.keys;
+    // A stream this request makes or reads is owned by the key it presented, as
+    // `background::stored` sees it, whatever the route's key mode; the route's own verdict
+    // (below) may be `None` for a known key. Only a request whose stream may be resumable
+    // (or a background one) asks.
+    let resumable = crate::resume::applies(route.resumable, &parts.headers);
+    let owner = (resumable.is_some() || background.is_some())
+        .then(|| crate::admit::Keys::stream_owner(&identity));
     let key = keys
         .authorize(route_idx, model, identity, &mut parts.headers)
         .map_err(Failure::keys)?;
-    if let Some(last) = parts.headers.get(crate::resume::LAST_EVENT_ID) {
-        let owner = key.as_deref().map(|k| k.id());
+    let last = resumable
+        .and_then(|_| parts.headers.get(crate::resume::LAST_EVENT_ID))
+        .filter(|_| background.is_none());
+    if let Some(last) = last {
+        let owner = owner.unwrap_or(Ok(None)).map_err(Failure::keys)?;
         // Boxed: a wait (Redis) that only reconnects make.
-        let r = Box::pin(super::resume::resume(state, last, owner, &request_id))
-            .await
-            .map_err(|f| *f)?;
+        let r = Box::pin(super::resume::resume(
+            state,
+            last,
+            owner.as_deref().map(|k| k.id()),
+            &request_id,
+        ))
+        .await
+        .map_err(|f| *f)?;
         return Ok(Admitted::Resumed(r));
     }
     let idempotency = keys
@@ -613,10 +628,22 @@ where
         include_usage,
     };
     drop(probe);
-    if background.is_some() {
-        let owner = key.as_deref().map(|k| k.id());
-        let s = super::background::make_stream(state, route, owner).map_err(|f| *f)?;
-        parts.extensions.insert(crate::resume::Background(s));
+    match owner {
+        None => {}
+        Some(owner) if background.is_some() => {
+            let owner = owner.map_err(Failure::keys)?;
+            let owner = owner.as_deref().map(|k| k.id());
+            let s = super::background::make_stream(state, route, owner).map_err(|f| *f)?;
+            parts.extensions.insert(crate::resume::Background(s));
+        }
+        // The relay makes the stream once the upstream answers: it takes its owner here.
+        Some(owner) => {
+            parts.extensions.insert(match owner {
+                Ok(Some(k)) => crate::resume::Owner::Key(k),
+                Ok(None) => crate::resume::Owner::Anyone,
+                Err(_) => crate::resume::Owner::Refused,
+            });
+        }
     }
     let ctx = RequestCtx {
         parts,

@@ -15,7 +15,6 @@ use serde_json::{json, Value};
 use super::admission::Run;
 use super::resume::sse_response;
 use super::{full, Failure, GatewayBody};
-use crate::admit::Identity;
 use crate::error::GatewayError;
 use crate::generation::Generation;
 use crate::resume::{self, Lookup, Reader, Stream};
@@ -116,10 +115,8 @@ pub(crate) fn stored(
 ) -> Result<Response<GatewayBody>, Box<Failure>> {
     let identity = state.keys.identify(&parts.headers);
     state.keys.screen(&identity).map_err(Failure::keys)?;
-    let owner = match &identity {
-        Identity::Key(k) => Some(k.config.id.as_str()),
-        _ => None,
-    };
+    let owner = crate::admit::Keys::stream_owner(&identity).map_err(Failure::keys)?;
+    let owner = owner.as_deref().map(|k| k.id());
     let path = parts.uri.path();
     let rest = path.strip_prefix("/v1/responses/").unwrap_or_default();
     let (id, cancel) = match rest.strip_suffix("/cancel") {

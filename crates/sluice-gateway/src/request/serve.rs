@@ -237,16 +237,7 @@ pub(crate) fn stream_response(
     log.stream_started();
     // A route without resumable streams, and no request asking: these two reads are all it
     // pays.
-    let resumable = match crate::resume::requested(&policy.ctx.parts.headers) {
-        Some(false) => None,
-        Some(true) => Some(
-            policy
-                .route()
-                .resumable
-                .unwrap_or(sluice_config::ResumableConfig::DEFAULT),
-        ),
-        None => policy.route().resumable,
-    };
+    let resumable = crate::resume::applies(policy.route().resumable, &policy.ctx.parts.headers);
     let background = policy
         .ctx
         .parts
@@ -255,7 +246,13 @@ pub(crate) fn stream_response(
         .map(|b| b.0.clone());
     let stream = background.or_else(|| {
         let cfg = resumable?;
-        let owner = log.ticket().and_then(|t| t.key()).map(|k| k.id());
+        // As admission found it (`Keys::stream_owner`): the key the client presented, even
+        // on a route that does not check keys.
+        let owner = match policy.ctx.parts.extensions.get::<crate::resume::Owner>() {
+            Some(crate::resume::Owner::Refused) => return None,
+            Some(crate::resume::Owner::Key(k)) => Some(k.id()),
+            Some(crate::resume::Owner::Anyone) | None => None,
+        };
         let s = state.shared.resume.admit(owner, cfg, false);
         if s.is_none() {
             out_headers.insert(

@@ -61,6 +61,33 @@ pub(crate) fn requested(h: &HeaderMap) -> Option<bool> {
     }
 }
 
+/// Whether a request's stream is resumable, and with what bounds: `x-sluice-resumable`
+/// decides when sent, else the route (`resumable`). A `Last-Event-ID` is a reconnect only
+/// where this says so; elsewhere it is an ordinary header.
+pub(crate) fn applies(
+    route: Option<sluice_config::ResumableConfig>,
+    h: &HeaderMap,
+) -> Option<sluice_config::ResumableConfig> {
+    match requested(h) {
+        Some(false) => None,
+        Some(true) => Some(route.unwrap_or(sluice_config::ResumableConfig::DEFAULT)),
+        None => route,
+    }
+}
+
+/// Who a resumable stream made by this request belongs to (see `Keys::stream_owner`), in
+/// the request's extensions when its stream may be resumable; `Refused` for a revoked key
+/// on a keys-off route, whose stream is then an ordinary one.
+#[derive(Clone)]
+pub(crate) enum Owner {
+    /// Anyone without a key (no key, or one the gateway does not know).
+    Anyone,
+    /// The key with this id.
+    Key(std::sync::Arc<crate::admit::VirtualKey>),
+    /// Nobody: the stream is not made resumable.
+    Refused,
+}
+
 /// The header a stream refused for capacity carries.
 pub(crate) fn refused_header() -> HeaderValue {
     HeaderValue::from_static("off; reason=capacity")

@@ -716,3 +716,17 @@ async fn a_detached_generation_holds_its_keys_concurrency() {
         "the key's place came back when the generation ended"
     );
 }
+
+/// A `Last-Event-ID` on a route whose streams are not resumable (and no `x-sluice-resumable:
+/// on`) is an ordinary header: the request gets its generation, not a 404 for a stream.
+#[tokio::test]
+async fn a_stray_last_event_id_on_a_plain_route_is_an_ordinary_header() {
+    let mock = mock("").await;
+    let gw = start(&mock, "30s", "").await;
+    let r = open(gw.addr(), KEY_A, "plain1", "tokens=3", Some("0123-4")).await;
+    assert_eq!(r.status(), StatusCode::OK);
+    assert!(r.headers().get("x-sluice-resumable").is_none());
+    let evs = read_events(r, None).await;
+    assert!(evs.iter().any(|e| e.starts_with(b"data: [DONE]")), "{evs:?}");
+    assert_eq!(mock.stats().snapshot().requests.len(), 1);
+}
