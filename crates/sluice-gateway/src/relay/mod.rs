@@ -365,6 +365,31 @@ impl SseRelay {
         self.fail(reason, status, reason.as_str(), message)
     }
 
+    /// Stops the stream from outside (a resumable stream's pump: the response cancelled, or
+    /// no reader for its `keep`) and returns its last event, written as any failure of the
+    /// stream is (the translator's, so a Responses stream goes on with its sequence numbers
+    /// and ends with `response.failed`); empty if the stream had ended. The upstream is
+    /// cancelled here, whatever the route's `on_client_disconnect`: nobody asked for the
+    /// rest, so a `drain` would only keep a generation nobody wants running.
+    pub(crate) fn abandon(&mut self, code: &str, message: &str) -> Bytes {
+        self.on_disconnect = OnClientDisconnect::Cancel;
+        if self.ended {
+            return Bytes::new();
+        }
+        // Not a continuation's failure: its original cut is not what stopped it.
+        self.pending_cut = None;
+        let last = self.fail(
+            EndReason::ClientGone,
+            StatusCode::SERVICE_UNAVAILABLE,
+            code,
+            message,
+        );
+        match last {
+            Poll::Ready(Some(Ok(frame))) => frame.into_data().unwrap_or_default(),
+            _ => Bytes::new(),
+        }
+    }
+
     fn complete(&mut self) -> Poll<Option<Result<Frame<Bytes>, Never>>> {
         if let Some(cut) = self.pending_cut.take() {
             self.telemetry.continuation("failed");

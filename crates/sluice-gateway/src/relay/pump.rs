@@ -6,9 +6,7 @@ use std::sync::Arc;
 use std::task::{Context, Poll};
 
 use bytes::{Bytes, BytesMut};
-use http::StatusCode;
 use http_body::Body;
-use sluice_providers::Family;
 use tokio::time::{Instant, Sleep};
 
 use super::SseRelay;
@@ -19,17 +17,11 @@ const FRAMES_PER_POLL: u32 = 64;
 
 /// Starts the task that drives `relay` into `stream`'s log, then keeps the log for `keep`
 /// after the generation ends and removes it from `registry`.
-pub(crate) fn spawn(
-    relay: Box<SseRelay>,
-    stream: Arc<Stream>,
-    registry: Arc<Registry>,
-    family: Family,
-) {
+pub(crate) fn spawn(relay: Box<SseRelay>, stream: Arc<Stream>, registry: Arc<Registry>) {
     tokio::spawn(Pump {
         relay: Some(relay),
         stream,
         registry,
-        family,
         seq: 0,
         sleep: None,
     });
@@ -40,8 +32,6 @@ struct Pump {
     relay: Option<Box<SseRelay>>,
     stream: Arc<Stream>,
     registry: Arc<Registry>,
-    /// The client's family: the error event of a generation stopped here.
-    family: Family,
     /// The next event's number.
     seq: u64,
     /// The keep deadline being waited for (detached, or lingering after the end).
@@ -78,17 +68,26 @@ impl Pump {
         self.stream.push(b);
     }
 
-    /// Ends the generation here (cancelled, or no reader for `keep`): the relay is dropped,
-    /// which cancels the upstream and settles its record, and the log gets an error event.
+    /// What the relay sent, an event to a log entry (so an id, and a Responses stream's
+    /// `starting_after`, name one event): a failure is two (`error`, `response.failed`).
+    fn push_events(&mut self, data: &[u8]) {
+        let mut rest = data;
+        while !rest.is_empty() {
+            let end = event_end(rest);
+            self.push_event(&rest[..end]);
+            rest = &rest[end..];
+        }
+    }
+
+    /// Ends the generation here (cancelled, or no reader for `keep`): the relay cancels the
+    /// upstream (never drains it) and settles its record, and the log gets its last event, in
+    /// the client's API as any failure of the stream.
     fn stop(&mut self, code: &str, message: &str) {
-        self.relay = None;
-        let ev = sluice_providers::error::sse_error_event(
-            self.family,
-            StatusCode::SERVICE_UNAVAILABLE,
-            code,
-            message,
-        );
-        self.push_event(&ev);
+        let ev = match self.relay.take() {
+            Some(mut relay) => relay.abandon(code, message),
+            None => Bytes::new(),
+        };
+        self.push_events(&ev);
         self.stream.end();
         self.stream.mirror(sluice_state::LogEntry::End(self.seq));
     }
@@ -153,7 +152,7 @@ impl Future for Pump {
                         if comment_only(&data) {
                             this.stream.ping(data);
                         } else {
-                            this.push_event(&data);
+                            this.push_events(&data);
                         }
                     }
                     frames += 1;
@@ -174,6 +173,14 @@ impl Future for Pump {
     }
 }
 
+/// The length of the first event in `b`: through its blank line, or all of `b` when it has
+/// none before its end.
+fn event_end(b: &[u8]) -> usize {
+    b.windows(2)
+        .position(|w| w == b"\n\n")
+        .map_or(b.len(), |i| i + 2)
+}
+
 /// Whether a block the relay sent is only comments (a heartbeat, an upstream's `: ping`):
 /// those keep a connection alive and are not events to number.
 fn comment_only(b: &Bytes) -> bool {
@@ -183,7 +190,7 @@ fn comment_only(b: &Bytes) -> bool {
 
 #[cfg(test)]
 mod tests {
-    use super::comment_only;
+    use super::{comment_only, event_end};
     use bytes::Bytes;
 
     #[test]
@@ -192,5 +199,14 @@ mod tests {
         assert!(comment_only(&Bytes::from_static(b":x\r\n\r\n")));
         assert!(!comment_only(&Bytes::from_static(b": c\ndata: {}\n\n")));
         assert!(!comment_only(&Bytes::from_static(b"data: [DONE]\n\n")));
+    }
+
+    #[test]
+    fn a_block_of_two_events_is_two_entries() {
+        let b = b"event: error\ndata: {}\n\nevent: response.failed\ndata: {}\n\n";
+        let first = event_end(b);
+        assert_eq!(&b[..first], b"event: error\ndata: {}\n\n");
+        assert_eq!(first + event_end(&b[first..]), b.len());
+        assert_eq!(event_end(b"data: x"), 7);
     }
 }

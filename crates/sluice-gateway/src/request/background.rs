@@ -225,7 +225,9 @@ fn poll_object(stream: &Stream, id: &str) -> Value {
         status.as_str(),
         "completed" | "failed" | "incomplete" | "cancelled"
     );
-    if snap.cancelled && !settled {
+    // Cancelled while it ran: its last event is the `response.failed` the stop wrote, but
+    // what happened to it is the cancel.
+    if snap.cancelled && status != "completed" {
         obj["status"] = json!("cancelled");
     } else if snap.events.is_empty() {
         obj["status"] = json!("queued");

@@ -262,7 +262,6 @@ pub(crate) fn stream_response(
         }
         s
     });
-    let family = policy.ctx.op.family();
     let relay = SseRelay::new(setup, policy, attempt, log);
     let body = match stream {
         None => GatewayBody::Relay(Box::new(relay)),
@@ -277,7 +276,7 @@ pub(crate) fn stream_response(
                 crate::resume::X_SLUICE_RESUMABLE,
                 HeaderValue::from_static("on"),
             );
-            crate::relay::spawn_resumable(Box::new(relay), s, state.shared.resume.clone(), family);
+            crate::relay::spawn_resumable(Box::new(relay), s, state.shared.resume.clone());
             match reader {
                 Ok(r) => GatewayBody::Resumed(Box::new(r)),
                 // A new log always takes a reader from its start.

@@ -280,6 +280,10 @@ impl Stream {
     /// Asks the pump to drop the generation (a background response's cancel).
     pub(crate) fn cancel(&self) {
         let mut g = self.inner.lock();
+        // An ended generation stays what it was (completed, failed).
+        if g.ended {
+            return;
+        }
         g.cancelled = true;
         if let Some(w) = g.pump.take() {
             w.wake();

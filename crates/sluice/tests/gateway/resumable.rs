@@ -727,6 +727,103 @@ async fn a_stray_last_event_id_on_a_plain_route_is_an_ordinary_header() {
     assert_eq!(r.status(), StatusCode::OK);
     assert!(r.headers().get("x-sluice-resumable").is_none());
     let evs = read_events(r, None).await;
-    assert!(evs.iter().any(|e| e.starts_with(b"data: [DONE]")), "{evs:?}");
+    assert!(
+        evs.iter().any(|e| e.starts_with(b"data: [DONE]")),
+        "{evs:?}"
+    );
     assert_eq!(mock.stats().snapshot().requests.len(), 1);
+}
+
+/// A request with `key`, or none.
+async fn call_as(
+    addr: SocketAddr,
+    method: &str,
+    path: &str,
+    key: Option<&str>,
+    knobs: &str,
+    body: &str,
+) -> (StatusCode, Bytes) {
+    let mut req = request(method, path, knobs, body);
+    if let Some(key) = key {
+        req.headers_mut()
+            .insert("authorization", format!("Bearer {key}").parse().unwrap());
+    }
+    let r = h1(addr, req).await;
+    (r.status, r.body)
+}
+
+/// On a route that does not check keys (`keys = "off"`) of a gateway with keys, a background
+/// response made with a key is that key's: no key and another key get 404. On a `drain`
+/// route, its cancel still cancels the upstream (nobody wants the rest), and its stream ends
+/// as any failed Responses stream does: `error`, then `response.failed`, numbered on.
+#[tokio::test]
+async fn a_keys_off_drain_routes_background_response_is_its_keys_and_cancels_upstream() {
+    let mock = mock("").await;
+    let extra = r#"
+[[route]]
+name = "open"
+models = ["od*"]
+upstream = "mock"
+keys = "off"
+on_client_disconnect = "drain"
+"#;
+    let text = config_text(&mock.url(), "30s", "", extra);
+    let cfg = Config::from_toml(&text, &|_| None).unwrap_or_else(|e| panic!("{e}\n{text}"));
+    let gw = Server::start(cfg).await.unwrap();
+    let addr = gw.addr();
+    let body = r#"{"model":"od1","input":"hi","background":true}"#;
+    let (s, b) = call_as(
+        addr,
+        "POST",
+        "/v1/responses",
+        Some(KEY_A),
+        "tokens=500, interval_ms=20",
+        body,
+    )
+    .await;
+    assert_eq!(s, StatusCode::OK, "{b:?}");
+    let v: serde_json::Value = serde_json::from_slice(&b).unwrap();
+    let id = v["id"].as_str().unwrap().to_string();
+    let path = format!("/v1/responses/{id}");
+    let (s, b) = call_as(addr, "GET", &path, Some(KEY_A), "", "").await;
+    assert_eq!(s, StatusCode::OK, "its own key reads it: {b:?}");
+    for key in [None, Some(KEY_B)] {
+        let (s, _) = call_as(addr, "GET", &path, key, "", "").await;
+        assert_eq!(s, StatusCode::NOT_FOUND, "read by {key:?}");
+        let (s, _) = call_as(addr, "POST", &format!("{path}/cancel"), key, "", "").await;
+        assert_eq!(s, StatusCode::NOT_FOUND, "cancelled by {key:?}");
+    }
+    // Some events first, so the failure goes on from them.
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let (s, b) = call_as(addr, "POST", &format!("{path}/cancel"), Some(KEY_A), "", "").await;
+    assert_eq!(s, StatusCode::OK, "{b:?}");
+    wait_for(mock.stats(), "the cancel upstream, not a drain", |s| {
+        s.requests
+            .last()
+            .is_some_and(|r| matches!(r.outcome, Outcome::Cancelled(_)))
+    })
+    .await;
+    let (s, b) = call_as(
+        addr,
+        "GET",
+        &format!("{path}?stream=true"),
+        Some(KEY_A),
+        "",
+        "",
+    )
+    .await;
+    assert_eq!(s, StatusCode::OK);
+    let all = sse(&b);
+    assert!(all.len() > 3, "{all:?}");
+    let n = all.len();
+    assert_eq!(all[n - 2].0.as_deref(), Some("error"), "{all:?}");
+    assert_eq!(all[n - 1].0.as_deref(), Some("response.failed"), "{all:?}");
+    for (i, (name, data)) in all.iter().enumerate() {
+        let v: serde_json::Value = serde_json::from_str(data).unwrap();
+        assert_eq!(v["type"].as_str(), name.as_deref(), "{data}");
+        assert_eq!(v["sequence_number"], i as u64, "{data}");
+    }
+    let failed: serde_json::Value = serde_json::from_str(&all[n - 1].1).unwrap();
+    assert_eq!(failed["response"]["status"], "failed", "{failed}");
+    assert_eq!(failed["response"]["error"]["code"], "cancelled", "{failed}");
 }
