@@ -752,6 +752,70 @@ async fn call_as(
     (r.status, r.body)
 }
 
+const KEY_REVOKED: &str = "sk-resume-revoked";
+
+/// The test config plus routes that do not check keys: `od*` (drains on a client's
+/// disconnect), `or*` (resumable); and a revoked key.
+async fn start_open(mock: &MockServer) -> Server {
+    let extra = format!(
+        r#"
+[[key]]
+id = "c"
+hash = "{c}"
+revoked = true
+
+[[route]]
+name = "open"
+models = ["od*"]
+upstream = "mock"
+keys = "off"
+on_client_disconnect = "drain"
+
+[[route]]
+name = "open-resumable"
+models = ["or*"]
+upstream = "mock"
+keys = "off"
+resumable = {{ keep = "30s" }}
+"#,
+        c = hash(KEY_REVOKED)
+    );
+    let text = config_text(&mock.url(), "30s", "", &extra);
+    let cfg = Config::from_toml(&text, &|_| None).unwrap_or_else(|e| panic!("{e}\n{text}"));
+    Server::start(cfg).await.unwrap()
+}
+
+/// On a route that does not check keys, a resumable stream made with a key is that key's (as
+/// a background response is): another key's reconnect gets 404. One made with no key is
+/// anyone's without a key, and not a revoked key's (401).
+#[tokio::test]
+async fn a_keys_off_routes_streams_belong_to_the_key_presented() {
+    let mock = mock("").await;
+    let gw = start_open(&mock).await;
+    let addr = gw.addr();
+    let resp = open(addr, KEY_A, "or1", "tokens=20", None).await;
+    assert_eq!(resp.headers()["x-sluice-resumable"], "on");
+    let evs = read_events(resp, Some(3)).await;
+    let last = event_id(&evs[2]);
+    let foreign = open(addr, KEY_B, "or1", "", Some(&last)).await;
+    assert_eq!(foreign.status(), StatusCode::NOT_FOUND);
+    let own = open(addr, KEY_A, "or1", "", Some(&last)).await;
+    assert_eq!(own.status(), StatusCode::OK);
+    assert!(!read_events(own, None).await.is_empty());
+
+    let body = r#"{"model":"od1","input":"hi","background":true}"#;
+    let (s, b) = call_as(addr, "POST", "/v1/responses", None, "tokens=3", body).await;
+    assert_eq!(s, StatusCode::OK, "{b:?}");
+    let v: serde_json::Value = serde_json::from_slice(&b).unwrap();
+    let path = format!("/v1/responses/{}", v["id"].as_str().unwrap());
+    let (s, _) = call_as(addr, "GET", &path, None, "", "").await;
+    assert_eq!(s, StatusCode::OK, "no key reads what no key made");
+    let (s, b) = call_as(addr, "GET", &path, Some(KEY_REVOKED), "", "").await;
+    assert_eq!(s, StatusCode::UNAUTHORIZED, "{b:?}");
+    let (s, _) = call_as(addr, "GET", &path, Some(KEY_A), "", "").await;
+    assert_eq!(s, StatusCode::NOT_FOUND);
+}
+
 /// On a route that does not check keys (`keys = "off"`) of a gateway with keys, a background
 /// response made with a key is that key's: no key and another key get 404. On a `drain`
 /// route, its cancel still cancels the upstream (nobody wants the rest), and its stream ends
@@ -759,17 +823,7 @@ async fn call_as(
 #[tokio::test]
 async fn a_keys_off_drain_routes_background_response_is_its_keys_and_cancels_upstream() {
     let mock = mock("").await;
-    let extra = r#"
-[[route]]
-name = "open"
-models = ["od*"]
-upstream = "mock"
-keys = "off"
-on_client_disconnect = "drain"
-"#;
-    let text = config_text(&mock.url(), "30s", "", extra);
-    let cfg = Config::from_toml(&text, &|_| None).unwrap_or_else(|e| panic!("{e}\n{text}"));
-    let gw = Server::start(cfg).await.unwrap();
+    let gw = start_open(&mock).await;
     let addr = gw.addr();
     let body = r#"{"model":"od1","input":"hi","background":true}"#;
     let (s, b) = call_as(
