@@ -637,6 +637,8 @@ where
             parts.extensions.insert(crate::resume::Background(s));
         }
         // The relay makes the stream once the upstream answers: it takes its owner here.
+        // A call answered whole makes none, and pays no extension for it.
+        Some(_) if !stream => {}
         Some(owner) => {
             parts.extensions.insert(match owner {
                 Ok(Some(k)) => crate::resume::Owner::Key(k),
