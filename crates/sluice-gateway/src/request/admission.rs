@@ -477,7 +477,13 @@ where
     // `background::stored` sees it, whatever the route's key mode; the route's own verdict
     // (below) may be `None` for a known key. Only a request whose stream may be resumable
     // (or a background one) asks.
-    let resumable = crate::resume::applies(route.resumable, &parts.headers);
+    // Only a stream can be resumable (a reconnect is the same streaming request sent again):
+    // a call answered whole does not look at the headers for it.
+    let resumable = if stream {
+        crate::resume::applies(route.resumable, &parts.headers)
+    } else {
+        None
+    };
     let owner = (resumable.is_some() || background.is_some())
         .then(|| crate::admit::Keys::stream_owner(&identity));
     let key = keys
@@ -641,7 +647,7 @@ where
         Some(_) if !stream => {}
         Some(owner) => {
             parts.extensions.insert(match owner {
-                Ok(Some(k)) => crate::resume::Owner::Key(k),
+                Ok(Some(k)) => crate::resume::Owner::Key(std::sync::Arc::from(k.id())),
                 Ok(None) => crate::resume::Owner::Anyone,
                 Err(_) => crate::resume::Owner::Refused,
             });

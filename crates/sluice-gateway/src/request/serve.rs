@@ -250,7 +250,7 @@ pub(crate) fn stream_response(
         // on a route that does not check keys.
         let owner = match policy.ctx.parts.extensions.get::<crate::resume::Owner>() {
             Some(crate::resume::Owner::Refused) => return None,
-            Some(crate::resume::Owner::Key(k)) => Some(k.id()),
+            Some(crate::resume::Owner::Key(id)) => Some(&**id),
             Some(crate::resume::Owner::Anyone) | None => None,
         };
         let s = state.shared.resume.admit(owner, cfg, false);

@@ -82,8 +82,8 @@ pub(crate) fn applies(
 pub(crate) enum Owner {
     /// Anyone without a key (no key, or one the gateway does not know).
     Anyone,
-    /// The key with this id.
-    Key(std::sync::Arc<crate::admit::VirtualKey>),
+    /// The key with this id (the id only: this layer sits below the keys').
+    Key(std::sync::Arc<str>),
     /// Nobody: the stream is not made resumable.
     Refused,
 }
