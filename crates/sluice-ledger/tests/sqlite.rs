@@ -268,6 +268,59 @@ async fn retention_deletes_by_age_then_by_size() {
     );
 }
 
+/// A version-2 file's DDL as it shipped (before the `guardrails` column): `sluice_records`
+/// with one JSON array a record and a view reading the array's elements by position.
+fn version_2_file(path: &Path) -> Connection {
+    const COLUMNS: [&str; 32] = [
+        "request_id",
+        "key_id",
+        "team",
+        "owner",
+        "route",
+        "client_api",
+        "requested_model",
+        "served_model",
+        "upstream",
+        "provider",
+        "attempts",
+        "attempt_classes",
+        "status",
+        "end_reason",
+        "stream",
+        "input_tokens",
+        "output_tokens",
+        "cache_read_tokens",
+        "cache_write_tokens",
+        "cache_write_1h_tokens",
+        "reasoning_tokens",
+        "pricing",
+        "price_entry",
+        "cost_micros",
+        "first_byte_us",
+        "first_token_us",
+        "total_us",
+        "cache_hit",
+        "idempotent_replay",
+        "prompt",
+        "response",
+        "capture_truncated",
+    ];
+    let fields: Vec<String> = COLUMNS
+        .iter()
+        .enumerate()
+        .map(|(i, c)| format!("rec ->> {i} AS {c}"))
+        .collect();
+    let conn = Connection::open(path).unwrap();
+    conn.execute_batch(&format!(
+        "CREATE TABLE sluice_records (ts_us INTEGER NOT NULL, rec TEXT NOT NULL);
+         CREATE VIEW sluice_requests AS SELECT rowid AS seq, ts_us, {} FROM sluice_records;
+         PRAGMA user_version = 2;",
+        fields.join(", ")
+    ))
+    .unwrap();
+    conn
+}
+
 fn wal_len(db: &Path) -> u64 {
     let mut wal = db.as_os_str().to_owned();
     wal.push("-wal");
@@ -592,57 +645,11 @@ async fn every_field_reads_back_from_its_column() {
 /// NULL there and go on counting, and a new record's verdicts read back.
 #[tokio::test]
 async fn a_file_from_before_the_guardrails_column_is_read_and_extended() {
-    let old_columns = [
-        "request_id",
-        "key_id",
-        "team",
-        "owner",
-        "route",
-        "client_api",
-        "requested_model",
-        "served_model",
-        "upstream",
-        "provider",
-        "attempts",
-        "attempt_classes",
-        "status",
-        "end_reason",
-        "stream",
-        "input_tokens",
-        "output_tokens",
-        "cache_read_tokens",
-        "cache_write_tokens",
-        "cache_write_1h_tokens",
-        "reasoning_tokens",
-        "pricing",
-        "price_entry",
-        "cost_micros",
-        "first_byte_us",
-        "first_token_us",
-        "total_us",
-        "cache_hit",
-        "idempotent_replay",
-        "prompt",
-        "response",
-        "capture_truncated",
-    ];
-    let fields: Vec<String> = old_columns
-        .iter()
-        .enumerate()
-        .map(|(i, c)| format!("rec ->> {i} AS {c}"))
-        .collect();
     let base = base();
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("v2.db");
     {
-        let conn = Connection::open(&path).unwrap();
-        conn.execute_batch(&format!(
-            "CREATE TABLE sluice_records (ts_us INTEGER NOT NULL, rec TEXT NOT NULL);
-             CREATE VIEW sluice_requests AS SELECT rowid AS seq, ts_us, {} FROM sluice_records;
-             PRAGMA user_version = 2;",
-            fields.join(", ")
-        ))
-        .unwrap();
+        let conn = version_2_file(&path);
         conn.execute(
             "INSERT INTO sluice_records (rowid, ts_us, rec) VALUES (?1, ?1, ?2)",
             rusqlite::params![
@@ -688,54 +695,7 @@ async fn a_version_2_file_is_migrated_with_its_rows() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("v2.db");
     {
-        // Version 2's DDL as it shipped: the view reads `rec`'s elements by position.
-        let names = [
-            "request_id",
-            "key_id",
-            "team",
-            "owner",
-            "route",
-            "client_api",
-            "requested_model",
-            "served_model",
-            "upstream",
-            "provider",
-            "attempts",
-            "attempt_classes",
-            "status",
-            "end_reason",
-            "stream",
-            "input_tokens",
-            "output_tokens",
-            "cache_read_tokens",
-            "cache_write_tokens",
-            "cache_write_1h_tokens",
-            "reasoning_tokens",
-            "pricing",
-            "price_entry",
-            "cost_micros",
-            "first_byte_us",
-            "first_token_us",
-            "total_us",
-            "cache_hit",
-            "idempotent_replay",
-            "prompt",
-            "response",
-            "capture_truncated",
-        ];
-        let fields: Vec<String> = names
-            .iter()
-            .enumerate()
-            .map(|(i, c)| format!("rec ->> {i} AS {c}"))
-            .collect();
-        let conn = Connection::open(&path).unwrap();
-        conn.execute_batch(&format!(
-            "CREATE TABLE sluice_records (ts_us INTEGER NOT NULL, rec TEXT NOT NULL);
-             CREATE VIEW sluice_requests AS SELECT rowid AS seq, ts_us, {} FROM sluice_records;
-             PRAGMA user_version = 2;",
-            fields.join(", ")
-        ))
-        .unwrap();
+        let conn = version_2_file(&path);
         for (seq, id, key, cost) in [
             (base + 1, "a", "\"k1\"", "1500"),
             (base + 2, "b", "null", "null"),

@@ -25,7 +25,7 @@ use sluice_telemetry::EndReason;
 /// without `background` (the gateway keeps it). `None` for every other request: a body
 /// without the word pays one scan.
 pub(crate) fn take_background(op: Operation, body: &[u8]) -> Option<Bytes> {
-    if op != Operation::Responses || !contains(body, b"\"background\"") {
+    if op != Operation::Responses || memchr::memmem::find(body, b"\"background\"").is_none() {
         return None;
     }
     let mut v: Value = serde_json::from_slice(body).ok()?;
@@ -36,10 +36,6 @@ pub(crate) fn take_background(op: Operation, body: &[u8]) -> Option<Bytes> {
     o.remove("background");
     o.insert("stream".into(), Value::Bool(true));
     serde_json::to_vec(&v).ok().map(Bytes::from)
-}
-
-fn contains(hay: &[u8], needle: &[u8]) -> bool {
-    hay.windows(needle.len()).any(|w| w == needle)
 }
 
 /// The stream a background request's relay feeds, made now (so the id can be answered at

@@ -15,8 +15,8 @@ use crate::record::{sat_i64, RequestRecord};
 /// `PGCOPY\n\377\r\n\0`, then the flags field and the header extension's length (both 0).
 const HEADER: &[u8] = b"PGCOPY\n\xff\r\n\0\0\0\0\0\0\0\0\0";
 
-/// Fields a record has ([`super::schema::COLUMNS`]).
-const FIELDS: i16 = 34;
+/// Fields a record has.
+const FIELDS: i16 = super::schema::COLUMNS.len() as i16;
 
 /// `batch` as one binary COPY stream, columns in [`super::schema::COLUMNS`] order with the
 /// types of the table (`BIGINT`, `INTEGER`, `SMALLINT`, `BOOLEAN`, `TEXT`).
